@@ -1,0 +1,72 @@
+"""Shared fixtures: the engine module, a CLI runner, and contract replay in Liminate."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
+PAGER = SCRIPTS / "pager.py"
+ASSET = ROOT / "assets" / "test-history.json"
+NOW = "2026-05-17T03:08:12+00:00"
+
+sys.path.insert(0, str(SCRIPTS))
+
+import pager as _pager  # noqa: E402
+
+
+@pytest.fixture
+def pager():
+    return _pager
+
+
+class CliResult:
+    def __init__(self, code, out, err):
+        self.code, self.out, self.err = code, out, err
+
+    @property
+    def records(self):
+        import json
+        return [json.loads(line) for line in self.err.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run pager.main in-process; return exit code, stdout, stderr."""
+    def run(*args):
+        code = _pager.main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+    return run
+
+
+def run_script(*args, stdin=None, script=PAGER):
+    """Run a script in a subprocess, as a user would."""
+    proc = subprocess.run([sys.executable, str(script), *map(str, args)], input=stdin,
+                          capture_output=True, text=True, cwd=ROOT)
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def liminate_module():
+    """Return the real interpreter; in CI its absence fails the test instead of skipping it."""
+    if os.environ.get("CI"):
+        import liminate  # noqa: F401  (ImportError fails the test in CI)
+        return liminate
+    return pytest.importorskip("liminate")
+
+
+def replay(text):
+    """Run a contract through the real interpreter; return (topic, {name: value})."""
+    liminate = liminate_module()
+    result = liminate.run(text)
+    problems = [r.message for r in result.results if r.message]
+    assert not result.had_error, problems
+    return result.topic, {name: entry.value for name, entry in result.symbol_table.items()}
+
+
+def state_lists(state):
+    """Return the three lists of a ContractState keyed by their Liminate names."""
+    return state.lists()

@@ -1,0 +1,235 @@
+"""The command line: summary, records, flags, and one clear line for every bad input."""
+
+import json
+import re
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from conftest import ASSET, NOW, run_script
+
+ASSET_IDS = [b["id"] for b in json.loads(ASSET.read_text())["blocks"]]
+
+
+def test_summary_line_counts_each_directive(cli, tmp_path):
+    result = cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW)
+    assert result.code == 0
+    assert result.out == (f"pager: 12 blocks: retain 3, page 5, evict 4 (12 new, 0 moved, 0 unchanged); "
+                          f"appended 23 statements to {tmp_path / 'c.limn'}\n")
+
+
+def test_one_record_per_block_in_input_order(cli, tmp_path):
+    result = cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW)
+    records = result.records
+    assert [r["block"] for r in records] == ASSET_IDS
+    assert len(result.err.splitlines()) == 12
+    for r in records:
+        assert {"block", "kind", "similarity", "delta_t", "R", "action"} <= set(r)
+        assert r["action"] in ("retain", "page", "evict")
+    by_kind = {}
+    for r in records:
+        by_kind.setdefault(r["kind"], set()).add(r["action"])
+    assert by_kind == {"active": {"retain"}, "resolved": {"page"}, "noise": {"evict"}}
+
+
+def test_json_summary(cli, tmp_path):
+    result = cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW, "--json")
+    summary = json.loads(result.out)
+    assert summary == {"blocks": 12, "retain": 3, "page": 5, "evict": 4, "new": 12, "moved": 0,
+                       "unchanged": 0, "statements": 23, "contract": str(tmp_path / "c.limn"),
+                       "written": True, "pass": NOW}
+
+
+def test_dry_run_prints_statements_and_writes_nothing(cli, tmp_path):
+    contract = tmp_path / "c.limn"
+    result = cli("--history", ASSET, "--contract", contract, "--now", NOW, "--dry-run")
+    assert result.code == 0
+    assert not contract.exists()
+    lines = result.out.splitlines()
+    assert lines[0] == 'about "prosecode context pager session contract"'
+    assert lines[-2] == f'remember a value called last-pager-pass with "{NOW}"'
+    assert lines[-1].startswith("pager: 12 blocks:") and "would append 23 statements" in lines[-1]
+    real = cli("--history", ASSET, "--contract", contract, "--now", NOW)
+    assert real.code == 0
+    assert contract.read_text().splitlines() == lines[:-1]
+
+
+def test_same_input_same_bytes(cli, tmp_path):
+    for name in ("a.limn", "b.limn"):
+        assert cli("--history", ASSET, "--contract", tmp_path / name, "--now", NOW).code == 0
+    assert (tmp_path / "a.limn").read_bytes() == (tmp_path / "b.limn").read_bytes()
+
+
+@pytest.mark.parametrize("given_now, stored", [
+    ("2026-05-17T03:08:12Z", "2026-05-17T03:08:12+00:00"),
+    ("2026-05-17T05:08:12+02:00", "2026-05-17T03:08:12+00:00"),
+    ("2026-05-17T03:08:12", "2026-05-17T03:08:12+00:00"),
+])
+def test_now_is_normalised_to_utc(cli, tmp_path, given_now, stored):
+    contract = tmp_path / "c.limn"
+    assert cli("--history", ASSET, "--contract", contract, "--now", given_now).code == 0
+    assert contract.read_text().splitlines()[-1] == f'remember a value called last-pager-pass with "{stored}"'
+
+
+def test_history_from_standard_input(tmp_path):
+    contract = tmp_path / "c.limn"
+    result = run_script("--history", "-", "--contract", contract, "--now", NOW, stdin=ASSET.read_text())
+    assert result.code == 0, result.err
+    assert contract.read_text() == (ASSET.parent.parent / "tests" / "golden" / "asset.limn").read_text()
+
+
+def test_intent_after_blocks_is_read(cli, tmp_path):
+    data = json.loads(ASSET.read_text())
+    reordered = {"blocks": data["blocks"], "intent_ir": data["intent_ir"], "current_turn": data["current_turn"]}
+    history = tmp_path / "h.json"
+    history.write_text(json.dumps(reordered))
+    a = cli("--history", history, "--contract", tmp_path / "a.limn", "--now", NOW)
+    b = cli("--history", ASSET, "--contract", tmp_path / "b.limn", "--now", NOW)
+    assert a.code == b.code == 0
+    assert (tmp_path / "a.limn").read_bytes() == (tmp_path / "b.limn").read_bytes()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.fixed_dictionaries({
+    "id": st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters='"\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029'),
+                  min_size=1, max_size=12),
+    "turn": st.integers(0, 50), "role": st.sampled_from(["user", "assistant"]),
+    "text": st.text(max_size=80)}), max_size=12, unique_by=lambda b: b["id"]),
+    st.integers(1, 9), st.booleans())
+def test_streaming_reader_agrees_with_json_loads(blocks, chunk, indent):
+    import io
+    import pager
+    doc = json.dumps({"current_turn": 60, "intent_ir": ["x"], "blocks": blocks}, indent=1 if indent else None)
+    got = []
+    header, handed = pager._stream_history(io.StringIO(doc), "h.json", lambda h: (lambda i, b: got.append(b)),
+                                           chunk=chunk)
+    assert handed and header == {"current_turn": 60, "intent_ir": ["x"]}
+    assert got == blocks
+
+
+def test_help_lists_exit_codes_and_an_example(cli):
+    with pytest.raises(SystemExit) as exit_info:
+        cli("--help")
+    assert exit_info.value.code == 0
+
+
+def test_help_text(capsys, pager):
+    with pytest.raises(SystemExit):
+        pager.main(["--help"])
+    out = capsys.readouterr().out
+    assert "exit codes:" in out and "2  bad input" in out and "--history assets/test-history.json" in out
+
+
+# --- bad input: one line, exit 2, nothing changed ---
+
+def _write(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return path
+
+
+BLOCK = {"id": "b1", "turn": 1, "role": "user", "text": "x"}
+
+
+@pytest.mark.parametrize("content, expected", [
+    ('{"intent_ir": ["x"], "blocks": [{"id": "b1", "turn": "7a", "role": "user", "text": "x"}]}',
+     '{h}: blocks[0].turn must be an integer (got "7a")'),
+    ('{"intent_ir": ["x"], "blocks": [' + json.dumps(BLOCK) + ", " + json.dumps(BLOCK) + "]}",
+     '{h}: blocks[1].id "b1" duplicates blocks[0].id'),
+    ('{"current_turn": 0, "intent_ir": ["x"], "blocks": [' + json.dumps(BLOCK) + "]}",
+     "{h}: blocks[0].turn (1) lies after current_turn (0)"),
+    ('{"intent_ir": ["x"], "blocks": [{"id": "b1", "turn": 1, "role": "user"}]}', "{h}: blocks[0].text is missing"),
+    ('{"blocks": []}', "{h}: intent_ir is missing (a list of intent keywords)"),
+    ('{"intent_ir": ["x"], "blocks": [' + json.dumps(BLOCK),
+     "{h}: invalid JSON at line 1, column %d: expected ',' (got the end of the file)" % (33 + len(json.dumps(BLOCK)))),
+    ('{"intent_ir": ["x"],\n "blocks": [}', "{h}: invalid JSON at line 2, column 13: Expecting value"),
+    ('[{"role": "user", "content": "hi"}]', "{h}: the history must be a JSON object with a blocks list"),
+    ("", "{h}: the file is empty"),
+    (b'{"intent_ir": ["\xff"], "blocks": []}', "{h}: not valid UTF-8 text (invalid start byte)"),
+    ('{"intent_ir": ["x"], "blocks": []} extra', "{h}: invalid JSON at line 1, column 36: extra data after the history object"),
+    ('{"intent_ir": ["x"], "blocks": [], "blocks": []}', "{h}: blocks appears twice"),
+])
+def test_bad_history_file(cli, tmp_path, content, expected):
+    history = _write(tmp_path, "history.json", content)
+    contract = _write(tmp_path, "c.limn", 'remember a value called owner with "ana"\n')
+    before = contract.read_bytes()
+    result = cli("--history", history, "--contract", contract)
+    assert result.code == 2
+    assert result.err == "pager: error: " + expected.format(h=history) + "\n"
+    assert contract.read_bytes() == before
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--alpha", "nan"], "--alpha must be a finite number (got nan)"),
+    (["--beta", "inf"], "--beta must be a finite number (got inf)"),
+    (["--alpha", "-1"], "--alpha must not be negative (got -1.0)"),
+    (["--alpha", "abc"], 'argument --alpha: --alpha must be a number (got "abc")'),
+    (["--retain-cut", "1.2"], "--retain-cut must lie in [0, 1] (got 1.2)"),
+    (["--evict-cut", "-0.5"], "--evict-cut must lie in [0, 1] (got -0.5)"),
+    (["--evict-cut", "0.6"], "--evict-cut (0.6) must not exceed --retain-cut (0.55)"),
+    (["--now", "yesterday"], '--now must be an ISO-8601 timestamp like 2026-05-17T03:08:12+00:00 (got "yesterday")'),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_bad_flags(cli, tmp_path, flags, expected):
+    contract = tmp_path / "c.limn"
+    result = cli("--history", ASSET, "--contract", contract, *flags)
+    assert result.code == 2
+    assert result.err == f"pager: error: {expected}\n"
+    assert not contract.exists()
+
+
+def test_missing_required_flag(cli):
+    result = cli("--history", ASSET)
+    assert result.code == 2
+    assert result.err == "pager: error: the following arguments are required: --contract\n"
+
+
+def test_missing_history_file(cli, tmp_path):
+    result = cli("--history", tmp_path / "nope.json", "--contract", tmp_path / "c.limn")
+    assert (result.code, result.err) == (2, f"pager: error: {tmp_path / 'nope.json'}: no such file\n")
+    assert not (tmp_path / "c.limn").exists()
+
+
+def test_history_is_a_directory(cli, tmp_path):
+    result = cli("--history", tmp_path, "--contract", tmp_path / "c.limn")
+    assert (result.code, result.err) == (2, f"pager: error: {tmp_path}: is a directory, not a history file\n")
+
+
+def test_contract_in_missing_folder(cli, tmp_path):
+    result = cli("--history", ASSET, "--contract", tmp_path / "no" / "c.limn")
+    assert result.code == 2
+    assert result.err == f"pager: error: {tmp_path / 'no' / 'c.limn'}: can't open for writing (No such file or directory)\n"
+
+
+def test_contract_is_a_directory(cli, tmp_path):
+    result = cli("--history", ASSET, "--contract", tmp_path)
+    assert (result.code, result.err) == (2, f"pager: error: {tmp_path}: is a directory, not a contract file\n")
+
+
+def test_contract_not_utf8(cli, tmp_path):
+    contract = _write(tmp_path, "c.limn", b"remember a value called owner with \"\xff\"\n")
+    result = cli("--history", ASSET, "--contract", contract)
+    assert (result.code, result.err) == (2, f"pager: error: {contract}: not valid UTF-8 text (byte 36)\n")
+    assert contract.read_bytes() == b"remember a value called owner with \"\xff\"\n"
+
+
+def test_bad_input_in_a_subprocess_has_no_traceback(tmp_path):
+    history = _write(tmp_path, "h.json", '{"intent_ir": ["x"], "blocks": [{"id": "b", "turn": "7a", "role": "u", "text": ""}]}')
+    result = run_script("--history", history, "--contract", tmp_path / "c.limn")
+    assert result.code == 2
+    assert result.err == f'pager: error: {history}: blocks[0].turn must be an integer (got "7a")\n'
+    assert "Traceback" not in result.err and not (tmp_path / "c.limn").exists()
+
+
+def test_stdin_named_in_errors(tmp_path):
+    result = run_script("--history", "-", "--contract", tmp_path / "c.limn", stdin='{"blocks": []}')
+    assert (result.code, result.err) == (2, "pager: error: <stdin>: intent_ir is missing (a list of intent keywords)\n")
+
+
+def test_records_are_valid_json_for_unicode(cli, tmp_path):
+    history = _write(tmp_path, "h.json", json.dumps({"intent_ir": ["x"], "blocks": [
+        {"id": "блок\\1\t", "turn": 1, "role": "user", "text": "x", "kind": "ключ"}]}))
+    result = cli("--history", history, "--contract", tmp_path / "c.limn")
+    assert result.code == 0
+    assert result.records[0]["block"] == "блок\\1\t" and result.records[0]["kind"] == "ключ"
+    assert re.search(r'"similarity": 1\.0+,', result.err)
