@@ -340,8 +340,11 @@ class Scorer:
         if current_turn is None:
             current_turn = self.max_turn if self.max_turn is not None else 0
         n_keywords = len(self.keywords)
-        alpha, beta, classify = self.params.alpha, self.params.beta, self.params.classify
-        log1p = math.log1p
+        # Similarity takes n + 1 values and recency one per distinct age: share the floats.
+        sims = [k / n_keywords for k in range(n_keywords + 1)] if n_keywords else [0.0]
+        recencies: Dict[int, Tuple[int, float]] = {}
+        alpha, beta = self.params.alpha, self.params.beta
+        retain_cut, evict_cut = self.params.retain_cut, self.params.evict_cut
         new_tuple = tuple.__new__  # builds a Decision without NamedTuple's Python-level __new__
         features, self._features = self._features, []
         decisions = []
@@ -350,14 +353,17 @@ class Scorer:
             block, turn, role, kind, tokens, matched, pinned = f
             if turn > current_turn:
                 raise PagerError(f"blocks[{index}].turn ({turn}) lies after current_turn ({current_turn})")
-            delta_t = current_turn - turn
-            sim = len(matched) / n_keywords if n_keywords else 0.0
-            rec = 1.0 / (1.0 + log1p(delta_t))  # recency(), inlined on the hot path
+            aged = recencies.get(turn)
+            if aged is None:
+                aged = recencies[turn] = (current_turn - turn, recency(current_turn - turn))
+            delta_t, rec = aged
+            sim = sims[len(matched)]
             r = alpha * sim + beta * rec
             if pinned:
                 action, reason = "retain", "pinned"
-            else:
-                action, reason = classify(r), "score"
+            else:  # Params.classify, inlined on the hot path
+                action = "retain" if r >= retain_cut else "evict" if r < evict_cut else "page"
+                reason = "score"
             append(new_tuple(Decision, (block, turn, role, kind, tokens, matched, sim, rec, delta_t, r,
                                         action, reason)))
             features[index] = None  # type: ignore[call-overload]  # free as we go
@@ -806,8 +812,11 @@ class _JsonStream:
             try:
                 obj, end = _DECODER.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:
+                if self.pos == 0:
+                    # The buffer holds only this unfinished value: it outgrew a chunk. Read
+                    # bigger chunks so a huge value costs near-linear, not quadratic, time.
+                    self.chunk = min(self.chunk * 2, 1 << 26)
                 if self._more():
-                    self.chunk = min(self.chunk * 2, 1 << 26)  # keep huge values near-linear
                     continue
                 self.fail(exc.msg, exc.pos)
             # A number at the very end of the buffer may continue in the next chunk.
@@ -1191,7 +1200,7 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
         verb = "would append" if args.dry_run else "appended"
         stdout.write(f"pager: {summary['blocks']} blocks: retain {counts['retain']}, page {counts['page']}, "
                      f"evict {counts['evict']} ({changes['new']} new, {changes['moved']} moved, "
-                     f"{changes['unchanged']} unchanged); {verb} {n_statements} statements "
+                     f"{changes['unchanged']} unchanged); {verb} {n_statements} statement{'' if n_statements == 1 else 's'} "
                      f"to {args.contract}\n")
     return EXIT_OK
 

@@ -1,0 +1,170 @@
+"""The package: stdlib-only engine, a valid skill, docs that match what the code does."""
+
+import ast
+import doctest
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    tomllib = None
+
+_STDLIB_FALLBACK = {  # Python 3.9 has no sys.stdlib_module_names
+    "__future__", "argparse", "dataclasses", "datetime", "io", "json", "math", "os", "re", "sys",
+    "typing", "fcntl", "hashlib", "sqlite3", "stat", "tempfile", "time", "unicodedata", "errno",
+    "contextlib", "itertools", "functools", "collections", "heapq", "bisect", "random", "string",
+    "textwrap", "shutil", "signal", "struct", "uuid", "base64", "codecs", "copy", "enum",
+}
+
+
+def _imports(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            yield node.module.split(".")[0]
+
+
+def test_engine_imports_only_the_standard_library():
+    stdlib = getattr(sys, "stdlib_module_names", _STDLIB_FALLBACK)
+    outside = sorted(set(_imports(ROOT / "scripts" / "pager.py")) - set(stdlib))
+    assert outside == []
+
+
+def test_engine_runs_without_test_dependencies(tmp_path):
+    """Import the engine with site-packages hidden: liminate and pytest must not be needed."""
+    code = "import sys; sys.path.insert(0, 'scripts'); import pager; print(pager.__version__)"
+    proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "0.1.0"
+
+
+def _frontmatter():
+    text = (ROOT / "SKILL.md").read_text(encoding="utf-8")
+    match = re.match(r"---\n(.*?)\n---\n", text, re.S)
+    assert match, "SKILL.md must open with YAML frontmatter"
+    return match.group(1), text[match.end():]
+
+
+def test_skill_frontmatter_follows_the_spec():
+    front, body = _frontmatter()
+    assert re.search(r"^name: prosecode-context-pager$", front, re.M)
+    desc = re.search(r'^description: "(.*)"$', front, re.M)
+    assert desc, "description must be a quoted string"
+    description = desc.group(1)
+    assert 0 < len(description) < 1024
+    assert "<" not in description and ">" not in description and "---" not in description
+    assert "Use when" in description and "Not for" in description
+    assert re.search(r"^license: MIT$", front, re.M)
+    assert re.search(r"^metadata:$", front, re.M)
+    assert len(body.splitlines()) < 500
+
+
+def test_skill_names_existing_scripts_and_references():
+    _, body = _frontmatter()
+    for path in re.findall(r"`((?:scripts|references)/[\w./-]+)`", body):
+        assert (ROOT / path).exists(), path
+
+
+def test_skill_passes_the_reference_validator(tmp_path):
+    if not os.environ.get("CI") and shutil.which("agentskills") is None:
+        pytest.skip("skills-ref is not installed")
+    skill = tmp_path / "prosecode-context-pager"
+    shutil.copytree(ROOT, skill, ignore=shutil.ignore_patterns(".git", "*.egg-info", "__pycache__", ".pytest_cache"))
+    proc = subprocess.run(["agentskills", "validate", str(skill)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_references_document_every_vocabulary_word(pager):
+    text = (ROOT / "references" / "paging-directives.md").read_text(encoding="utf-8")
+    section = text.split("## The vocabulary", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"`([a-z][a-z0-9-]*)`", section))
+    assert documented == set(pager.LIMN_VOCAB)
+    assert "35 words" in section
+
+
+def test_pyproject_has_no_runtime_dependencies_and_a_test_extra():
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    if tomllib is None:
+        assert re.search(r"^dependencies = \[\]$", text, re.M)
+        return
+    data = tomllib.loads(text)
+    assert data["project"]["dependencies"] == []
+    extras = " ".join(data["project"]["optional-dependencies"]["test"])
+    for name in ("pytest", "liminate", "skills-ref"):
+        assert name in extras
+    assert data["tool"]["pytest"]["ini_options"]["testpaths"] == ["tests"]
+
+
+def test_readme_opens_with_the_two_commands():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    assert blocks[0].strip() == "python3 scripts/pager.py --history assets/test-history.json --contract session.limn"
+    assert blocks[1].strip() == 'python3 -m pip install -e ".[test]" && python3 -m pytest'
+
+
+def test_readme_first_command_works_as_written(tmp_path):
+    for folder in ("scripts", "assets"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    proc = subprocess.run("python3 scripts/pager.py --history assets/test-history.json --contract session.limn",
+                          shell=True, cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("pager: 12 blocks: retain 3, page 5, evict 4")
+    assert (tmp_path / "session.limn").exists()
+
+
+def test_readme_python_example_runs():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    examples = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert examples
+    parser, runner = doctest.DocTestParser(), doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        for i, example in enumerate(examples):
+            runner.run(parser.get_doctest(example, {}, f"README[{i}]", "README.md", 0))
+    finally:
+        os.chdir(cwd)
+    assert runner.failures == 0 and runner.tries >= 5
+
+
+def _console_sessions():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    for block in re.findall(r"```console\n(.*?)```", text, re.S):
+        steps, current = [], None
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                current = [line[2:], []]
+                steps.append(current)
+            else:
+                current[1].append(line)
+        yield steps
+
+
+def test_readme_console_sessions_print_what_they_show(tmp_path):
+    for folder in ("scripts", "assets"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    sessions = list(_console_sessions())
+    assert sessions
+    for steps in sessions:
+        for command, expected in steps:
+            proc = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True)
+            shown = proc.stdout + (proc.stderr if "2>" not in command else "")
+            assert shown.splitlines() == expected, command
+
+
+def test_benchmark_invariants_hold():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark-pager.py")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "invariants: all hold" in proc.stdout
+    assert not list(ROOT.glob("contract-*.limn")), "the benchmark must write outside the repository"
