@@ -23,12 +23,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import hashlib
 import io
 import json
 import math
 import os
 import re
+import sqlite3
 import sys
+import tempfile
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Tuple
 
 try:  # advisory locks are POSIX; elsewhere the append still happens in one write
@@ -48,6 +51,12 @@ DEFAULT_EVICT_CUT = 0.20   # R below this removes a block; between the cuts it i
 ACTIONS = ("retain", "page", "evict")
 LIST_OF_ACTION = {"retain": "retained-blocks", "page": "paged-blocks", "evict": "evicted-blocks"}
 ACTION_OF_LIST = {name: action for action, name in LIST_OF_ACTION.items()}
+
+DEFAULT_STUB_WORDS = 40    # words of block text a page stub keeps
+INDEX_SUMMARY_WORDS = 12   # words of a stub a page-index line keeps
+STORE_SUFFIX = ".pages.sqlite3"  # C.limn -> C.pages.sqlite3 beside the contract
+INDEX_FLAG = "pager_index"  # marks the page-index block --with-index prepends; passes skip it
+RECALL_COMMAND = "python3 scripts/pager.py recall"  # relative to the skill root, as SKILL.md says
 
 CONTRACT_TOPIC = "prosecode context pager session contract"
 PASS_MARKER = "last-pager-pass"  # the value every pass writes last
@@ -188,6 +197,7 @@ class Decision(NamedTuple):
     R: float
     action: str
     reason: str  # "score", or the protection that forced retain ("pinned")
+    stub: bool   # the block arrived as a page stub and was scored on its stored text
 
     def rationale(self) -> str:
         """Return the score parts, as written after ``because`` in the contract."""
@@ -200,7 +210,7 @@ class Decision(NamedTuple):
                 "tokens": self.tokens, "matched": list(self.matched),
                 "similarity": round(self.similarity, 6), "recency": round(self.recency, 6),
                 "delta_t": self.delta_t, "R": round(self.R, 6), "action": self.action,
-                "reason": self.reason}
+                "reason": self.reason, "stub": self.stub}
 
 
 class _Features(NamedTuple):
@@ -211,6 +221,7 @@ class _Features(NamedTuple):
     tokens: int
     matched: Tuple[str, ...]
     pinned: bool
+    stub: bool
 
 
 def _show(value: object, limit: int = 60) -> str:
@@ -270,9 +281,11 @@ class Scorer:
     streaming a large history never holds its text.
     """
 
-    def __init__(self, keywords: List[str], params: Params) -> None:
+    def __init__(self, keywords: List[str], params: Params,
+                 pages: Optional[Callable[[str], Optional["StoredPage"]]] = None) -> None:
         self.keywords = list(keywords)
         self.params = params
+        self.pages = pages  # id -> the stored original of a paged block, for blocks arriving as stubs
         self._features: List[tuple] = []  # _Features-shaped plain tuples: cheaper to build
         self._seen: Dict[str, int] = {}
         self._shared: Dict[object, object] = {}  # one copy of each role, kind and match tuple
@@ -282,6 +295,8 @@ class Scorer:
         """Validate ``raw`` (the block at ``blocks[index]``) and record its features."""
         if type(raw) is not dict:
             raise PagerError(f"blocks[{index}] must be an object (got {_show(raw)})")
+        if raw.get(INDEX_FLAG) is True:
+            return  # the page index a previous --emit --with-index prepended: not conversation
         block_id, turn, role, text = raw.get("id"), raw.get("turn"), raw.get("role"), raw.get("text")
         kind, pinned, tokens = raw.get("kind"), raw.get("pinned", False), raw.get("tokens")
         if not (type(block_id) is str and type(turn) is int and type(role) is str and type(text) is str
@@ -301,6 +316,16 @@ class Scorer:
         first = self._seen.setdefault(block_id, index)
         if first != index:
             raise PagerError(f"blocks[{index}].id {_show(block_id)} duplicates blocks[{first}].id")
+        stub = raw.get("stub", False)
+        if stub is not False:
+            if stub is not True:
+                raise PagerError(f"blocks[{index}].stub must be true or false (got {_show(stub)})")
+            # Never score a stub as if it were the block: score the original it stands for.
+            page = self.pages(block_id) if self.pages is not None else None
+            if page is None:
+                raise PagerError(f"blocks[{index}] is the stub of {_show(block_id)}, but the page store "
+                                 "holds no text for it")
+            text, tokens = page.text, page.tokens
         matched: Tuple[str, ...] = ()
         if self.keywords:
             lowered = text.lower()
@@ -311,7 +336,7 @@ class Scorer:
         role = shared.setdefault(role, role)  # type: ignore[assignment]
         if kind is not None:
             kind = shared.setdefault(kind, kind)  # type: ignore[assignment]
-        self._features.append((block_id, turn, role, kind, tokens, matched, pinned))  # _Features order
+        self._features.append((block_id, turn, role, kind, tokens, matched, pinned, stub))  # _Features order
         if self.max_turn is None or turn > self.max_turn:
             self.max_turn = turn
 
@@ -334,6 +359,7 @@ class Scorer:
                 ("tokens", lambda v: v is None or type(v) is int, "a non-negative integer")):
             if field in raw and not ok(raw[field]):
                 raise PagerError(f"{where}.{field} must be {expected} (got {_show(raw[field])})")
+        raise AssertionError(f"{where} failed the fast check but no field explains why")  # a bug, not input
 
     def finish(self, current_turn: Optional[int]) -> List["Decision"]:
         """Return one Decision per block, in input order."""
@@ -350,7 +376,7 @@ class Scorer:
         decisions = []
         append = decisions.append
         for index, f in enumerate(features):
-            block, turn, role, kind, tokens, matched, pinned = f
+            block, turn, role, kind, tokens, matched, pinned, stub = f
             if turn > current_turn:
                 raise PagerError(f"blocks[{index}].turn ({turn}) lies after current_turn ({current_turn})")
             aged = recencies.get(turn)
@@ -365,7 +391,7 @@ class Scorer:
                 action = "retain" if r >= retain_cut else "evict" if r < evict_cut else "page"
                 reason = "score"
             append(new_tuple(Decision, (block, turn, role, kind, tokens, matched, sim, rec, delta_t, r,
-                                        action, reason)))
+                                        action, reason, stub)))
             features[index] = None  # type: ignore[call-overload]  # free as we go
         return decisions
 
@@ -378,6 +404,7 @@ class PassPlan:
     keywords: List[str]
     current_turn: int
     params: Params
+    header: Dict[str, object] = dataclasses.field(default_factory=dict)  # the history's other fields
 
     def counts(self) -> Dict[str, int]:
         """Return the number of blocks per directive."""
@@ -410,8 +437,12 @@ def _header_current_turn(header: Mapping[str, object]) -> Optional[int]:
     return value
 
 
-def plan_pass(history: Mapping[str, object], params: Params = Params()) -> PassPlan:
+def plan_pass(history: Mapping[str, object], params: Params = Params(),
+              pages: Optional[Mapping[str, "StoredPage"]] = None) -> PassPlan:
     """Return the PassPlan for a history dict in the pager's own schema. No I/O.
+
+    ``pages`` maps a block id to its stored original (StoredPage); blocks that
+    arrive as stubs (``"stub": true``) are scored on it.
 
     Example:
         >>> plan = plan_pass({"intent_ir": ["pager"], "blocks": [
@@ -422,7 +453,7 @@ def plan_pass(history: Mapping[str, object], params: Params = Params()) -> PassP
     if not isinstance(history, Mapping):
         raise PagerError("the history must be a JSON object with a blocks list")
     params.validate()
-    scorer = Scorer(_header_keywords(history), params)
+    scorer = Scorer(_header_keywords(history), params, pages.get if pages is not None else None)
     blocks = history.get("blocks")
     if not isinstance(blocks, list):
         raise PagerError(f"blocks must be a list (got {_show(blocks)})" if "blocks" in history
@@ -431,7 +462,89 @@ def plan_pass(history: Mapping[str, object], params: Params = Params()) -> PassP
         scorer.add(index, raw)
     current = _header_current_turn(history)
     decisions = scorer.finish(current)
-    return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0), params)
+    header = {key: value for key, value in history.items() if key != "blocks"}
+    return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
+                    params, header)
+
+
+# --- core: stubs and the page index ---
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
+
+
+class StoredPage(NamedTuple):
+    """A paged block's original as the page store keeps it."""
+
+    block: str
+    turn: int
+    role: str
+    kind: Optional[str]
+    tokens: int
+    keywords: Tuple[str, ...]  # the intent keywords it matched when it was paged
+    sha256: str
+    paged_at: str
+    summary: str
+    text: str
+
+
+def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_WORDS) -> str:
+    """Return up to ``words`` words of ``text``: its best-matching sentence onward, else its start.
+
+    The best sentence holds the most distinct intent keywords (the earliest wins a tie); with no
+    match the text's first words stand for it. A cut summary ends with "...".
+
+    Example:
+        >>> stub_summary("Setup done. The off-by-one in the index helper is fixed now.", ["index"], 6)
+        'The off-by-one in the index helper...'
+    """
+    flat = " ".join(text.split())
+    wanted = set(keywords)
+    start = 0
+    if wanted:
+        best = 0
+        position = 0
+        for sentence in _SENTENCE_END.split(flat):
+            hits = len(wanted.intersection(tokenize(sentence)))
+            if hits > best:
+                best, start = hits, position
+            position += len(sentence) + 1
+    chosen = flat[start:].split(" ")
+    if not chosen or chosen == [""]:
+        return "(empty)"
+    if len(chosen) <= words:
+        return " ".join(chosen)
+    return " ".join(chosen[:words]) + "..."
+
+
+def recall_hint(block: str, contract: str, store: Optional[str]) -> str:
+    """Return the command that recalls ``block``."""
+    hint = f"{RECALL_COMMAND} {_shell_word(block)} --contract {_shell_word(contract)}"
+    return hint + (f" --store {_shell_word(store)}" if store else "")
+
+
+def _shell_word(text: str) -> str:
+    return text if re.fullmatch(r"[\w@%+=:,./-]+", text, re.ASCII) else "'" + text.replace("'", "'\\''") + "'"
+
+
+def make_stub(page: "StoredPage", hint: str) -> str:
+    """Return the one-line stub that stands in for a paged block.
+
+    Example:
+        >>> page = StoredPage("b4", 8, "assistant", None, 19, (), "", "", "Fixed the index helper.", "")
+        >>> make_stub(page, "python3 scripts/pager.py recall b4 --contract C.limn")
+        '[paged b4 | turn 8 | assistant | 19 tokens] Fixed the index helper. (recall: python3 scripts/pager.py recall b4 --contract C.limn)'
+    """
+    return f"[paged {page.block} | turn {page.turn} | {page.role} | {page.tokens} tokens] {page.summary} (recall: {hint})"
+
+
+def index_lines(pages: Iterable["StoredPage"]) -> List[str]:
+    """Return one compact line per paged block: id, turn, tokens and the start of its summary."""
+    lines = []
+    for page in pages:
+        words = page.summary.split(" ")
+        short = page.summary if len(words) <= INDEX_SUMMARY_WORDS else " ".join(words[:INDEX_SUMMARY_WORDS]) + "..."
+        lines.append(f"{page.block} | turn {page.turn} | {page.tokens} tokens | {short}")
+    return lines
 
 
 # --- core: statements and the contract state ---
@@ -895,56 +1008,183 @@ def _stream_history(fp: io.TextIOBase, name: str,
     return header, handed
 
 
-def _open_history(path: str) -> Tuple[io.TextIOBase, str]:
-    if path == "-":
-        data = sys.stdin.buffer.read()
+class HistorySource:
+    """A history file (or standard input, held in memory) that can be streamed more than once."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.name = "<stdin>" if path == "-" else path
+        self._stdin: Optional[str] = None
+        if path == "-":
+            data = sys.stdin.buffer.read()
+            try:
+                self._stdin = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise PagerError(f"<stdin>: not valid UTF-8 text ({exc.reason})") from None
+
+    def open(self) -> io.TextIOBase:
+        """Return a fresh text stream over the history."""
+        if self._stdin is not None:
+            return io.StringIO(self._stdin)
         try:
-            return io.StringIO(data.decode("utf-8")), "<stdin>"
-        except UnicodeDecodeError as exc:
-            raise PagerError(f"<stdin>: not valid UTF-8 text ({exc.reason})") from None
-    try:
-        return open(path, encoding="utf-8", newline=""), path
-    except FileNotFoundError:
-        raise PagerError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise PagerError(f"{path}: is a directory, not a history file") from None
-    except OSError as exc:
-        raise PagerError(f"{path}: can't read ({exc.strerror})") from None
+            return open(self.path, encoding="utf-8", newline="")
+        except FileNotFoundError:
+            raise PagerError(f"{self.path}: no such file") from None
+        except IsADirectoryError:
+            raise PagerError(f"{self.path}: is a directory, not a history file") from None
+        except OSError as exc:
+            raise PagerError(f"{self.path}: can't read ({exc.strerror})") from None
+
+    def stream(self, on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, object], None]]]
+               ) -> Tuple[Dict[str, object], bool]:
+        """Stream the history once (see _stream_history); errors name the file."""
+        try:
+            with self.open() as fp:
+                return _stream_history(fp, self.name, on_blocks)
+        except PagerError as exc:
+            message = str(exc)
+            raise PagerError(message if message.startswith(self.name + ":") else f"{self.name}: {message}") from None
+        except OSError as exc:
+            raise PagerError(f"{self.name}: can't read ({exc.strerror})") from None
 
 
-def load_and_plan(path: str, params: Params) -> PassPlan:
-    """Stream the history at ``path`` ('-' for stdin) and return its PassPlan."""
+def load_and_plan(source, params: Params,
+                  pages: Optional[Callable[[str], Optional[StoredPage]]] = None) -> PassPlan:
+    """Stream a history (a path, '-' for stdin, or a HistorySource) and return its PassPlan."""
     params.validate()
-    fp, name = _open_history(path)
+    if not isinstance(source, HistorySource):
+        source = HistorySource(source)
     scorer: Optional[Scorer] = None
 
     def on_blocks(header: Dict[str, object]) -> Optional[Callable[[int, object], None]]:
         nonlocal scorer
         if "intent_ir" not in header:
             return None  # the intent comes after the blocks: read them on a second pass
-        scorer = Scorer(_header_keywords(header), params)
+        scorer = Scorer(_header_keywords(header), params, pages)
         return scorer.add
 
+    header, handed = source.stream(on_blocks)
     try:
-        with fp:
+        if not handed:
+            scorer = Scorer(_header_keywords(header), params, pages)
+            source.stream(lambda _header: scorer.add)  # type: ignore[union-attr]
+        current = _header_current_turn(header)
+        decisions = scorer.finish(current)  # type: ignore[union-attr]
+    except PagerError as exc:
+        message = str(exc)
+        raise PagerError(message if message.startswith(source.name + ":") else f"{source.name}: {message}") from None
+    return PassPlan(decisions, scorer.keywords,  # type: ignore[union-attr]
+                    current if current is not None else (scorer.max_turn or 0), params, header)  # type: ignore[union-attr]
+
+
+# --- edges: the page store ---
+
+_STORE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS pages (
+    block     TEXT PRIMARY KEY,
+    turn      INTEGER NOT NULL,
+    role      TEXT NOT NULL,
+    kind      TEXT,
+    tokens    INTEGER NOT NULL,
+    keywords  TEXT NOT NULL,   -- JSON list of the intent keywords it matched
+    sha256    TEXT NOT NULL,   -- of the UTF-8 text
+    paged_at  TEXT NOT NULL,
+    summary   TEXT NOT NULL,
+    text      TEXT NOT NULL
+);
+"""
+
+
+def default_store_path(contract: str) -> str:
+    """Return the page store's default path: beside the contract, ``C.limn`` -> ``C.pages.sqlite3``."""
+    base = contract[:-5] if contract.endswith(".limn") else contract
+    return base + STORE_SUFFIX
+
+
+def text_sha256(text: str) -> str:
+    """Return the hex SHA-256 of ``text`` encoded as UTF-8."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class PageStore:
+    """The SQLite file holding paged blocks' original text; owner-only, deleted rows zeroed."""
+
+    def __init__(self, path: str, connection: sqlite3.Connection) -> None:
+        self.path, self._db = path, connection
+
+    @classmethod
+    def open(cls, path: str, create: bool) -> Optional["PageStore"]:
+        """Open the store at ``path``; create it (mode 0600) if ``create``, else return None if absent."""
+        if not os.path.exists(path):
+            if not create:
+                return None
             try:
-                header, handed = _stream_history(fp, name, on_blocks)
-                if not handed:
-                    keywords = _header_keywords(header)
-                    fp.seek(0)
-                    header, _ = _stream_history(fp, name, lambda _h: None)
-                    scorer = Scorer(keywords, params)
-                    fp.seek(0)
-                    _stream_history(fp, name, lambda _h: scorer.add)  # type: ignore[union-attr]
-                current = _header_current_turn(header)
-                assert scorer is not None
-                decisions = scorer.finish(current)
-            except PagerError as exc:
-                message = str(exc)
-                raise PagerError(message if message.startswith(name + ":") else f"{name}: {message}") from None
-    except OSError as exc:
-        raise PagerError(f"{name}: can't read ({exc.strerror})") from None
-    return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0), params)
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                pass  # another pass created it first
+            except OSError as exc:
+                raise PagerError(f"{path}: can't create the page store ({exc.strerror})") from None
+        elif os.path.isdir(path):
+            raise PagerError(f"{path}: is a directory, not a page store")
+        try:
+            db = sqlite3.connect(path, isolation_level=None, timeout=30)
+            db.execute("PRAGMA secure_delete = ON")  # evicted text must not linger in free pages
+            db.execute("PRAGMA synchronous = FULL")
+            db.executescript(_STORE_SCHEMA)
+            db.execute("SELECT block, turn, role, kind, tokens, keywords, sha256, paged_at, summary, text "
+                       "FROM pages LIMIT 0")
+        except sqlite3.Error as exc:
+            raise PagerError(f"{path}: not a usable page store ({exc})") from None
+        return cls(path, db)
+
+    def get(self, block: str) -> Optional[StoredPage]:
+        """Return the stored page of ``block``, or None."""
+        row = self._db.execute("SELECT block, turn, role, kind, tokens, keywords, sha256, paged_at, summary, "
+                               "text FROM pages WHERE block = ?", (block,)).fetchone()
+        if row is None:
+            return None
+        return StoredPage(row[0], row[1], row[2], row[3], row[4], tuple(json.loads(row[5])), *row[6:])
+
+    def shas(self) -> Dict[str, str]:
+        """Return block id -> SHA-256 of every stored page."""
+        return dict(self._db.execute("SELECT block, sha256 FROM pages"))
+
+    def begin(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def put(self, pages: Iterable[StoredPage]) -> None:
+        """Insert or replace pages (inside the caller's transaction)."""
+        self._db.executemany(
+            "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(p.block, p.turn, p.role, p.kind, p.tokens, json.dumps(list(p.keywords)), p.sha256,
+              p.paged_at, p.summary, p.text) for p in pages])
+
+    def commit(self) -> None:
+        self._db.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
+
+    def keep_only(self, keep: Iterable[str]) -> int:
+        """Delete every page whose block is not in ``keep``; return how many went."""
+        keep = set(keep)
+        gone = [b for (b,) in self._db.execute("SELECT block FROM pages") if b not in keep]
+        if gone:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany("DELETE FROM pages WHERE block = ?", [(b,) for b in gone])
+            self._db.execute("COMMIT")
+        return len(gone)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def verified_text(page: StoredPage, store: str) -> str:
+    """Return ``page``'s text after checking it against its stored SHA-256."""
+    if text_sha256(page.text) != page.sha256:
+        raise PagerError(f"{store}: the text of {_show(page.block)} fails its SHA-256 check (the store was altered)")
+    return page.text
 
 
 # --- edges: the contract file ---
@@ -982,49 +1222,73 @@ def _state_of(path: str, text: str) -> ContractState:
         raise PagerError(f"{path}: {exc}") from None
 
 
-def append_to_contract(path: str, render: Callable[[ContractState], bytearray]) -> Tuple[ContractState, bytearray]:
-    """Append the bytes ``render(state)`` returns to the contract, atomically.
+class LockedContract:
+    """The contract held under an exclusive lock for one append.
 
-    Renders once from an unlocked read (so bad input fails before any file is
-    created), then takes an exclusive lock, re-reads, re-renders only if another
-    writer got in between, and appends with one write, flush and fsync. On any
-    failure the file is left byte-identical (or absent, if it was absent).
+    Entering creates the file if missing, locks it (``flock``, where the
+    platform has it), and reads its state. ``append`` writes the payload with one
+    write, then fsync; a failed write is truncated back. Leaving without an
+    append removes a file that entering created, so an error leaves no trace.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.state = ContractState()
+        self._fd = -1
+        self._created = False
+        self._appended = False
+        self._size = 0
+
+    def __enter__(self) -> "LockedContract":
+        if os.path.isdir(self.path):
+            raise PagerError(f"{self.path}: is a directory, not a contract file")
+        existed = os.path.exists(self.path)
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as exc:
+            raise PagerError(f"{self.path}: can't open for writing ({exc.strerror})") from None
+        try:
+            if fcntl is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            self._size = os.fstat(self._fd).st_size
+            self._created = not existed and self._size == 0
+            self.state = _state_of(self.path, _decode_contract(self.path, _read_fd(self._fd, self._size)))
+        except BaseException:
+            self._release(failed=True)
+            raise
+        return self
+
+    def append(self, payload: bytearray) -> None:
+        """Append ``payload`` with one write, flush and fsync."""
+        _write_all(self._fd, payload, self._size, self.path)
+        os.fsync(self._fd)
+        if self._created:
+            _fsync_dir(self.path)
+        self._appended = True
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._release(failed=exc_type is not None and not self._appended)
+
+    def _release(self, failed: bool) -> None:
+        try:
+            if failed and self._created and os.fstat(self._fd).st_size == 0:
+                os.unlink(self.path)
+        except OSError:
+            pass
+        finally:
+            os.close(self._fd)  # closing releases the lock
+
+
+def append_to_contract(path: str, render: Callable[[ContractState], bytearray]) -> Tuple[ContractState, bytearray]:
+    """Lock the contract, render the payload from its current state, and append it atomically.
+
+    On any failure the file is left byte-identical (or absent, if it was absent).
     Returns the state the payload was rendered against, and the payload.
     """
-    before = _read_contract_bytes(path)
-    state = _state_of(path, _decode_contract(path, before))
-    payload = render(state)
-    existed = before is not None
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-    except OSError as exc:
-        raise PagerError(f"{path}: can't open for writing ({exc.strerror})") from None
-    created = False
-    try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size
-        current = _read_fd(fd, size)
-        created = not existed and size == 0
-        if current != (before or b""):
-            state = _state_of(path, _decode_contract(path, current))
-            payload = render(state)
-        _write_all(fd, payload, size, path)
-        os.fsync(fd)
-        if created:
-            _fsync_dir(path)
-        created = False  # written: nothing to undo
-    except BaseException:
-        if created:
-            try:
-                if os.fstat(fd).st_size == 0:
-                    os.unlink(path)
-            except OSError:
-                pass
-        raise
-    finally:
-        os.close(fd)  # closing releases the lock
-    return state, payload
+    with LockedContract(path) as contract:
+        payload = render(contract.state)
+        contract.append(payload)
+    return contract.state, payload
 
 
 def _read_fd(fd: int, size: int) -> bytes:
@@ -1081,12 +1345,145 @@ def normalize_now(text: Optional[str]) -> str:
     return moment.isoformat()
 
 
+# --- edges: compacted history ---
+
+def final_directives(state: ContractState, plan: PassPlan) -> Dict[str, str]:
+    """Return every known block's directive once this pass is recorded."""
+    final = dict(state.directives)
+    final.update((d.block, d.action) for d in plan.decisions)
+    return final
+
+
+class _Materializer:
+    """The second read of a history: stores new pages' text and writes the compacted history."""
+
+    def __init__(self, plan: PassPlan, store: Optional[PageStore], now: str, stub_words: int,
+                 hint: Callable[[str], str], emit: Optional[io.TextIOBase]) -> None:
+        self.plan, self.store, self.now, self.stub_words = plan, store, now, stub_words
+        self.hint, self.emit = hint, emit
+        self.known = store.shas() if store is not None else {}
+        self.pending: List[StoredPage] = []
+        self.position = 0
+        self.stored = 0
+        self.first = True
+
+    def block(self, index: int, raw: object) -> None:
+        if type(raw) is dict and raw.get(INDEX_FLAG) is True:
+            return
+        d = self.plan.decisions[self.position]
+        self.position += 1
+        if type(raw) is not dict or raw.get("id") != d.block:
+            raise PagerError(f"blocks[{index}] changed while the pass was reading the history")
+        page = self._page(d, raw)
+        if self.emit is not None:
+            self._write(self._emitted(d, raw, page))
+
+    def _page(self, d: Decision, raw: Dict[str, object]) -> Optional[StoredPage]:
+        """Return the stored page of a paged or stub block, storing a newly paged one's text."""
+        if d.stub:
+            return self.store.get(d.block) if self.store is not None else None
+        if d.action != "page":
+            return None
+        text = raw["text"]
+        sha = text_sha256(text)  # type: ignore[arg-type]
+        if self.known.get(d.block) == sha and self.store is not None:
+            return self.store.get(d.block) if self.emit is not None else None
+        page = StoredPage(d.block, d.turn, d.role, d.kind, d.tokens, d.matched, sha, self.now,
+                          stub_summary(text, self.plan.keywords, self.stub_words), text)  # type: ignore[arg-type]
+        self.pending.append(page)
+        self.stored += 1
+        if len(self.pending) >= 1024:
+            self.flush()
+        return page
+
+    def flush(self) -> None:
+        if self.pending and self.store is not None:
+            self.store.put(self.pending)
+        self.pending = []
+
+    def _emitted(self, d: Decision, raw: Dict[str, object], page: Optional[StoredPage]) -> Optional[Dict[str, object]]:
+        if d.action == "evict":
+            return None
+        if d.action == "retain":
+            if not d.stub:
+                return raw
+            restored = {k: v for k, v in raw.items() if k != "stub"}
+            restored["text"] = verified_text(page, self.store.path)  # type: ignore[arg-type,union-attr]
+            if page.tokens != estimate_tokens(page.text):  # type: ignore[union-attr]
+                restored["tokens"] = page.tokens  # type: ignore[union-attr]
+            return restored
+        stub = {"id": d.block, "turn": d.turn, "role": d.role}
+        if d.kind is not None:
+            stub["kind"] = d.kind
+        stub["text"] = make_stub(page, self.hint(d.block))  # type: ignore[arg-type]
+        stub["stub"] = True
+        return stub
+
+    def _write(self, block: Optional[Dict[str, object]]) -> None:
+        if block is None:
+            return
+        self.emit.write(("" if self.first else ",\n") + json.dumps(block, ensure_ascii=False))  # type: ignore[union-attr]
+        self.first = False
+
+
+def _index_block(pages: List[StoredPage], contract_hint: str) -> Dict[str, object]:
+    text = "\n".join([f"Paged blocks: {len(pages)} (recall one with: {contract_hint})"] + index_lines(pages))
+    return {"id": "pager-index", "turn": 0, "role": "system", "text": text, INDEX_FLAG: True}
+
+
+def _paged_pages(final: Mapping[str, str], store: Optional[PageStore], store_path: str) -> List[StoredPage]:
+    """Return the stored page of every block ``final`` lists as paged, in contract order."""
+    paged = [block for block, action in final.items() if action == "page"]
+    if paged and store is None:
+        raise PagerError(f"{store_path}: the page store is missing, but the contract lists {len(paged)} paged blocks")
+    pages = []
+    for block in paged:
+        page = store.get(block)  # type: ignore[union-attr]
+        if page is None:
+            raise PagerError(f"{store_path}: no stored text for paged block {_show(block)}")
+        pages.append(page)
+    return pages
+
+
+def _write_emitted(path: str, header: Mapping[str, object], blocks_file: io.TextIOBase,
+                   index: Optional[Dict[str, object]]) -> str:
+    """Write the compacted history to a temporary file beside ``path``; return its name."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".pager-emit-", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write("{")
+            for key, value in header.items():
+                out.write(f"{json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}, ")
+            out.write('"blocks": [\n')
+            if index is not None:
+                out.write(json.dumps(index, ensure_ascii=False) + (",\n" if blocks_file.tell() else ""))
+            blocks_file.seek(0)
+            while True:
+                chunk = blocks_file.read(1 << 20)
+                if not chunk:
+                    break
+                out.write(chunk)
+            out.write("\n]}\n")
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
 # --- main ---
 
 HELP_EPILOG = """\
+commands:
+  pager.py --history H.json --contract C.limn [flags]   run a paging pass (below)
+  pager.py recall ID [ID ...] --contract C.limn        print paged blocks' original text, page them in
+  pager.py index --contract C.limn                     list the paged blocks, one line each
+
 example:
   python3 scripts/pager.py --history assets/test-history.json \\
-      --contract /tmp/session.limn --now 2026-05-17T03:08:12+00:00
+      --contract /tmp/session.limn --now 2026-05-17T03:08:12+00:00 --emit /tmp/compact.json
 
 output:
   stdout  one summary line (or JSON with --json); with --dry-run, the statements first
@@ -1095,7 +1492,7 @@ output:
 exit codes:
   0  the pass was recorded (or printed, with --dry-run)
   1  an unexpected bug (with a traceback)
-  2  bad input: a flag, the history or the contract; nothing was written
+  2  bad input: a flag, the history, the contract or the page store; nothing was written
 """
 
 
@@ -1113,8 +1510,20 @@ def _number_flag(flag: str) -> Callable[[str], float]:
     return parse
 
 
+def _count_flag(flag: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{flag} must be a positive integer (got {_show(text)})")
+        return value
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """Return the command-line parser."""
+    """Return the command-line parser of a paging pass."""
     parser = _Parser(prog="pager.py", description=__doc__.split("\n\n")[0],
                      epilog=HELP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--history", required=True, metavar="H.json",
@@ -1129,11 +1538,43 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"R at or above this retains (default {DEFAULT_RETAIN_CUT})")
     parser.add_argument("--evict-cut", type=_number_flag("--evict-cut"), default=DEFAULT_EVICT_CUT,
                         help=f"R below this evicts (default {DEFAULT_EVICT_CUT})")
+    parser.add_argument("--store", metavar="PATH",
+                        help=f"page store (default: beside the contract, C.limn -> C{STORE_SUFFIX})")
+    parser.add_argument("--emit", metavar="OUT.json",
+                        help="write the compacted history: retained verbatim, paged as stubs, evicted gone")
+    parser.add_argument("--with-index", action="store_true",
+                        help="with --emit, put the page index first, as one system block")
+    parser.add_argument("--stub-words", type=_count_flag("--stub-words"), default=DEFAULT_STUB_WORDS,
+                        help=f"words of text a stub keeps (default {DEFAULT_STUB_WORDS})")
     parser.add_argument("--now", metavar="ISO-8601", help="pass timestamp (default: the clock, UTC)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the statements the pass would append; write nothing")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+def _store_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--contract", required=True, metavar="C.limn", help="the session contract")
+    parser.add_argument("--store", metavar="PATH",
+                        help="page store (default: the contract's pager-store value, else beside the contract)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def build_recall_parser() -> argparse.ArgumentParser:
+    """Return the parser of ``pager.py recall``."""
+    parser = _Parser(prog="pager.py recall", description="Print paged blocks' exact original text "
+                     "(checked against its SHA-256) and record the page-in in the contract.")
+    parser.add_argument("ids", nargs="+", metavar="ID", help="block ids the contract lists as paged")
+    _store_flags(parser)
+    parser.add_argument("--now", metavar="ISO-8601", help="recall timestamp (default: the clock, UTC)")
+    return parser
+
+
+def build_index_parser() -> argparse.ArgumentParser:
+    """Return the parser of ``pager.py index``."""
+    parser = _Parser(prog="pager.py index", description="List every paged block, one line each.")
+    _store_flags(parser)
     return parser
 
 
@@ -1147,15 +1588,15 @@ def record_line(d: Decision) -> str:
     dict costs several times more.
     """
     enc = _encode_str
-    block, turn, role, kind, tokens, matched, sim, rec, delta_t, r, action, reason = d
+    block, turn, role, kind, tokens, matched, sim, rec, delta_t, r, action, reason, stub = d
     return _RECORD % (enc(block), "null" if kind is None else enc(kind), enc(role), turn, tokens,
                       ", ".join([enc(k) for k in matched]) if matched else "",
-                      sim, rec, delta_t, r, action, enc(reason))
+                      sim, rec, delta_t, r, action, enc(reason), "true" if stub else "false")
 
 
 # Numbers carry six decimals, as Decision.to_dict rounds them.
 _RECORD = ('{"block": %s, "kind": %s, "role": %s, "turn": %d, "tokens": %d, "matched": [%s], '
-           '"similarity": %.6f, "recency": %.6f, "delta_t": %d, "R": %.6f, "action": "%s", "reason": %s}')
+           '"similarity": %.6f, "recency": %.6f, "delta_t": %d, "R": %.6f, "action": "%s", "reason": %s, "stub": %s}')
 
 
 def _write_records(stream, decisions: List[Decision]) -> None:
@@ -1175,15 +1616,31 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     """Run one paging pass as the flags say; return the exit code."""
     params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut).validate()
     now = normalize_now(args.now)
-    plan = load_and_plan(args.history, params)
-    def render(state: ContractState) -> bytearray:
-        return encode_statements(state, iter_statements(plan, state, now))
+    if args.with_index and not args.emit:
+        raise PagerError("--with-index needs --emit")
+    store_path = args.store or default_store_path(args.contract)
+    source = HistorySource(args.history)
+    store = PageStore.open(store_path, create=False)
+    try:
+        plan = load_and_plan(source, params, store.get if store is not None else None)
+        # The store's path is recorded when it was chosen, so recall and index find it; the
+        # default is derived from the contract's path and is left out to keep contracts portable.
+        settings: Dict[str, object] = {"pager-stub-words": args.stub_words}
+        if args.store:
+            settings["pager-store"] = args.store
 
-    if args.dry_run:
-        state = contract_state(args.contract)
-        payload = render(state)
-    else:
-        state, payload = append_to_contract(args.contract, render)
+        def render(state: ContractState) -> bytearray:
+            return encode_statements(state, iter_statements(plan, state, now, settings))
+
+        if args.dry_run:
+            state = contract_state(args.contract)
+            payload = render(state)
+            stored = 0
+        else:
+            state, payload, stored, store = _record_pass(args, plan, source, store, store_path, now, render)
+    finally:
+        if store is not None:
+            store.close()
     lead = 1 if state.needs_newline else 0  # the line end owed to an unterminated last line
     changes = count_changes(plan, state)
     _write_records(stderr, plan.decisions)
@@ -1193,24 +1650,160 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     n_statements = payload.count(b"\n") - lead
     summary = {"blocks": len(plan.decisions), **counts, **changes,
                "statements": n_statements, "contract": args.contract,
-               "written": not args.dry_run, "pass": now}
+               "written": not args.dry_run, "pass": now, "stored": stored, "store": store_path,
+               "emitted": args.emit if args.emit and not args.dry_run else None}
     if args.json:
         stdout.write(json.dumps(summary, ensure_ascii=False) + "\n")
     else:
         verb = "would append" if args.dry_run else "appended"
+        extra = f"; stored {stored} pages in {store_path}" if stored else ""
+        extra += f"; wrote {args.emit}" if summary["emitted"] else ""
         stdout.write(f"pager: {summary['blocks']} blocks: retain {counts['retain']}, page {counts['page']}, "
                      f"evict {counts['evict']} ({changes['new']} new, {changes['moved']} moved, "
-                     f"{changes['unchanged']} unchanged); {verb} {n_statements} statement{'' if n_statements == 1 else 's'} "
-                     f"to {args.contract}\n")
+                     f"{changes['unchanged']} unchanged); {verb} {n_statements} statement"
+                     f"{'' if n_statements == 1 else 's'} to {args.contract}{extra}\n")
     return EXIT_OK
+
+
+def _record_pass(args: argparse.Namespace, plan: PassPlan, source: HistorySource, store: Optional[PageStore],
+                 store_path: str, now: str, render: Callable[[ContractState], bytearray]):
+    """Store new pages, append the contract, write the compacted history: in that order, under the lock.
+
+    The store commits before the contract append, so a block the contract lists as
+    paged is always recallable; rows the contract does not list as paged are
+    deleted after the append (a crash in between leaves harmless rows, which the
+    next pass removes).
+    """
+    blocks_file = None
+    emitted = None
+    with LockedContract(args.contract) as locked:
+        state = locked.state
+        needs_text = any(d.action == "page" and not d.stub for d in plan.decisions)
+        if store is None and needs_text:
+            store = PageStore.open(store_path, create=True)
+        stored = 0
+        try:
+            if store is not None:
+                store.begin()
+            if needs_text or args.emit:
+                blocks_file = tempfile.TemporaryFile("w+", encoding="utf-8") if args.emit else None
+                work = _Materializer(plan, store, now, args.stub_words,
+                                     lambda block: recall_hint(block, args.contract, args.store), blocks_file)
+                source.stream(lambda _header: work.block)
+                work.flush()
+                stored = work.stored
+            final = final_directives(state, plan)
+            if args.emit:
+                index = None
+                if args.with_index:
+                    hint = recall_hint("ID", args.contract, args.store)
+                    index = _index_block(_paged_pages(final, store, store_path), hint)
+                emitted = _write_emitted(args.emit, plan.header, blocks_file, index)  # type: ignore[arg-type]
+            payload = render(state)
+            if store is not None:
+                store.commit()
+            locked.append(payload)
+        except BaseException:
+            if store is not None:
+                store.rollback()
+            if emitted is not None:
+                os.unlink(emitted)
+            raise
+        finally:
+            if blocks_file is not None:
+                blocks_file.close()
+        if emitted is not None:
+            os.replace(emitted, args.emit)
+        if store is not None:
+            store.keep_only(b for b, a in final.items() if a == "page")
+    return state, payload, stored, store
+
+
+def _resolve_store(args: argparse.Namespace, state: ContractState) -> str:
+    recorded = state.values.get("pager-store")
+    return args.store or (recorded if isinstance(recorded, str) else default_store_path(args.contract))
+
+
+def run_recall(args: argparse.Namespace, stdout, stderr) -> int:
+    """Print paged blocks' original text and record the page-in; return the exit code."""
+    now = normalize_now(args.now)
+    ids = list(dict.fromkeys(args.ids))
+    for i, block in enumerate(ids):
+        check_quotable(block, f"recall id {_show(block)}")
+    if not os.path.exists(args.contract):
+        raise PagerError(f"{args.contract}: no such contract")
+    with LockedContract(args.contract) as locked:
+        state = locked.state
+        for block in ids:
+            action = state.directives.get(block)
+            if action != "page":
+                where = "was never seen by the pager" if action is None else f"is {LIST_OF_ACTION[action].split('-')[0]}"
+                raise PagerError(f"{args.contract}: block {_show(block)} is not paged (it {where})")
+        store_path = _resolve_store(args, state)
+        store = PageStore.open(store_path, create=False)
+        if store is None:
+            raise PagerError(f"{store_path}: the page store does not exist")
+        try:
+            pages = _paged_pages({block: "page" for block in ids}, store, store_path)
+            texts = [verified_text(page, store_path) for page in pages]
+        finally:
+            store.close()
+        statements = []
+        for block in ids:
+            statements.append(statement_remove(block, "page", "recalled"))
+            statements.append(statement_add(block, "retain", "recalled"))
+        statements.append(statement_value("last-recall", now))
+        for statement in statements:
+            check_statement(statement)
+        locked.append(encode_statements(state, statements))
+    if args.json:
+        stdout.write(json.dumps({"contract": args.contract, "store": store_path, "recalled": [
+            {"block": p.block, "turn": p.turn, "role": p.role, "tokens": p.tokens, "sha256": p.sha256,
+             "text": text} for p, text in zip(pages, texts)]}, ensure_ascii=False) + "\n")
+    elif len(texts) == 1:
+        stdout.write(texts[0])
+    else:
+        stdout.write("\n".join(f"==> {p.block} <==\n{text}" for p, text in zip(pages, texts)) + "\n")
+    return EXIT_OK
+
+
+def run_index(args: argparse.Namespace, stdout, stderr) -> int:
+    """Print the page index of a contract; return the exit code."""
+    if not os.path.exists(args.contract):
+        raise PagerError(f"{args.contract}: no such contract")
+    state = contract_state(args.contract)
+    store_path = _resolve_store(args, state)
+    store = PageStore.open(store_path, create=False)
+    try:
+        pages = _paged_pages(state.directives, store, store_path)
+    finally:
+        if store is not None:
+            store.close()
+    if args.json:
+        stdout.write(json.dumps({"contract": args.contract, "store": store_path, "paged": [
+            {"block": p.block, "turn": p.turn, "role": p.role, "tokens": p.tokens, "summary": p.summary,
+             "recall": recall_hint(p.block, args.contract, args.store)} for p in pages]},
+            ensure_ascii=False) + "\n")
+    else:
+        stdout.write(f"Paged blocks: {len(pages)} (recall one with: "
+                     f"{recall_hint('ID', args.contract, args.store)})\n")
+        for line in index_lines(pages):
+            stdout.write(line + "\n")
+    return EXIT_OK
+
+
+COMMANDS = {"recall": (build_recall_parser, run_recall), "index": (build_index_parser, run_index)}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the command line; return the exit code (0 ok, 1 bug, 2 bad input)."""
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     stdout, stderr = sys.stdout, sys.stderr
     try:
-        args = build_parser().parse_args(argv)
-        return run_pass(args, stdout, stderr)
+        if argv and argv[0] in COMMANDS:
+            build, run = COMMANDS[argv[0]]
+            return run(build().parse_args(argv[1:]), stdout, stderr)
+        return run_pass(build_parser().parse_args(argv), stdout, stderr)
     except PagerError as exc:
         stderr.write(f"pager: error: {exc}\n")
         return EXIT_INPUT

@@ -15,7 +15,8 @@ def test_summary_line_counts_each_directive(cli, tmp_path):
     result = cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW)
     assert result.code == 0
     assert result.out == (f"pager: 12 blocks: retain 3, page 5, evict 4 (12 new, 0 moved, 0 unchanged); "
-                          f"appended 23 statements to {tmp_path / 'c.limn'}\n")
+                          f"appended 24 statements to {tmp_path / 'c.limn'}; "
+                          f"stored 5 pages in {tmp_path / 'c.pages.sqlite3'}\n")
 
 
 def test_one_record_per_block_in_input_order(cli, tmp_path):
@@ -36,19 +37,20 @@ def test_json_summary(cli, tmp_path):
     result = cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW, "--json")
     summary = json.loads(result.out)
     assert summary == {"blocks": 12, "retain": 3, "page": 5, "evict": 4, "new": 12, "moved": 0,
-                       "unchanged": 0, "statements": 23, "contract": str(tmp_path / "c.limn"),
-                       "written": True, "pass": NOW}
+                       "unchanged": 0, "statements": 24, "contract": str(tmp_path / "c.limn"),
+                       "written": True, "pass": NOW, "stored": 5, "store": str(tmp_path / "c.pages.sqlite3"),
+                       "emitted": None}
 
 
 def test_dry_run_prints_statements_and_writes_nothing(cli, tmp_path):
     contract = tmp_path / "c.limn"
     result = cli("--history", ASSET, "--contract", contract, "--now", NOW, "--dry-run")
     assert result.code == 0
-    assert not contract.exists()
+    assert not contract.exists() and not (tmp_path / "c.pages.sqlite3").exists()
     lines = result.out.splitlines()
     assert lines[0] == 'about "prosecode context pager session contract"'
     assert lines[-2] == f'remember a value called last-pager-pass with "{NOW}"'
-    assert lines[-1].startswith("pager: 12 blocks:") and "would append 23 statements" in lines[-1]
+    assert lines[-1].startswith("pager: 12 blocks:") and lines[-1].endswith("would append 24 statements to " + str(contract))
     real = cli("--history", ASSET, "--contract", contract, "--now", NOW)
     assert real.code == 0
     assert contract.read_text().splitlines() == lines[:-1]
@@ -73,9 +75,11 @@ def test_now_is_normalised_to_utc(cli, tmp_path, given_now, stored):
 
 def test_history_from_standard_input(tmp_path):
     contract = tmp_path / "c.limn"
-    result = run_script("--history", "-", "--contract", contract, "--now", NOW, stdin=ASSET.read_text())
+    result = run_script("--history", "-", "--contract", contract, "--now", NOW, "--emit", tmp_path / "out.json",
+                        stdin=ASSET.read_text())
     assert result.code == 0, result.err
     assert contract.read_text() == (ASSET.parent.parent / "tests" / "golden" / "asset.limn").read_text()
+    assert len(json.loads((tmp_path / "out.json").read_text())["blocks"]) == 8  # read twice from one stdin
 
 
 def test_intent_after_blocks_is_read(cli, tmp_path):
