@@ -21,6 +21,7 @@ Standard library only; Python 3.9+.
 from __future__ import annotations
 
 import argparse
+import array
 import dataclasses
 import datetime
 import hashlib
@@ -288,6 +289,7 @@ class Scorer:
         self.pages = pages  # id -> the stored original of a paged block, for blocks arriving as stubs
         self._features: List[tuple] = []  # _Features-shaped plain tuples: cheaper to build
         self._seen: Dict[str, int] = {}
+        self.skipped: List[int] = []  # positions of page-index blocks, which get no decision
         self._shared: Dict[object, object] = {}  # one copy of each role, kind and match tuple
         self.max_turn: Optional[int] = None
 
@@ -296,6 +298,7 @@ class Scorer:
         if type(raw) is not dict:
             raise PagerError(f"blocks[{index}] must be an object (got {_show(raw)})")
         if raw.get(INDEX_FLAG) is True:
+            self.skipped.append(index)
             return  # the page index a previous --emit --with-index prepended: not conversation
         block_id, turn, role, text = raw.get("id"), raw.get("turn"), raw.get("role"), raw.get("text")
         kind, pinned, tokens = raw.get("kind"), raw.get("pinned", False), raw.get("tokens")
@@ -490,30 +493,33 @@ class StoredPage(NamedTuple):
 def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_WORDS) -> str:
     """Return up to ``words`` words of ``text``: its best-matching sentence onward, else its start.
 
-    The best sentence holds the most distinct intent keywords (the earliest wins a tie); with no
-    match the text's first words stand for it. A cut summary ends with "...".
+    The best sentence holds the most distinct intent keywords as whole tokens
+    (the earliest wins a tie); with no match the text's first words stand for
+    it. Whitespace is collapsed; a cut summary ends with "...".
 
     Example:
         >>> stub_summary("Setup done. The off-by-one in the index helper is fixed now.", ["index"], 6)
         'The off-by-one in the index helper...'
     """
-    flat = " ".join(text.split())
-    wanted = set(keywords)
-    start = 0
+    wanted = list(keywords)
     if wanted:
-        best = 0
-        position = 0
-        for sentence in _SENTENCE_END.split(flat):
-            hits = len(wanted.intersection(tokenize(sentence)))
-            if hits > best:
-                best, start = hits, position
-            position += len(sentence) + 1
-    chosen = flat[start:].split(" ")
-    if not chosen or chosen == [""]:
+        sentences = _SENTENCE_END.split(text)
+        if len(sentences) > 1:
+            best, start = 0, 0
+            for position, sentence in enumerate(sentences):
+                lowered = sentence.lower()
+                hits = sum(1 for k in wanted if k in lowered and _has_token(lowered, k))
+                if hits > best:
+                    best, start = hits, position
+                    if hits == len(wanted):
+                        break  # no sentence can hold more
+            text = " ".join(sentences[start:])
+    chosen = text.split(None, words)
+    if not chosen:
         return "(empty)"
-    if len(chosen) <= words:
-        return " ".join(chosen)
-    return " ".join(chosen[:words]) + "..."
+    if len(chosen) > words:
+        return " ".join(chosen[:words]) + "..."
+    return " ".join(chosen)
 
 
 def recall_hint(block: str, contract: str, store: Optional[str]) -> str:
@@ -873,6 +879,7 @@ class _JsonStream:
         self.buf, self.pos, self.eof = "", 0, False
         self.lines_before = 0  # line ends in text already dropped from buf
         self.col_before = 0    # characters after the last dropped line end
+        self.dropped = 0       # characters dropped from buf: buf[i] is character dropped + i
 
     def _more(self) -> bool:
         if self.eof:
@@ -885,6 +892,7 @@ class _JsonStream:
             self.eof = True
             return False
         dropped = self.buf[: self.pos]
+        self.dropped += self.pos
         newline = dropped.rfind("\n")
         if newline >= 0:
             self.lines_before += dropped.count("\n")
@@ -940,12 +948,15 @@ class _JsonStream:
 
 def _stream_history(fp: io.TextIOBase, name: str,
                     on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, object], None]]],
-                    chunk: int = 1 << 20) -> Tuple[Dict[str, object], bool]:
+                    chunk: int = 1 << 20, spans: Optional["array.array[int]"] = None
+                    ) -> Tuple[Dict[str, object], bool]:
     """Read a pager history object, handing blocks one by one to the callback ``on_blocks`` returns.
 
     ``on_blocks(header_so_far)`` is called when the ``blocks`` list starts; if it
-    returns None the blocks are skipped. Returns the header fields and whether
-    the blocks were handed over.
+    returns None the blocks are skipped. With ``spans``, the start and end
+    character offsets of every handed block are appended to it, so a later read
+    can pick single blocks out without parsing the rest. Returns the header
+    fields and whether the blocks were handed over.
     """
     js = _JsonStream(fp, name, chunk)
     if js.peek() != "{":
@@ -977,8 +988,13 @@ def _stream_history(fp: io.TextIOBase, name: str,
                 if js.peek() == "]":
                     js.pos += 1
                 else:
+                    record = spans.append if spans is not None and sink is not None else None
                     while True:
+                        if record is not None:
+                            record(js.dropped + js.pos)
                         item = js.value()
+                        if record is not None:
+                            record(js.dropped + js.pos)
                         if sink is not None:
                             sink(index, item)
                         index += 1
@@ -1014,6 +1030,8 @@ class HistorySource:
     def __init__(self, path: str) -> None:
         self.path = path
         self.name = "<stdin>" if path == "-" else path
+        self.spans: "array.array[int]" = array.array("q")  # start, end of each block, last full stream
+        self.skipped: List[int] = []  # block positions the scorer skipped (page-index blocks)
         self._stdin: Optional[str] = None
         if path == "-":
             data = sys.stdin.buffer.read()
@@ -1037,15 +1055,50 @@ class HistorySource:
 
     def stream(self, on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, object], None]]]
                ) -> Tuple[Dict[str, object], bool]:
-        """Stream the history once (see _stream_history); errors name the file."""
+        """Stream the history once (see _stream_history), noting where each block lies."""
+        spans = array.array("q")
         try:
             with self.open() as fp:
-                return _stream_history(fp, self.name, on_blocks)
+                header, handed = _stream_history(fp, self.name, on_blocks, spans=spans)
+                if handed:
+                    self.spans = spans
+                return header, handed
         except PagerError as exc:
             message = str(exc)
             raise PagerError(message if message.startswith(self.name + ":") else f"{self.name}: {message}") from None
         except OSError as exc:
             raise PagerError(f"{self.name}: can't read ({exc.strerror})") from None
+
+
+    def blocks_at(self, items: Iterable[int]) -> Iterator[Tuple[int, object]]:
+        """Yield ``(item, block)`` for the given ascending block positions, parsing only those.
+
+        Reads the history again and slices each block out by the offsets the last
+        full stream noted; the file must not have changed in between.
+        """
+        spans = self.spans
+        changed = f"{self.name}: the history changed while the pass was reading it"
+        with self.open() as fp:
+            buf, base = "", 0  # buf holds characters base .. base + len(buf) of the file
+            for item in items:
+                start, end = spans[2 * item], spans[2 * item + 1]
+                if end > base + len(buf):  # refill: keep from the block's start, read on to its end
+                    skip = start - base - len(buf)
+                    while skip > 0:  # the block starts beyond what is read: pass over the gap
+                        data = fp.read(min(skip, 1 << 20))
+                        if not data:
+                            raise PagerError(changed)
+                        skip -= len(data)
+                    buf, base = buf[max(0, start - base):], max(start, base)
+                    while base + len(buf) < end:
+                        data = fp.read(max(1 << 20, end - base - len(buf)))
+                        if not data:
+                            raise PagerError(changed)
+                        buf += data
+                try:
+                    yield item, json.loads(buf[start - base: end - base])
+                except json.JSONDecodeError:
+                    raise PagerError(changed) from None
 
 
 def load_and_plan(source, params: Params,
@@ -1070,6 +1123,7 @@ def load_and_plan(source, params: Params,
             source.stream(lambda _header: scorer.add)  # type: ignore[union-attr]
         current = _header_current_turn(header)
         decisions = scorer.finish(current)  # type: ignore[union-attr]
+        source.skipped = scorer.skipped  # type: ignore[union-attr]
     except PagerError as exc:
         message = str(exc)
         raise PagerError(message if message.startswith(source.name + ":") else f"{source.name}: {message}") from None
@@ -1355,7 +1409,11 @@ def final_directives(state: ContractState, plan: PassPlan) -> Dict[str, str]:
 
 
 class _Materializer:
-    """The second read of a history: stores new pages' text and writes the compacted history."""
+    """The second read of a history: stores new pages' text and writes the compacted history.
+
+    It parses only the blocks it needs (new pages, and with --emit the retained
+    ones), picking them out by the offsets the first read noted.
+    """
 
     def __init__(self, plan: PassPlan, store: Optional[PageStore], now: str, stub_words: int,
                  hint: Callable[[str], str], emit: Optional[io.TextIOBase]) -> None:
@@ -1363,33 +1421,46 @@ class _Materializer:
         self.hint, self.emit = hint, emit
         self.known = store.shas() if store is not None else {}
         self.pending: List[StoredPage] = []
-        self.position = 0
         self.stored = 0
         self.first = True
 
-    def block(self, index: int, raw: object) -> None:
-        if type(raw) is dict and raw.get(INDEX_FLAG) is True:
-            return
-        d = self.plan.decisions[self.position]
-        self.position += 1
-        if type(raw) is not dict or raw.get("id") != d.block:
-            raise PagerError(f"blocks[{index}] changed while the pass was reading the history")
-        page = self._page(d, raw)
-        if self.emit is not None:
-            self._write(self._emitted(d, raw, page))
+    def run(self, source: HistorySource) -> None:
+        """Store new pages' text, and write every surviving block if emitting."""
+        decisions = self.plan.decisions
+        emit = self.emit is not None
+        wanted = [k for k, d in enumerate(decisions)
+                  if (d.action == "page" and not d.stub) or (emit and d.action == "retain")]
+        items = _decision_items(len(decisions), source.skipped)
+        raws = source.blocks_at(items[k] for k in wanted)
+        next_raw = iter(raws)
+        pending_k = iter(wanted)
+        k_raw = next(pending_k, None)
+        for k, d in enumerate(decisions):
+            raw = None
+            if k == k_raw:
+                item, raw = next(next_raw)
+                if type(raw) is not dict or raw.get("id") != d.block:
+                    raise PagerError(f"{source.name}: blocks[{item}] changed while the pass was reading the history")
+                k_raw = next(pending_k, None)
+            elif not (emit and d.action == "page"):
+                continue
+            page = self._page(d, raw)
+            if emit:
+                self._write(self._emitted(d, raw, page))
+        self.flush()
 
-    def _page(self, d: Decision, raw: Dict[str, object]) -> Optional[StoredPage]:
+    def _page(self, d: Decision, raw: Optional[Dict[str, object]]) -> Optional[StoredPage]:
         """Return the stored page of a paged or stub block, storing a newly paged one's text."""
         if d.stub:
             return self.store.get(d.block) if self.store is not None else None
         if d.action != "page":
             return None
-        text = raw["text"]
+        text = raw["text"]  # type: ignore[index]
         sha = text_sha256(text)  # type: ignore[arg-type]
         if self.known.get(d.block) == sha and self.store is not None:
             return self.store.get(d.block) if self.emit is not None else None
         page = StoredPage(d.block, d.turn, d.role, d.kind, d.tokens, d.matched, sha, self.now,
-                          stub_summary(text, self.plan.keywords, self.stub_words), text)  # type: ignore[arg-type]
+                          stub_summary(text, d.matched, self.stub_words), text)  # type: ignore[arg-type]
         self.pending.append(page)
         self.stored += 1
         if len(self.pending) >= 1024:
@@ -1401,29 +1472,37 @@ class _Materializer:
             self.store.put(self.pending)
         self.pending = []
 
-    def _emitted(self, d: Decision, raw: Dict[str, object], page: Optional[StoredPage]) -> Optional[Dict[str, object]]:
-        if d.action == "evict":
-            return None
+    def _emitted(self, d: Decision, raw: Optional[Dict[str, object]], page: Optional[StoredPage]
+                 ) -> Dict[str, object]:
         if d.action == "retain":
             if not d.stub:
-                return raw
-            restored = {k: v for k, v in raw.items() if k != "stub"}
+                return raw  # type: ignore[return-value]
+            restored = {k: v for k, v in raw.items() if k != "stub"}  # type: ignore[union-attr]
             restored["text"] = verified_text(page, self.store.path)  # type: ignore[arg-type,union-attr]
             if page.tokens != estimate_tokens(page.text):  # type: ignore[union-attr]
                 restored["tokens"] = page.tokens  # type: ignore[union-attr]
             return restored
-        stub = {"id": d.block, "turn": d.turn, "role": d.role}
+        stub: Dict[str, object] = {"id": d.block, "turn": d.turn, "role": d.role}
         if d.kind is not None:
             stub["kind"] = d.kind
         stub["text"] = make_stub(page, self.hint(d.block))  # type: ignore[arg-type]
         stub["stub"] = True
         return stub
 
-    def _write(self, block: Optional[Dict[str, object]]) -> None:
-        if block is None:
-            return
+    def _write(self, block: Dict[str, object]) -> None:
         self.emit.write(("" if self.first else ",\n") + json.dumps(block, ensure_ascii=False))  # type: ignore[union-attr]
         self.first = False
+
+
+def _decision_items(count: int, skipped: List[int]) -> List[int]:
+    """Return the block position of each of ``count`` decisions, stepping over skipped positions."""
+    skip, items, item = set(skipped), [], 0
+    for _ in range(count):
+        while item in skip:
+            item += 1
+        items.append(item)
+        item += 1
+    return items
 
 
 def _index_block(pages: List[StoredPage], contract_hint: str) -> Dict[str, object]:
@@ -1689,8 +1768,7 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, source: HistorySource
                 blocks_file = tempfile.TemporaryFile("w+", encoding="utf-8") if args.emit else None
                 work = _Materializer(plan, store, now, args.stub_words,
                                      lambda block: recall_hint(block, args.contract, args.store), blocks_file)
-                source.stream(lambda _header: work.block)
-                work.flush()
+                work.run(source)
                 stored = work.stored
             final = final_directives(state, plan)
             if args.emit:
