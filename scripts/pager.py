@@ -53,6 +53,12 @@ ACTIONS = ("retain", "page", "evict")
 LIST_OF_ACTION = {"retain": "retained-blocks", "page": "paged-blocks", "evict": "evicted-blocks"}
 ACTION_OF_LIST = {name: action for action, name in LIST_OF_ACTION.items()}
 
+SIMILARITIES = ("weighted", "plain")  # the default proxy first; plain is the engine issue's
+NEIGHBOUR_DECAY = 0.7      # weighted sim: a block gets this share of an earlier block's match...
+NEIGHBOUR_WINDOW = 2       # ...per step, from up to this many blocks before it (answers follow questions)
+NEIGHBOUR_POWER = 1.5      # ...raised to this power: a block that clearly raised the topic lends more
+DIALOGUE_ROLES = frozenset({"user", "assistant"})  # neighbour credit flows between these only
+LENGTH_WEIGHT = 0.25       # weighted sim: how much a long block's coverage is discounted (0 = none)
 DEFAULT_STUB_WORDS = 40    # words of block text a page stub keeps
 INDEX_SUMMARY_WORDS = 12   # words of a stub a page-index line keeps
 STORE_SUFFIX = ".pages.sqlite3"  # C.limn -> C.pages.sqlite3 beside the contract
@@ -121,17 +127,119 @@ def tokenize(text: str) -> List[str]:
 
 
 def intent_keywords(items: Iterable[str]) -> List[str]:
-    """Return the intent keywords: tokens of ``items``, first occurrence order, no duplicates.
+    """Return the intent keywords: tokens of ``items`` minus stop words, first occurrence order, once.
 
     Example:
-        >>> intent_keywords(["Pager", "retention score", "pager"])
+        >>> intent_keywords(["Pager", "what is the retention score", "pager"])
         ['pager', 'retention', 'score']
     """
     seen: Dict[str, None] = {}
     for item in items:
         for token in tokenize(item):
-            seen.setdefault(token, None)
+            if token not in STOP_WORDS:
+                seen.setdefault(token, None)
     return list(seen)
+
+
+# English stop words: dropped from intents, so "what did we decide" keeps only "decide".
+STOP_WORDS = frozenset("""
+    a about above after again against all also am an and any are as at be because been before being
+    below between both but by can could d did do does doing done down during each either else ever
+    every few for from further had has have having he her here hers herself him himself his how i if
+    in into is it its itself just ll m may me might more most much must my myself no nor not now o
+    of off on once one only or other others our ours ourselves out over own re s same shall she
+    should so some such t than that the their theirs them themselves then there these they this
+    those through thus to too under until up upon us ve very was we were what whatever when
+    whenever where whereas wherever whether which while who whom whose why will with within without
+    would yet you your yours yourself yourselves aren couldn didn doesn don hadn hasn haven isn
+    mustn shan shouldn wasn weren won wouldn
+""".split())
+
+_SUFFIXES = (("ments", 3), ("ment", 3), ("ions", 3), ("ion", 3), ("ingly", 3), ("edly", 3),
+             ("ings", 3), ("ing", 3), ("ies", 2), ("ied", 2), ("ed", 3), ("ly", 5), ("s", 3))
+_VOWEL_RE = re.compile(r"[aeiouy]")
+_STEMS: Dict[str, str] = {}   # memo: a session repeats its words
+_STEMS_MAX = 500_000
+_TOKEN_AT = re.compile(r"\w*").match
+
+
+def stem(word: str) -> str:
+    """Return a light English stem of a lowercase token, so "retained" meets "retain".
+
+    It cuts one common suffix (keeping a few letters and a vowel), undoes a doubled
+    final consonant, drops a final "e" and turns a final "y" into "i". Words of three
+    letters or fewer, and tokens with digits or "_", are left alone.
+
+    Example:
+        >>> [stem(w) for w in ("retained", "retain", "retaining", "families", "family", "scores")]
+        ['retain', 'retain', 'retain', 'famili', 'famili', 'scor']
+    """
+    known = _STEMS.get(word)
+    if known is not None:
+        return known
+    base = word
+    if len(word) > 3 and word.isalpha():
+        if not word.endswith(("ss", "us", "is", "eed")):
+            for suffix, keep in _SUFFIXES:
+                if word.endswith(suffix) and len(word) - len(suffix) >= keep:
+                    cut = word[: -len(suffix)]
+                    if not _VOWEL_RE.search(cut):
+                        continue
+                    base = cut
+                    if suffix in ("ies", "ied"):
+                        base += "i"
+                    elif (suffix in ("ing", "ings", "ed", "ingly", "edly") and len(base) >= 4
+                          and base[-1] == base[-2] and base[-1] not in "aeiou" and base[-1] not in "lsz"):
+                        base = base[:-1]
+                    break
+        if len(base) > 3 and base.endswith("e"):
+            base = base[:-1]
+        if len(base) > 2 and base.endswith("y"):
+            base = base[:-1] + "i"
+    if len(_STEMS) < _STEMS_MAX:
+        _STEMS[word] = base
+    return base
+
+
+def keyword_stems(keywords: Iterable[str]) -> List[str]:
+    """Return the distinct stems of ``keywords``, first occurrence first."""
+    return list(dict.fromkeys(stem(k) for k in keywords))
+
+
+def _needle(stem_: str) -> str:
+    # Every token whose stem is s starts with s, except that a final "y" became "i":
+    # search for s without its final "i" then ("famili" is found through "famil").
+    return stem_[:-1] if len(stem_) > 1 and stem_[-1] == "i" else stem_
+
+
+def block_hits(lowered: str, stems: Iterable[str]) -> Tuple[str, ...]:
+    """Return the stems that some whole token of ``lowered`` stems to, in the order given.
+
+    Equal to checking ``stem(t)`` for every ``\\w+`` token ``t``, without tokenizing the
+    block: it searches for each stem's prefix, keeps hits that start a token, and stems
+    just that token.
+
+    Example:
+        >>> block_hits("we retained the families' scores", ["retain", "famili", "pager"])
+        ('retain', 'famili')
+    """
+    found: Tuple[str, ...] = ()
+    for s in stems:
+        needle = _needle(s)
+        if not needle or needle not in lowered:
+            continue
+        size = len(needle)
+        i = lowered.find(needle)
+        while i >= 0:
+            if i and (lowered[i - 1].isalnum() or lowered[i - 1] == "_"):
+                i = lowered.find(needle, i + size)  # inside a token, not at its start
+                continue
+            token = _TOKEN_AT(lowered, i).group()
+            if (_STEMS.get(token) or stem(token)) == s:
+                found += (s,)
+                break
+            i = lowered.find(needle, i + len(token) + 1)
+    return found
 
 
 def recency(delta_t: int) -> float:
@@ -139,9 +247,32 @@ def recency(delta_t: int) -> float:
     return 1.0 / (1.0 + math.log1p(delta_t))
 
 
+_CODE_MARKS = str.maketrans("", "", '{}[]()<>"\':;,=/\\|`$#*&+')
+_NON_LATIN = re.compile("[^\u0000-\u024f]")
+
+
 def estimate_tokens(text: str) -> int:
-    """Return a tokenizer-free token estimate: about four characters per token."""
-    return (len(text) + 3) // 4
+    """Return a tokenizer-free token estimate of ``text``.
+
+    Published figures for the cl100k/o200k tokenizers: English prose about 4.2
+    characters a token, JSON about 3.4 to 4.0, code 3 to 4.2; non-Latin scripts can
+    cost a token or more a character. So: ASCII text counts 4 characters a token,
+    or 3.4 when more than one character in eight is a bracket, quote or other code
+    mark (JSON, code); every character beyond Latin (above U+024F: Greek, Cyrillic,
+    CJK, ...) counts one token, the rest 4 characters a token. Always rounded up.
+
+    Example:
+        >>> estimate_tokens("The pager keeps what matters."), estimate_tokens('{"a": [1, 2], "b": {}}')
+        (8, 7)
+        >>> estimate_tokens("контекст"), estimate_tokens("")
+        (8, 0)
+    """
+    size = len(text)
+    if text.isascii():
+        marks = size - len(text.translate(_CODE_MARKS))
+        return -(-size * 10 // 34) if marks * 8 > size else -(-size // 4)
+    wide = len(_NON_LATIN.findall(text))
+    return wide + -(-(size - wide) // 4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,9 +283,18 @@ class Params:
     beta: float = DEFAULT_BETA
     retain_cut: float = DEFAULT_RETAIN_CUT
     evict_cut: float = DEFAULT_EVICT_CUT
+    similarity: str = SIMILARITIES[0]
+    budget: Optional[int] = None  # tokens the kept blocks and stubs may take; None: no budget
+    stub_words: int = DEFAULT_STUB_WORDS  # words of text a stub keeps
 
     def validate(self) -> "Params":
         """Return self, or raise PagerError naming the first bad value."""
+        if self.similarity not in SIMILARITIES:
+            raise PagerError(f"--similarity must be one of {', '.join(SIMILARITIES)} (got {_show(self.similarity)})")
+        if self.budget is not None and (not _is_int(self.budget) or self.budget < 1):
+            raise PagerError(f"--budget must be a positive integer (got {_show(self.budget)})")
+        if not _is_int(self.stub_words) or self.stub_words < 1:
+            raise PagerError(f"--stub-words must be a positive integer (got {_show(self.stub_words)})")
         for flag, value in (("--alpha", self.alpha), ("--beta", self.beta)):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
                 raise PagerError(f"{flag} must be a finite number (got {value!r})")
@@ -191,27 +331,33 @@ class Decision(NamedTuple):
     role: str
     kind: Optional[str]
     tokens: int
-    matched: Tuple[str, ...]
-    similarity: float
+    matched: Tuple[str, ...]  # the intent keywords (stems, for the weighted proxy) it holds
+    similarity: float         # sim = max(own, neighbour)
+    own: float                # the block's own share of the intent
+    neighbour: float          # credit from a matching neighbour (weighted proxy only)
     recency: float
     delta_t: int
     R: float
     action: str
-    reason: str  # "score", or the protection that forced retain ("pinned")
+    reason: str  # "score", a protection ("pinned"), or the budget's change
     stub: bool   # the block arrived as a page stub and was scored on its stored text
 
     def rationale(self) -> str:
         """Return the score parts, as written after ``because`` in the contract."""
-        parts = "R=%.3f sim=%.3f rec=%.3f dt=%d" % (self.R, self.similarity, self.recency, self.delta_t)
+        parts = _RATIONALE % (self.R, self.similarity, self.own, self.neighbour, self.recency, self.delta_t)
         return parts if self.reason == "score" else f"{self.reason}; {parts}"
 
     def to_dict(self) -> Dict[str, object]:
         """Return the JSON record of this decision."""
         return {"block": self.block, "kind": self.kind, "role": self.role, "turn": self.turn,
                 "tokens": self.tokens, "matched": list(self.matched),
-                "similarity": round(self.similarity, 6), "recency": round(self.recency, 6),
+                "similarity": round(self.similarity, 6), "own": round(self.own, 6),
+                "neighbour": round(self.neighbour, 6), "recency": round(self.recency, 6),
                 "delta_t": self.delta_t, "R": round(self.R, 6), "action": self.action,
                 "reason": self.reason, "stub": self.stub}
+
+
+_RATIONALE = "R=%.3f sim=%.3f own=%.3f nb=%.3f rec=%.3f dt=%d"
 
 
 class _Features(NamedTuple):
@@ -223,6 +369,8 @@ class _Features(NamedTuple):
     matched: Tuple[str, ...]
     pinned: bool
     stub: bool
+    length: int       # characters of the (original) text, for the weighted proxy
+    stub_tokens: int  # what the block costs as a stub (budget mode), else 0
 
 
 def _show(value: object, limit: int = 60) -> str:
@@ -275,7 +423,7 @@ def _has_token(text: str, word: str) -> bool:
 
 
 class Scorer:
-    """Scores blocks one at a time, then classifies them once the current turn is known.
+    """Scores blocks one at a time, then classifies them once the whole history is seen.
 
     Blocks go in through ``add`` (which validates each), decisions come out of
     ``finish``; only small per-block features are kept in between, so a caller
@@ -283,15 +431,24 @@ class Scorer:
     """
 
     def __init__(self, keywords: List[str], params: Params,
-                 pages: Optional[Callable[[str], Optional["StoredPage"]]] = None) -> None:
+                 pages: Optional[Callable[[str], Optional["StoredPage"]]] = None,
+                 stub_text: Optional[Callable[["StoredPage"], str]] = None) -> None:
         self.keywords = list(keywords)
         self.params = params
+        self.weighted = params.similarity == "weighted"
+        self.terms = keyword_stems(self.keywords) if self.weighted else self.keywords
         self.pages = pages  # id -> the stored original of a paged block, for blocks arriving as stubs
+        # Budget mode prices every block as a stub; stub_text renders one (default hint: C.limn).
+        if params.budget is not None and stub_text is None:
+            stub_text = lambda page: make_stub(page, recall_hint(page.block, "C.limn", None))  # noqa: E731
+        self.stub_text = stub_text if params.budget is not None else None
         self._features: List[tuple] = []  # _Features-shaped plain tuples: cheaper to build
         self._seen: Dict[str, int] = {}
         self.skipped: List[int] = []  # positions of page-index blocks, which get no decision
         self._shared: Dict[object, object] = {}  # one copy of each role, kind and match tuple
         self.max_turn: Optional[int] = None
+        self.tokens_before = 0  # what the history costs as it arrived (stubs at their own size)
+        self.tokens_after: Optional[int] = None  # set by finish when a budget is fitted
 
     def add(self, index: int, raw: object) -> None:
         """Validate ``raw`` (the block at ``blocks[index]``) and record its features."""
@@ -311,7 +468,7 @@ class Scorer:
         if not role:
             raise PagerError(f"blocks[{index}].role must be a non-empty string (got \"\")")
         if tokens is None:
-            tokens = (len(text) + 3) // 4  # estimate_tokens, inlined on the hot path
+            tokens = estimate_tokens(text)
         elif tokens < 0:
             raise PagerError(f"blocks[{index}].tokens must be a non-negative integer (got {tokens})")
         if not block_id or not block_id.isascii() or _FORBIDDEN_RE.search(block_id):
@@ -319,6 +476,7 @@ class Scorer:
         first = self._seen.setdefault(block_id, index)
         if first != index:
             raise PagerError(f"blocks[{index}].id {_show(block_id)} duplicates blocks[{first}].id")
+        self.tokens_before += tokens
         stub = raw.get("stub", False)
         if stub is not False:
             if stub is not True:
@@ -327,19 +485,29 @@ class Scorer:
             page = self.pages(block_id) if self.pages is not None else None
             if page is None:
                 raise PagerError(f"blocks[{index}] is the stub of {_show(block_id)}, but the page store "
-                                 "holds no text for it")
+                                 "holds no text for it (evicted since? pass the latest --emit output)")
             text, tokens = page.text, page.tokens
         matched: Tuple[str, ...] = ()
-        if self.keywords:
+        if self.terms:
             lowered = text.lower()
-            found = tuple([k for k in self.keywords if k in lowered and _has_token(lowered, k)])
+            if self.weighted:
+                found = block_hits(lowered, self.terms)
+            else:
+                found = tuple([k for k in self.terms if k in lowered and _has_token(lowered, k)])
             if found:
                 matched = self._shared.setdefault(found, found)  # type: ignore[assignment]
         shared = self._shared
         role = shared.setdefault(role, role)  # type: ignore[assignment]
         if kind is not None:
             kind = shared.setdefault(kind, kind)  # type: ignore[assignment]
-        self._features.append((block_id, turn, role, kind, tokens, matched, pinned, stub))  # _Features order
+        stub_tokens = 0
+        if self.stub_text is not None:
+            summary = stub_summary(text, matched, self.params.stub_words,
+                                   block_hits if self.weighted else None)
+            page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
+            stub_tokens = estimate_tokens(self.stub_text(page))
+        self._features.append((block_id, turn, role, kind, tokens, matched, pinned, stub,
+                               len(text), stub_tokens))  # _Features order
         if self.max_turn is None or turn > self.max_turn:
             self.max_turn = turn
 
@@ -364,39 +532,133 @@ class Scorer:
                 raise PagerError(f"{where}.{field} must be {expected} (got {_show(raw[field])})")
         raise AssertionError(f"{where} failed the fast check but no field explains why")  # a bug, not input
 
+    def _similarities(self, features: List[tuple]) -> Tuple[Dict[int, float], Dict[int, float]]:
+        """Return (own, neighbour) scores of the blocks that have any, by position.
+
+        Weighted proxy: a keyword counts by its rarity in this history,
+        ``idf(k) = ln(1 + (N - df + 0.5) / (df + 0.5))``; ``own`` is the idf share of the
+        intent the block holds, divided by ``1 - b + b * length / mean length`` (b =
+        LENGTH_WEIGHT) and capped at 1; a user or assistant block up to NEIGHBOUR_WINDOW
+        blocks after a matching user or assistant block gets
+        ``NEIGHBOUR_DECAY ** distance * own ** NEIGHBOUR_POWER`` of it. Keywords that occur
+        nowhere are left out of the total. Plain proxy: ``own`` is the share of keywords
+        present, no neighbour credit.
+        """
+        n_terms = len(self.terms)
+        hits = [(i, f[5]) for i, f in enumerate(features) if f[5]]
+        if not self.weighted:
+            return {i: len(m) / n_terms for i, m in hits}, {}
+        n = len(features)
+        df: Dict[str, int] = dict.fromkeys(self.terms, 0)
+        for _, matched in hits:
+            for term in matched:
+                df[term] += 1
+        idf = {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+        total = sum(idf[t] for t, d in df.items() if d)
+        own: Dict[int, float] = {}
+        if not total:
+            return own, {}
+        mean_length = sum(f[8] for f in features) / n or 1.0
+        for i, matched in hits:
+            coverage = sum(idf[t] for t in matched) / total
+            scaled = coverage / (1.0 - LENGTH_WEIGHT + LENGTH_WEIGHT * features[i][8] / mean_length)
+            own[i] = scaled if scaled < 1.0 else 1.0
+        # Dialogue turns lend and borrow credit; a tool result or system block has its own
+        # content (and, with transcripts, its tool call) to go by, not its position.
+        neighbour: Dict[int, float] = {}
+        steps = [(d, NEIGHBOUR_DECAY ** d) for d in range(1, NEIGHBOUR_WINDOW + 1)]
+        for i, score in own.items():
+            if features[i][2] not in DIALOGUE_ROLES:
+                continue
+            lent = score ** NEIGHBOUR_POWER
+            for d, factor in steps:
+                credit = lent * factor
+                j = i + d  # forward only: the topic is raised first, the answer follows
+                if j < n and credit > neighbour.get(j, 0.0) and features[j][2] in DIALOGUE_ROLES:
+                    neighbour[j] = credit
+        return own, neighbour
+
     def finish(self, current_turn: Optional[int]) -> List["Decision"]:
         """Return one Decision per block, in input order."""
         if current_turn is None:
             current_turn = self.max_turn if self.max_turn is not None else 0
-        n_keywords = len(self.keywords)
-        # Similarity takes n + 1 values and recency one per distinct age: share the floats.
-        sims = [k / n_keywords for k in range(n_keywords + 1)] if n_keywords else [0.0]
+        features, self._features = self._features, []
+        own, neighbour = self._similarities(features)
         recencies: Dict[int, Tuple[int, float]] = {}
         alpha, beta = self.params.alpha, self.params.beta
         retain_cut, evict_cut = self.params.retain_cut, self.params.evict_cut
         new_tuple = tuple.__new__  # builds a Decision without NamedTuple's Python-level __new__
-        features, self._features = self._features, []
         decisions = []
         append = decisions.append
         for index, f in enumerate(features):
-            block, turn, role, kind, tokens, matched, pinned, stub = f
+            block, turn, role, kind, tokens, matched, pinned, stub = f[:8]
             if turn > current_turn:
-                raise PagerError(f"blocks[{index}].turn ({turn}) lies after current_turn ({current_turn})")
+                position = _decision_items(index + 1, self.skipped)[index]
+                raise PagerError(f"blocks[{position}].turn ({turn}) lies after current_turn ({current_turn})")
             aged = recencies.get(turn)
             if aged is None:
                 aged = recencies[turn] = (current_turn - turn, recency(current_turn - turn))
             delta_t, rec = aged
-            sim = sims[len(matched)]
+            mine, near = own.get(index, 0.0), neighbour.get(index, 0.0)
+            sim = mine if mine >= near else near
             r = alpha * sim + beta * rec
             if pinned:
                 action, reason = "retain", "pinned"
             else:  # Params.classify, inlined on the hot path
                 action = "retain" if r >= retain_cut else "evict" if r < evict_cut else "page"
                 reason = "score"
-            append(new_tuple(Decision, (block, turn, role, kind, tokens, matched, sim, rec, delta_t, r,
-                                        action, reason, stub)))
-            features[index] = None  # type: ignore[call-overload]  # free as we go
+            append(new_tuple(Decision, (block, turn, role, kind, tokens, matched, sim, mine, near, rec,
+                                        delta_t, r, action, reason, stub)))
+        if self.params.budget is not None:
+            self.tokens_after = fit_budget(decisions, [f[9] for f in features], self.params.budget)
         return decisions
+
+
+def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int) -> int:
+    """Fit ``decisions`` (changed in place) into ``budget`` tokens; return the tokens kept.
+
+    What stays costs its tokens verbatim, or its stub's tokens when paged. Protected
+    (pinned) blocks always stay verbatim. The other blocks compete by R, highest
+    first (ties: later turn, then later position):
+      1. each is kept verbatim while its tokens still fit (one that does not fit is
+         skipped, so a smaller one after it may fit);
+      2. the rest that classification did not evict become stubs while their stub
+         still fits (a block under the evict cut is never worth a stub);
+      3. what is left is evicted.
+    So the budget, not the retain cut, decides what is kept verbatim: under pressure
+    the lowest-R retained blocks are paged and the lowest-R pages evicted first, and
+    with room to spare the best pages (then the most recent of the rest) are kept
+    whole. Every change says so in its reason: "budget-kept", "budget-paged",
+    "budget-evicted".
+    When protected blocks alone exceed the budget the pass still completes (all
+    else evicted) and the caller reports the overflow.
+    """
+    left = budget
+    candidates = []
+    for i, d in enumerate(decisions):
+        if d.reason != "score":
+            left -= d.tokens
+        else:
+            candidates.append(i)
+    candidates.sort(key=lambda i: (-decisions[i].R, -decisions[i].turn, -i))
+    verbatim = set()
+    for i in candidates:
+        if decisions[i].tokens <= left:
+            left -= decisions[i].tokens
+            verbatim.add(i)
+    for i in candidates:
+        d = decisions[i]
+        if i in verbatim:
+            action = "retain"
+        elif d.action != "evict" and stub_tokens[i] <= left:
+            left -= stub_tokens[i]
+            action = "page"
+        else:
+            action = "evict"
+        if action != d.action:
+            decisions[i] = d._replace(action=action, reason="budget-" + {"retain": "kept", "page": "paged",
+                                                                         "evict": "evicted"}[action])
+    return budget - left
 
 
 @dataclasses.dataclass(frozen=True)
@@ -408,6 +670,23 @@ class PassPlan:
     current_turn: int
     params: Params
     header: Dict[str, object] = dataclasses.field(default_factory=dict)  # the history's other fields
+    tokens_before: int = 0              # the history as it arrived (stubs at their own size)
+    tokens_after: Optional[int] = None  # kept verbatim plus stubs, when a budget was fitted
+
+    def pressure(self) -> Optional[Tuple[float, float]]:
+        """Return context pressure (tokens / budget) before and after the pass, or None."""
+        if self.params.budget is None or self.tokens_after is None:
+            return None
+        return self.tokens_before / self.params.budget, self.tokens_after / self.params.budget
+
+    def budget_values(self) -> Dict[str, object]:
+        """Return the contract's budget values for this pass (empty without a budget)."""
+        rho = self.pressure()
+        if rho is None:
+            return {}
+        return {"token-budget": self.params.budget, "tokens-before": self.tokens_before,
+                "tokens-after": self.tokens_after, "pressure-before": round(rho[0], 4),
+                "pressure-after": round(rho[1], 4)}
 
     def counts(self) -> Dict[str, int]:
         """Return the number of blocks per directive."""
@@ -467,7 +746,7 @@ def plan_pass(history: Mapping[str, object], params: Params = Params(),
     decisions = scorer.finish(current)
     header = {key: value for key, value in history.items() if key != "blocks"}
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
-                    params, header)
+                    params, header, scorer.tokens_before, scorer.tokens_after)
 
 
 # --- core: stubs and the page index ---
@@ -490,12 +769,14 @@ class StoredPage(NamedTuple):
     text: str
 
 
-def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_WORDS) -> str:
+def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_WORDS,
+                 matcher: Optional[Callable[[str, List[str]], Tuple[str, ...]]] = None) -> str:
     """Return up to ``words`` words of ``text``: its best-matching sentence onward, else its start.
 
-    The best sentence holds the most distinct intent keywords as whole tokens
-    (the earliest wins a tie); with no match the text's first words stand for
-    it. Whitespace is collapsed; a cut summary ends with "...".
+    The best sentence holds the most distinct intent keywords (the earliest wins a
+    tie), found by ``matcher(lowered_sentence, keywords)`` (block_hits for stems;
+    by default whole tokens equal to a keyword); with no match the text's first
+    words stand for it. Whitespace is collapsed; a cut summary ends with "...".
 
     Example:
         >>> stub_summary("Setup done. The off-by-one in the index helper is fixed now.", ["index"], 6)
@@ -508,7 +789,10 @@ def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_W
             best, start = 0, 0
             for position, sentence in enumerate(sentences):
                 lowered = sentence.lower()
-                hits = sum(1 for k in wanted if k in lowered and _has_token(lowered, k))
+                if matcher is not None:
+                    hits = len(matcher(lowered, wanted))
+                else:
+                    hits = sum(1 for k in wanted if k in lowered and _has_token(lowered, k))
                 if hits > best:
                     best, start = hits, position
                     if hits == len(wanted):
@@ -758,7 +1042,7 @@ def iter_statements(plan: PassPlan, state: ContractState, now: str,
         if previous == d.action:
             continue
         if d.reason == "score":  # Decision.rationale, inlined on the hot path
-            because = "R=%.3f sim=%.3f rec=%.3f dt=%d" % (d.R, d.similarity, d.recency, d.delta_t)
+            because = _RATIONALE % (d.R, d.similarity, d.own, d.neighbour, d.recency, d.delta_t)
         else:
             because = d.rationale()
         if previous is not None:
@@ -775,6 +1059,8 @@ def iter_statements(plan: PassPlan, state: ContractState, now: str,
         "pager-retain-cut": plan.params.retain_cut,
         "pager-evict-cut": plan.params.evict_cut,
         "pager-intent": " ".join(plan.keywords) or "none",
+        "pager-similarity": plan.params.similarity,
+        **plan.budget_values(),
     }
     settings.update(extra_values)
     for name, value in settings.items():
@@ -797,7 +1083,7 @@ def render_pass(plan: PassPlan, state: ContractState, now: str,
         >>> plan = plan_pass({"intent_ir": ["pager"], "blocks": [
         ...     {"id": "b1", "turn": 1, "role": "user", "text": "Tune the pager."}]})
         >>> render_pass(plan, ContractState(), now="2026-05-17T03:08:12+00:00")[4]
-        'add "b1" to retained-blocks because "R=1.000 sim=1.000 rec=1.000 dt=0"'
+        'add "b1" to retained-blocks because "R=1.000 sim=1.000 own=1.000 nb=0.000 rec=1.000 dt=0"'
     """
     return list(iter_statements(plan, state, now, extra_values))
 
@@ -1102,7 +1388,8 @@ class HistorySource:
 
 
 def load_and_plan(source, params: Params,
-                  pages: Optional[Callable[[str], Optional[StoredPage]]] = None) -> PassPlan:
+                  pages: Optional[Callable[[str], Optional[StoredPage]]] = None,
+                  stub_text: Optional[Callable[[StoredPage], str]] = None) -> PassPlan:
     """Stream a history (a path, '-' for stdin, or a HistorySource) and return its PassPlan."""
     params.validate()
     if not isinstance(source, HistorySource):
@@ -1113,13 +1400,13 @@ def load_and_plan(source, params: Params,
         nonlocal scorer
         if "intent_ir" not in header:
             return None  # the intent comes after the blocks: read them on a second pass
-        scorer = Scorer(_header_keywords(header), params, pages)
+        scorer = Scorer(_header_keywords(header), params, pages, stub_text)
         return scorer.add
 
     header, handed = source.stream(on_blocks)
     try:
         if not handed:
-            scorer = Scorer(_header_keywords(header), params, pages)
+            scorer = Scorer(_header_keywords(header), params, pages, stub_text)
             source.stream(lambda _header: scorer.add)  # type: ignore[union-attr]
         current = _header_current_turn(header)
         decisions = scorer.finish(current)  # type: ignore[union-attr]
@@ -1128,7 +1415,8 @@ def load_and_plan(source, params: Params,
         message = str(exc)
         raise PagerError(message if message.startswith(source.name + ":") else f"{source.name}: {message}") from None
     return PassPlan(decisions, scorer.keywords,  # type: ignore[union-attr]
-                    current if current is not None else (scorer.max_turn or 0), params, header)  # type: ignore[union-attr]
+                    current if current is not None else (scorer.max_turn or 0), params, header,  # type: ignore[union-attr]
+                    scorer.tokens_before, scorer.tokens_after)  # type: ignore[union-attr]
 
 
 # --- edges: the page store ---
@@ -1420,6 +1708,7 @@ class _Materializer:
         self.plan, self.store, self.now, self.stub_words = plan, store, now, stub_words
         self.hint, self.emit = hint, emit
         self.known = store.shas() if store is not None else {}
+        self.matcher = block_hits if plan.params.similarity == "weighted" else None
         self.pending: List[StoredPage] = []
         self.stored = 0
         self.first = True
@@ -1460,7 +1749,7 @@ class _Materializer:
         if self.known.get(d.block) == sha and self.store is not None:
             return self.store.get(d.block) if self.emit is not None else None
         page = StoredPage(d.block, d.turn, d.role, d.kind, d.tokens, d.matched, sha, self.now,
-                          stub_summary(text, d.matched, self.stub_words), text)  # type: ignore[arg-type]
+                          stub_summary(text, d.matched, self.stub_words, self.matcher), text)  # type: ignore[arg-type]
         self.pending.append(page)
         self.stored += 1
         if len(self.pending) >= 1024:
@@ -1617,6 +1906,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"R at or above this retains (default {DEFAULT_RETAIN_CUT})")
     parser.add_argument("--evict-cut", type=_number_flag("--evict-cut"), default=DEFAULT_EVICT_CUT,
                         help=f"R below this evicts (default {DEFAULT_EVICT_CUT})")
+    parser.add_argument("--similarity", choices=SIMILARITIES, default=SIMILARITIES[0],
+                        help="weighted (default): rare keywords count more, stems match, neighbours share "
+                             "credit; plain: the share of keywords present")
+    parser.add_argument("--budget", type=_count_flag("--budget"), metavar="TOKENS",
+                        help="fit retained blocks plus stubs into this many tokens (see the README)")
     parser.add_argument("--store", metavar="PATH",
                         help=f"page store (default: beside the contract, C.limn -> C{STORE_SUFFIX})")
     parser.add_argument("--emit", metavar="OUT.json",
@@ -1667,15 +1961,15 @@ def record_line(d: Decision) -> str:
     dict costs several times more.
     """
     enc = _encode_str
-    block, turn, role, kind, tokens, matched, sim, rec, delta_t, r, action, reason, stub = d
+    block, turn, role, kind, tokens, matched, sim, own, near, rec, delta_t, r, action, reason, stub = d
     return _RECORD % (enc(block), "null" if kind is None else enc(kind), enc(role), turn, tokens,
                       ", ".join([enc(k) for k in matched]) if matched else "",
-                      sim, rec, delta_t, r, action, enc(reason), "true" if stub else "false")
+                      sim, own, near, rec, delta_t, r, action, enc(reason), "true" if stub else "false")
 
 
 # Numbers carry six decimals, as Decision.to_dict rounds them.
 _RECORD = ('{"block": %s, "kind": %s, "role": %s, "turn": %d, "tokens": %d, "matched": [%s], '
-           '"similarity": %.6f, "recency": %.6f, "delta_t": %d, "R": %.6f, "action": "%s", "reason": %s, "stub": %s}')
+           '"similarity": %.6f, "own": %.6f, "neighbour": %.6f, "recency": %.6f, "delta_t": %d, "R": %.6f, "action": "%s", "reason": %s, "stub": %s}')
 
 
 def _write_records(stream, decisions: List[Decision]) -> None:
@@ -1693,7 +1987,8 @@ def _write_records(stream, decisions: List[Decision]) -> None:
 
 def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     """Run one paging pass as the flags say; return the exit code."""
-    params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut).validate()
+    params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
+                    args.budget, args.stub_words).validate()
     now = normalize_now(args.now)
     if args.with_index and not args.emit:
         raise PagerError("--with-index needs --emit")
@@ -1701,10 +1996,11 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     source = HistorySource(args.history)
     store = PageStore.open(store_path, create=False)
     try:
-        plan = load_and_plan(source, params, store.get if store is not None else None)
+        plan = load_and_plan(source, params, store.get if store is not None else None,
+                             lambda page: make_stub(page, recall_hint(page.block, args.contract, args.store)))
         # The store's path is recorded when it was chosen, so recall and index find it; the
         # default is derived from the contract's path and is left out to keep contracts portable.
-        settings: Dict[str, object] = {"pager-stub-words": args.stub_words}
+        settings: Dict[str, object] = {"pager-stub-words": params.stub_words}
         if args.store:
             settings["pager-store"] = args.store
 
@@ -1731,11 +2027,23 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
                "statements": n_statements, "contract": args.contract,
                "written": not args.dry_run, "pass": now, "stored": stored, "store": store_path,
                "emitted": args.emit if args.emit and not args.dry_run else None}
+    rho = plan.pressure()
+    if rho is not None:
+        summary.update({"budget": params.budget, "tokens_before": plan.tokens_before,
+                        "tokens_after": plan.tokens_after, "pressure_before": round(rho[0], 4),
+                        "pressure_after": round(rho[1], 4), "over_budget": rho[1] > 1.0})
+        if rho[1] > 1.0:
+            stderr.write(f"pager: warning: protected blocks alone take {plan.tokens_after} tokens, over the "
+                         f"budget of {params.budget}; everything else was paged or evicted\n")
     if args.json:
         stdout.write(json.dumps(summary, ensure_ascii=False) + "\n")
     else:
         verb = "would append" if args.dry_run else "appended"
-        extra = f"; stored {stored} pages in {store_path}" if stored else ""
+        extra = ""
+        if rho is not None:
+            extra += (f"; pressure {rho[0]:.2f} -> {rho[1]:.2f} of {params.budget} tokens "
+                      f"({plan.tokens_before} -> {plan.tokens_after})")
+        extra += f"; stored {stored} pages in {store_path}" if stored else ""
         extra += f"; wrote {args.emit}" if summary["emitted"] else ""
         stdout.write(f"pager: {summary['blocks']} blocks: retain {counts['retain']}, page {counts['page']}, "
                      f"evict {counts['evict']} ({changes['new']} new, {changes['moved']} moved, "

@@ -15,7 +15,7 @@ def test_summary_line_counts_each_directive(cli, tmp_path):
     result = cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW)
     assert result.code == 0
     assert result.out == (f"pager: 12 blocks: retain 3, page 5, evict 4 (12 new, 0 moved, 0 unchanged); "
-                          f"appended 24 statements to {tmp_path / 'c.limn'}; "
+                          f"appended 25 statements to {tmp_path / 'c.limn'}; "
                           f"stored 5 pages in {tmp_path / 'c.pages.sqlite3'}\n")
 
 
@@ -37,7 +37,7 @@ def test_json_summary(cli, tmp_path):
     result = cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW, "--json")
     summary = json.loads(result.out)
     assert summary == {"blocks": 12, "retain": 3, "page": 5, "evict": 4, "new": 12, "moved": 0,
-                       "unchanged": 0, "statements": 24, "contract": str(tmp_path / "c.limn"),
+                       "unchanged": 0, "statements": 25, "contract": str(tmp_path / "c.limn"),
                        "written": True, "pass": NOW, "stored": 5, "store": str(tmp_path / "c.pages.sqlite3"),
                        "emitted": None}
 
@@ -50,7 +50,7 @@ def test_dry_run_prints_statements_and_writes_nothing(cli, tmp_path):
     lines = result.out.splitlines()
     assert lines[0] == 'about "prosecode context pager session contract"'
     assert lines[-2] == f'remember a value called last-pager-pass with "{NOW}"'
-    assert lines[-1].startswith("pager: 12 blocks:") and lines[-1].endswith("would append 24 statements to " + str(contract))
+    assert lines[-1].startswith("pager: 12 blocks:") and lines[-1].endswith("would append 25 statements to " + str(contract))
     real = cli("--history", ASSET, "--contract", contract, "--now", NOW)
     assert real.code == 0
     assert contract.read_text().splitlines() == lines[:-1]

@@ -18,9 +18,9 @@ def test_tokenize_splits_words_and_lowercases(pager):
         "fixed", "the", "off", "by", "one", "block_index", "42"]
 
 
-def test_intent_keywords_tokenize_dedupe_and_keep_order(pager):
-    assert pager.intent_keywords(["Score", "pager retention", "score", "off-by-one"]) == [
-        "score", "pager", "retention", "off", "by", "one"]
+def test_intent_keywords_tokenize_drop_stop_words_dedupe_and_keep_order(pager):
+    assert pager.intent_keywords(["Score", "what is the pager retention", "score", "off-by-one"]) == [
+        "score", "pager", "retention"]  # "what", "is", "the", "off", "by", "one" are stop words
 
 
 @pytest.mark.parametrize("text, word, expected", [
@@ -89,7 +89,7 @@ def test_score_is_alpha_sim_plus_beta_recency(pager):
     plan = pager.plan_pass(_history([
         {"id": "a", "turn": 3, "role": "user", "text": "pager retention"},
         {"id": "b", "turn": 10, "role": "user", "text": "nothing here"}], intent=["pager", "score"]),
-        pager.Params(alpha=0.6, beta=0.4))
+        pager.Params(alpha=0.6, beta=0.4, similarity="plain"))
     a, b = plan.decisions
     assert plan.current_turn == 10  # defaults to the largest turn
     assert a.similarity == 0.5 and a.delta_t == 7
