@@ -432,7 +432,8 @@ class Scorer:
 
     def __init__(self, keywords: List[str], params: Params,
                  pages: Optional[Callable[[str], Optional["StoredPage"]]] = None,
-                 stub_text: Optional[Callable[["StoredPage"], str]] = None) -> None:
+                 stub_text: Optional[Callable[["StoredPage"], str]] = None,
+                 with_index: bool = False, reserve: Optional[Callable[[Mapping[str, int]], int]] = None) -> None:
         self.keywords = list(keywords)
         self.params = params
         self.weighted = params.similarity == "weighted"
@@ -442,6 +443,8 @@ class Scorer:
         if params.budget is not None and stub_text is None:
             stub_text = lambda page: make_stub(page, recall_hint(page.block, "C.limn", None))  # noqa: E731
         self.stub_text = stub_text if params.budget is not None else None
+        self.with_index = with_index  # a page also costs its line in the emitted page index
+        self.reserve = reserve        # ids seen -> budget tokens spoken for outside them (the index's rest)
         self._features: List[tuple] = []  # _Features-shaped plain tuples: cheaper to build
         self._seen: Dict[str, int] = {}
         self.skipped: List[int] = []  # positions of page-index blocks, which get no decision
@@ -506,6 +509,8 @@ class Scorer:
                                    block_hits if self.weighted else None)
             page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
             stub_tokens = estimate_tokens(self.stub_text(page))
+            if self.with_index:
+                stub_tokens += estimate_tokens(index_lines([page])[0]) + 1
         self._features.append((block_id, turn, role, kind, tokens, matched, pinned, stub,
                                len(text), stub_tokens))  # _Features order
         if self.max_turn is None or turn > self.max_turn:
@@ -610,7 +615,9 @@ class Scorer:
             append(new_tuple(Decision, (block, turn, role, kind, tokens, matched, sim, mine, near, rec,
                                         delta_t, r, action, reason, stub)))
         if self.params.budget is not None:
-            self.tokens_after = fit_budget(decisions, [f[9] for f in features], self.params.budget)
+            reserved = self.reserve(self._seen) if self.reserve is not None else 0
+            room = max(0, self.params.budget - reserved)
+            self.tokens_after = fit_budget(decisions, [f[9] for f in features], room) + reserved
         return decisions
 
 
@@ -1389,7 +1396,9 @@ class HistorySource:
 
 def load_and_plan(source, params: Params,
                   pages: Optional[Callable[[str], Optional[StoredPage]]] = None,
-                  stub_text: Optional[Callable[[StoredPage], str]] = None) -> PassPlan:
+                  stub_text: Optional[Callable[[StoredPage], str]] = None,
+                  with_index: bool = False,
+                  reserve: Optional[Callable[[Mapping[str, int]], int]] = None) -> PassPlan:
     """Stream a history (a path, '-' for stdin, or a HistorySource) and return its PassPlan."""
     params.validate()
     if not isinstance(source, HistorySource):
@@ -1400,13 +1409,13 @@ def load_and_plan(source, params: Params,
         nonlocal scorer
         if "intent_ir" not in header:
             return None  # the intent comes after the blocks: read them on a second pass
-        scorer = Scorer(_header_keywords(header), params, pages, stub_text)
+        scorer = Scorer(_header_keywords(header), params, pages, stub_text, with_index, reserve)
         return scorer.add
 
     header, handed = source.stream(on_blocks)
     try:
         if not handed:
-            scorer = Scorer(_header_keywords(header), params, pages, stub_text)
+            scorer = Scorer(_header_keywords(header), params, pages, stub_text, with_index, reserve)
             source.stream(lambda _header: scorer.add)  # type: ignore[union-attr]
         current = _header_current_turn(header)
         decisions = scorer.finish(current)  # type: ignore[union-attr]
@@ -1795,8 +1804,27 @@ def _decision_items(count: int, skipped: List[int]) -> List[int]:
 
 
 def _index_block(pages: List[StoredPage], contract_hint: str) -> Dict[str, object]:
-    text = "\n".join([f"Paged blocks: {len(pages)} (recall one with: {contract_hint})"] + index_lines(pages))
+    text = "\n".join([_index_header(len(pages), contract_hint)] + index_lines(pages))
     return {"id": "pager-index", "turn": 0, "role": "system", "text": text, INDEX_FLAG: True}
+
+
+def _index_header(count: int, contract_hint: str) -> str:
+    return f"Paged blocks: {count} (recall one with: {contract_hint})"
+
+
+def _index_reserve(args: argparse.Namespace, store: Optional[PageStore], seen: Mapping[str, int]) -> int:
+    """Return the tokens the emitted page index takes beyond this history's own pages.
+
+    Its header, plus the lines of blocks that earlier passes paged and this history
+    does not hold (as the contract reads now); each page of this history prices its
+    own line. Read before the pass takes its lock: a concurrent pass may shift it.
+    """
+    if not args.with_index:
+        return 0
+    header = _index_header(10 ** 6, recall_hint("ID", args.contract, args.store))
+    earlier = [b for b, a in contract_state(args.contract).directives.items() if a == "page" and b not in seen]
+    pages = [p for p in (store.get(b) for b in earlier) if p is not None] if store is not None else []
+    return estimate_tokens(header) + sum(estimate_tokens(line) + 1 for line in index_lines(pages))
 
 
 def _paged_pages(final: Mapping[str, str], store: Optional[PageStore], store_path: str) -> List[StoredPage]:
@@ -1997,7 +2025,8 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     store = PageStore.open(store_path, create=False)
     try:
         plan = load_and_plan(source, params, store.get if store is not None else None,
-                             lambda page: make_stub(page, recall_hint(page.block, args.contract, args.store)))
+                             lambda page: make_stub(page, recall_hint(page.block, args.contract, args.store)),
+                             args.with_index, lambda seen: _index_reserve(args, store, seen))
         # The store's path is recorded when it was chosen, so recall and index find it; the
         # default is derived from the contract's path and is left out to keep contracts portable.
         settings: Dict[str, object] = {"pager-stub-words": params.stub_words}
