@@ -58,6 +58,8 @@ NEIGHBOUR_DECAY = 0.7      # weighted sim: a block gets this share of an earlier
 NEIGHBOUR_WINDOW = 2       # ...per step, from up to this many blocks before it (answers follow questions)
 NEIGHBOUR_POWER = 1.5      # ...raised to this power: a block that clearly raised the topic lends more
 DIALOGUE_ROLES = frozenset({"user", "assistant"})  # neighbour credit flows between these only
+SYSTEM_ROLES = frozenset({"system", "developer"})  # always retained: the agent's instructions
+ACTION_RANK = {"evict": 0, "page": 1, "retain": 2}  # a tool unit takes its strongest member's directive
 LENGTH_WEIGHT = 0.25       # weighted sim: how much a long block's coverage is discounted (0 = none)
 DEFAULT_STUB_WORDS = 40    # words of block text a page stub keeps
 INDEX_SUMMARY_WORDS = 12   # words of a stub a page-index line keeps
@@ -286,6 +288,7 @@ class Params:
     similarity: str = SIMILARITIES[0]
     budget: Optional[int] = None  # tokens the kept blocks and stubs may take; None: no budget
     stub_words: int = DEFAULT_STUB_WORDS  # words of text a stub keeps
+    keep_recent: Optional[int] = None  # always retain the last N blocks; None: the current turn's blocks
 
     def validate(self) -> "Params":
         """Return self, or raise PagerError naming the first bad value."""
@@ -295,6 +298,8 @@ class Params:
             raise PagerError(f"--budget must be a positive integer (got {_show(self.budget)})")
         if not _is_int(self.stub_words) or self.stub_words < 1:
             raise PagerError(f"--stub-words must be a positive integer (got {_show(self.stub_words)})")
+        if self.keep_recent is not None and (not _is_int(self.keep_recent) or self.keep_recent < 0):
+            raise PagerError(f"--keep-recent must be a non-negative integer (got {_show(self.keep_recent)})")
         for flag, value in (("--alpha", self.alpha), ("--beta", self.beta)):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
                 raise PagerError(f"{flag} must be a finite number (got {value!r})")
@@ -339,7 +344,7 @@ class Decision(NamedTuple):
     delta_t: int
     R: float
     action: str
-    reason: str  # "score", a protection ("pinned"), or the budget's change
+    reason: str  # "score"; a protection: "pinned", "system", "recent"; "unit ..."; or "budget-..."
     stub: bool   # the block arrived as a page stub and was scored on its stored text
 
     def rationale(self) -> str:
@@ -367,10 +372,11 @@ class _Features(NamedTuple):
     kind: Optional[str]
     tokens: int
     matched: Tuple[str, ...]
-    pinned: bool
+    guard: Optional[str]  # why it must stay: "pinned" or "system"; None
     stub: bool
     length: int       # characters of the (original) text, for the weighted proxy
     stub_tokens: int  # what the block costs as a stub (budget mode), else 0
+    unit: Optional[str]   # blocks sharing a unit (a tool call and its results) share one directive
 
 
 def _show(value: object, limit: int = 60) -> str:
@@ -511,8 +517,14 @@ class Scorer:
             stub_tokens = estimate_tokens(self.stub_text(page))
             if self.with_index:
                 stub_tokens += estimate_tokens(index_lines([page])[0]) + 1
-        self._features.append((block_id, turn, role, kind, tokens, matched, pinned, stub,
-                               len(text), stub_tokens))  # _Features order
+        unit = raw.get("unit")
+        if unit is not None:
+            if type(unit) is not str:
+                raise PagerError(f"blocks[{index}].unit must be a string (got {_show(unit)})")
+            unit = shared.setdefault(unit, unit)
+        guard = "pinned" if pinned else "system" if role in SYSTEM_ROLES or raw.get("protected") == "system" else None
+        self._features.append((block_id, turn, role, kind, tokens, matched, guard, stub,
+                               len(text), stub_tokens, unit))  # _Features order
         if self.max_turn is None or turn > self.max_turn:
             self.max_turn = turn
 
@@ -596,7 +608,7 @@ class Scorer:
         decisions = []
         append = decisions.append
         for index, f in enumerate(features):
-            block, turn, role, kind, tokens, matched, pinned, stub = f[:8]
+            block, turn, role, kind, tokens, matched, guard, stub = f[:8]
             if turn > current_turn:
                 position = _decision_items(index + 1, self.skipped)[index]
                 raise PagerError(f"blocks[{position}].turn ({turn}) lies after current_turn ({current_turn})")
@@ -607,25 +619,67 @@ class Scorer:
             mine, near = own.get(index, 0.0), neighbour.get(index, 0.0)
             sim = mine if mine >= near else near
             r = alpha * sim + beta * rec
-            if pinned:
-                action, reason = "retain", "pinned"
+            if guard is not None:
+                action, reason = "retain", guard
             else:  # Params.classify, inlined on the hot path
                 action = "retain" if r >= retain_cut else "evict" if r < evict_cut else "page"
                 reason = "score"
             append(new_tuple(Decision, (block, turn, role, kind, tokens, matched, sim, mine, near, rec,
                                         delta_t, r, action, reason, stub)))
+        _protect_recent(decisions, current_turn, self.params.keep_recent)
+        units = [f[10] for f in features]
+        has_units = any(u is not None for u in units)
+        if has_units:
+            _join_units(decisions, units)
         if self.params.budget is not None:
             reserved = self.reserve(self._seen) if self.reserve is not None else 0
             room = max(0, self.params.budget - reserved)
-            self.tokens_after = fit_budget(decisions, [f[9] for f in features], room) + reserved
+            self.tokens_after = fit_budget(decisions, [f[9] for f in features], room,
+                                           units if has_units else None) + reserved
         return decisions
 
 
-def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int) -> int:
+def _protect_recent(decisions: List[Decision], current_turn: int, keep_recent: Optional[int]) -> None:
+    """Retain the most recent blocks (reason "recent"): the last ``keep_recent``, or the current turn's."""
+    if keep_recent is None:
+        chosen = range(len(decisions) - 1, -1, -1)
+        for i in chosen:
+            if decisions[i].turn != current_turn:
+                break
+            _guard(decisions, i, "recent")
+    else:
+        for i in range(max(0, len(decisions) - keep_recent), len(decisions)):
+            _guard(decisions, i, "recent")
+
+
+def _guard(decisions: List[Decision], i: int, reason: str) -> None:
+    d = decisions[i]
+    if d.reason == "score":
+        decisions[i] = d._replace(action="retain", reason=reason)
+
+
+def _join_units(decisions: List[Decision], units: List[Optional[str]]) -> None:
+    """Give every block of a unit its strongest member's directive (retain > page > evict)."""
+    best: Dict[str, str] = {}
+    for d, unit in zip(decisions, units):
+        if unit is not None and ACTION_RANK[d.action] > ACTION_RANK[best.get(unit, "evict")]:
+            best[unit] = d.action
+    for i, unit in enumerate(units):
+        if unit is not None and decisions[i].action != best[unit]:
+            decisions[i] = decisions[i]._replace(action=best[unit], reason=f"unit {unit}")
+
+
+PROTECTIONS = ("pinned", "system", "recent")  # reasons a block is kept whatever its score or the budget
+
+
+def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
+               units: Optional[List[Optional[str]]] = None) -> int:
     """Fit ``decisions`` (changed in place) into ``budget`` tokens; return the tokens kept.
 
     What stays costs its tokens verbatim, or its stub's tokens when paged. Protected
-    (pinned) blocks always stay verbatim. The other blocks compete by R, highest
+    blocks (pinned, system, recent) always stay verbatim, and so does any unit
+    holding one. A unit (a tool call and its results) competes as one piece: its
+    tokens summed, its R the best of its members. The others compete by R, highest
     first (ties: later turn, then later position):
       1. each is kept verbatim while its tokens still fit (one that does not fit is
          skipped, so a smaller one after it may fit);
@@ -636,35 +690,42 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int) -
     the lowest-R retained blocks are paged and the lowest-R pages evicted first, and
     with room to spare the best pages (then the most recent of the rest) are kept
     whole. Every change says so in its reason: "budget-kept", "budget-paged",
-    "budget-evicted".
-    When protected blocks alone exceed the budget the pass still completes (all
-    else evicted) and the caller reports the overflow.
+    "budget-evicted". When protected blocks alone exceed the budget the pass still
+    completes (all else evicted) and the caller reports the overflow.
     """
+    groups: Dict[object, List[int]] = {}
+    for i in range(len(decisions)):
+        key = units[i] if units is not None and units[i] is not None else i
+        groups.setdefault(key, []).append(i)
     left = budget
     candidates = []
-    for i, d in enumerate(decisions):
-        if d.reason != "score":
-            left -= d.tokens
+    for members in groups.values():
+        cost = sum(decisions[i].tokens for i in members)
+        if any(decisions[i].reason in PROTECTIONS for i in members):
+            left -= cost
         else:
-            candidates.append(i)
-    candidates.sort(key=lambda i: (-decisions[i].R, -decisions[i].turn, -i))
+            best = max(members, key=lambda i: (decisions[i].R, decisions[i].turn, i))
+            candidates.append((-decisions[best].R, -decisions[best].turn, -best, members, cost,
+                               sum(stub_tokens[i] for i in members)))
+    candidates.sort(key=lambda c: c[:3])
     verbatim = set()
-    for i in candidates:
-        if decisions[i].tokens <= left:
-            left -= decisions[i].tokens
-            verbatim.add(i)
-    for i in candidates:
-        d = decisions[i]
-        if i in verbatim:
+    for *_, members, cost, _stubs in candidates:
+        if cost <= left:
+            left -= cost
+            verbatim.add(members[0])
+    for *_, members, cost, stubs in candidates:
+        if members[0] in verbatim:
             action = "retain"
-        elif d.action != "evict" and stub_tokens[i] <= left:
-            left -= stub_tokens[i]
+        elif decisions[members[0]].action != "evict" and stubs <= left:
+            left -= stubs
             action = "page"
         else:
             action = "evict"
-        if action != d.action:
-            decisions[i] = d._replace(action=action, reason="budget-" + {"retain": "kept", "page": "paged",
-                                                                         "evict": "evicted"}[action])
+        for i in members:
+            d = decisions[i]
+            if action != d.action:
+                decisions[i] = d._replace(action=action, reason="budget-" + {
+                    "retain": "kept", "page": "paged", "evict": "evicted"}[action])
     return budget - left
 
 
@@ -1090,7 +1151,7 @@ def render_pass(plan: PassPlan, state: ContractState, now: str,
         >>> plan = plan_pass({"intent_ir": ["pager"], "blocks": [
         ...     {"id": "b1", "turn": 1, "role": "user", "text": "Tune the pager."}]})
         >>> render_pass(plan, ContractState(), now="2026-05-17T03:08:12+00:00")[4]
-        'add "b1" to retained-blocks because "R=1.000 sim=1.000 own=1.000 nb=0.000 rec=1.000 dt=0"'
+        'add "b1" to retained-blocks because "recent; R=1.000 sim=1.000 own=1.000 nb=0.000 rec=1.000 dt=0"'
     """
     return list(iter_statements(plan, state, now, extra_values))
 
