@@ -33,7 +33,8 @@ import re
 import sqlite3
 import sys
 import tempfile
-from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Tuple
 
 try:  # advisory locks are POSIX; elsewhere the append still happens in one write
     import fcntl
@@ -555,8 +556,8 @@ class Scorer:
         Weighted proxy: a keyword counts by its rarity in this history,
         ``idf(k) = ln(1 + (N - df + 0.5) / (df + 0.5))``; ``own`` is the idf share of the
         intent the block holds, divided by ``1 - b + b * length / mean length`` (b =
-        LENGTH_WEIGHT) and capped at 1; a user or assistant block up to NEIGHBOUR_WINDOW
-        blocks after a matching user or assistant block gets
+        LENGTH_WEIGHT) and capped at 1; a user or assistant block outside any tool unit, up
+        to NEIGHBOUR_WINDOW blocks after a matching such block, gets
         ``NEIGHBOUR_DECAY ** distance * own ** NEIGHBOUR_POWER`` of it. Keywords that occur
         nowhere are left out of the total. Plain proxy: ``own`` is the share of keywords
         present, no neighbour credit.
@@ -580,18 +581,19 @@ class Scorer:
             coverage = sum(idf[t] for t in matched) / total
             scaled = coverage / (1.0 - LENGTH_WEIGHT + LENGTH_WEIGHT * features[i][8] / mean_length)
             own[i] = scaled if scaled < 1.0 else 1.0
-        # Dialogue turns lend and borrow credit; a tool result or system block has its own
-        # content (and, with transcripts, its tool call) to go by, not its position.
+        # Dialogue turns lend and borrow credit; a tool call, a tool result or a system block
+        # has its own content (and its unit) to go by, not its position.
         neighbour: Dict[int, float] = {}
         steps = [(d, NEIGHBOUR_DECAY ** d) for d in range(1, NEIGHBOUR_WINDOW + 1)]
         for i, score in own.items():
-            if features[i][2] not in DIALOGUE_ROLES:
+            if features[i][2] not in DIALOGUE_ROLES or features[i][10] is not None:
                 continue
             lent = score ** NEIGHBOUR_POWER
             for d, factor in steps:
                 credit = lent * factor
                 j = i + d  # forward only: the topic is raised first, the answer follows
-                if j < n and credit > neighbour.get(j, 0.0) and features[j][2] in DIALOGUE_ROLES:
+                if (j < n and credit > neighbour.get(j, 0.0) and features[j][2] in DIALOGUE_ROLES
+                        and features[j][10] is None):
                     neighbour[j] = credit
         return own, neighbour
 
@@ -662,7 +664,7 @@ def _join_units(decisions: List[Decision], units: List[Optional[str]]) -> None:
     """Give every block of a unit its strongest member's directive (retain > page > evict)."""
     best: Dict[str, str] = {}
     for d, unit in zip(decisions, units):
-        if unit is not None and ACTION_RANK[d.action] > ACTION_RANK[best.get(unit, "evict")]:
+        if unit is not None and ACTION_RANK[d.action] >= ACTION_RANK[best.get(unit, "evict")]:
             best[unit] = d.action
     for i, unit in enumerate(units):
         if unit is not None and decisions[i].action != best[unit]:
@@ -740,6 +742,7 @@ class PassPlan:
     header: Dict[str, object] = dataclasses.field(default_factory=dict)  # the history's other fields
     tokens_before: int = 0              # the history as it arrived (stubs at their own size)
     tokens_after: Optional[int] = None  # kept verbatim plus stubs, when a budget was fitted
+    intent_source: str = "intent_ir"    # where the keywords came from (see Intent)
 
     def pressure(self) -> Optional[Tuple[float, float]]:
         """Return context pressure (tokens / budget) before and after the pass, or None."""
@@ -764,16 +767,58 @@ class PassPlan:
         return counts
 
 
-def _header_keywords(header: Mapping[str, object]) -> List[str]:
-    if "intent_ir" not in header:
-        raise PagerError("intent_ir is missing (a list of intent keywords)")
-    intent = header["intent_ir"]
-    if not isinstance(intent, list):
-        raise PagerError(f"intent_ir must be a list of strings (got {_show(intent)})")
-    for i, item in enumerate(intent):
-        if not isinstance(item, str):
-            raise PagerError(f"intent_ir[{i}] must be a string (got {_show(item)})")
-    return intent_keywords(intent)
+INTENT_SCHEMA = "prosecode.intent.v0"  # the sibling prompt compiler's Intent IR
+
+
+class Intent(NamedTuple):
+    """The intent keywords of a pass and where they came from."""
+
+    keywords: List[str]
+    source: str  # "--intent", "--intent-file", "intent_ir", "intent_ir (prosecode.intent.v0)", "last user message"
+
+
+def intent_from_ir(value: object) -> Intent:
+    """Return the Intent of an ``intent_ir`` value: a keyword list, or a prosecode.intent.v0 object.
+
+    From an Intent IR object the keywords come from its ``verb`` and its slot values.
+
+    Example:
+        >>> intent_from_ir({"schema": "prosecode.intent.v0", "verb": "fix",
+        ...                 "slots": {"target": "the invoice rounding", "scope": "billing"}}).keywords
+        ['fix', 'invoice', 'rounding', 'billing']
+    """
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise PagerError(f"intent_ir[{i}] must be a string (got {_show(item)})")
+        return Intent(intent_keywords(value), "intent_ir")
+    if isinstance(value, dict) and value.get("schema") == INTENT_SCHEMA:
+        verb, slots = value.get("verb"), value.get("slots", {})
+        if not isinstance(verb, str):
+            raise PagerError(f"intent_ir.verb must be a string (got {_show(verb)})")
+        if not isinstance(slots, dict):
+            raise PagerError(f"intent_ir.slots must be an object (got {_show(slots)})")
+        texts = [verb]
+        for name, text in slots.items():
+            if isinstance(text, (int, float)) and not isinstance(text, bool):
+                text = str(text)
+            if not isinstance(text, str):
+                raise PagerError(f"intent_ir.slots.{name} must be text (got {_show(text)})")
+            texts.append(text)
+        return Intent(intent_keywords(texts), f"intent_ir ({INTENT_SCHEMA})")
+    raise PagerError(f"intent_ir must be a list of keywords or a {INTENT_SCHEMA} object (got {_show(value)})")
+
+
+def _header_intent(header: Mapping[str, object], given: Optional[Intent],
+                   last_user: Optional[str]) -> Intent:
+    """Return the pass's intent: the flags', else intent_ir's, else the last user message's."""
+    if given is not None:
+        return given
+    if "intent_ir" in header:
+        return intent_from_ir(header["intent_ir"])
+    if last_user is not None:
+        return Intent(intent_keywords([last_user]), "last user message")
+    raise PagerError("no intent: pass --intent or --intent-file, give intent_ir, or include a user message")
 
 
 def _header_current_turn(header: Mapping[str, object]) -> Optional[int]:
@@ -788,7 +833,7 @@ def _header_current_turn(header: Mapping[str, object]) -> Optional[int]:
 
 
 def plan_pass(history: Mapping[str, object], params: Params = Params(),
-              pages: Optional[Mapping[str, "StoredPage"]] = None) -> PassPlan:
+              pages: Optional[Mapping[str, "StoredPage"]] = None, intent: Optional[Intent] = None) -> PassPlan:
     """Return the PassPlan for a history dict in the pager's own schema. No I/O.
 
     ``pages`` maps a block id to its stored original (StoredPage); blocks that
@@ -803,18 +848,21 @@ def plan_pass(history: Mapping[str, object], params: Params = Params(),
     if not isinstance(history, Mapping):
         raise PagerError("the history must be a JSON object with a blocks list")
     params.validate()
-    scorer = Scorer(_header_keywords(history), params, pages.get if pages is not None else None)
     blocks = history.get("blocks")
     if not isinstance(blocks, list):
         raise PagerError(f"blocks must be a list (got {_show(blocks)})" if "blocks" in history
                          else "blocks is missing")
+    last_user = next((b.get("text") for b in reversed(blocks) if isinstance(b, dict) and b.get("role") == "user"
+                      and isinstance(b.get("text"), str) and not b.get("stub")), None)
+    intent = _header_intent(history, intent, last_user)
+    scorer = Scorer(intent.keywords, params, pages.get if pages is not None else None)
     for index, raw in enumerate(blocks):
         scorer.add(index, raw)
     current = _header_current_turn(history)
     decisions = scorer.finish(current)
     header = {key: value for key, value in history.items() if key != "blocks"}
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
-                    params, header, scorer.tokens_before, scorer.tokens_after)
+                    params, header, scorer.tokens_before, scorer.tokens_after, intent.source)
 
 
 # --- core: stubs and the page index ---
@@ -1394,6 +1442,22 @@ class HistorySource:
             except UnicodeDecodeError as exc:
                 raise PagerError(f"<stdin>: not valid UTF-8 text ({exc.reason})") from None
 
+    @classmethod
+    def from_text(cls, name: str, text: str) -> "HistorySource":
+        """Return a source over ``text`` held in memory (a transcript converted to pager JSON)."""
+        source = cls.__new__(cls)
+        source.path, source.name, source._stdin = name, name, text
+        source.spans, source.skipped = array.array("q"), []
+        return source
+
+    def read_text(self) -> str:
+        """Return the whole history as text."""
+        with self.open() as fp:
+            try:
+                return fp.read()
+            except UnicodeDecodeError as exc:
+                raise PagerError(f"{self.name}: not valid UTF-8 text ({exc.reason})") from None
+
     def open(self) -> io.TextIOBase:
         """Return a fresh text stream over the history."""
         if self._stdin is not None:
@@ -1459,34 +1523,1992 @@ def load_and_plan(source, params: Params,
                   pages: Optional[Callable[[str], Optional[StoredPage]]] = None,
                   stub_text: Optional[Callable[[StoredPage], str]] = None,
                   with_index: bool = False,
-                  reserve: Optional[Callable[[Mapping[str, int]], int]] = None) -> PassPlan:
-    """Stream a history (a path, '-' for stdin, or a HistorySource) and return its PassPlan."""
+                  reserve: Optional[Callable[[Mapping[str, int]], int]] = None,
+                  intent: Optional[Intent] = None) -> PassPlan:
+    """Stream a history (a path, '-' for stdin, or a HistorySource) and return its PassPlan.
+
+    The intent is ``intent`` (from flags), else the history's ``intent_ir``, else the
+    last user message; when neither of the first two is known as the blocks start,
+    the history is read twice.
+    """
     params.validate()
     if not isinstance(source, HistorySource):
         source = HistorySource(source)
     scorer: Optional[Scorer] = None
+    chosen: Optional[Intent] = None
+    last_user: List[Optional[str]] = [None]
 
     def on_blocks(header: Dict[str, object]) -> Optional[Callable[[int, object], None]]:
-        nonlocal scorer
-        if "intent_ir" not in header:
-            return None  # the intent comes after the blocks: read them on a second pass
-        scorer = Scorer(_header_keywords(header), params, pages, stub_text, with_index, reserve)
+        nonlocal scorer, chosen
+        if intent is None and "intent_ir" not in header:
+            return note_user  # the intent is further on, or is the last user message: read twice
+        chosen = _header_intent(header, intent, None)
+        scorer = Scorer(chosen.keywords, params, pages, stub_text, with_index, reserve)
         return scorer.add
 
-    header, handed = source.stream(on_blocks)
+    def note_user(_index: int, raw: object) -> None:
+        if type(raw) is dict and raw.get("role") == "user" and isinstance(raw.get("text"), str):
+            if raw.get("stub") is True and pages is not None:
+                page = pages(str(raw.get("id")))
+                last_user[0] = page.text if page is not None else last_user[0]
+            elif raw.get("stub") is not True:
+                last_user[0] = raw["text"]  # type: ignore[assignment]
+
     try:
-        if not handed:
-            scorer = Scorer(_header_keywords(header), params, pages, stub_text, with_index, reserve)
+        header, _ = source.stream(on_blocks)
+        if scorer is None:
+            chosen = _header_intent(header, intent, last_user[0])
+            scorer = Scorer(chosen.keywords, params, pages, stub_text, with_index, reserve)
             source.stream(lambda _header: scorer.add)  # type: ignore[union-attr]
         current = _header_current_turn(header)
-        decisions = scorer.finish(current)  # type: ignore[union-attr]
-        source.skipped = scorer.skipped  # type: ignore[union-attr]
+        decisions = scorer.finish(current)
+        source.skipped = scorer.skipped
     except PagerError as exc:
         message = str(exc)
         raise PagerError(message if message.startswith(source.name + ":") else f"{source.name}: {message}") from None
-    return PassPlan(decisions, scorer.keywords,  # type: ignore[union-attr]
-                    current if current is not None else (scorer.max_turn or 0), params, header,  # type: ignore[union-attr]
-                    scorer.tokens_before, scorer.tokens_after)  # type: ignore[union-attr]
+    return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
+                    params, header, scorer.tokens_before, scorer.tokens_after, chosen.source)  # type: ignore[union-attr]
+
+
+# --- edges: transcript formats ---
+#
+# Read agent conversation histories as context-pager blocks and write them back compacted.
+#
+# Formats (see shared/docs/formats.md): the pager's own history JSON (``pager``), OpenAI Chat
+# Completions (``openai``), OpenAI Responses input items (``responses``), Anthropic Messages
+# (``anthropic``), Claude Code session JSONL (``claude-code``) and Codex CLI rollout JSONL
+# (``codex``).  Stdlib only, Python 3.9+, deterministic: the same input gives the same bytes.
+#
+# Public API::
+#
+#     detect_format(text) -> str
+#     load(text, fmt) -> Conversation
+#     conversation_blocks(conv) -> list[dict]  # the blocks to hand to the engine (copies)
+#     emit(conv, decisions) -> object          # same format as read; claude-code -> anthropic,
+#                                              # codex -> responses item list
+#     validate(fmt_out, obj) -> list[str]      # [] means valid for that API
+#
+# Blocks.  Each message becomes one block, or one block per content part when a message holds
+# several (text, image, tool call, tool result, thinking, reasoning).  Every block is a dict with
+# exactly the keys id, turn, role, text, tokens (int or None), pinned (bool), protected (None or
+# "system"), unit (None or str) and stub (bool).
+#
+# Ids are native or content-derived, never positional, so a block keeps its id when the pager
+# removes other messages between two passes:
+#   * a tool call: its call id; its result: ``<call block id>:result``;
+#   * a message that is one block and has an id of its own: that id (Claude Code message id or
+#     line uuid, Responses/Codex item id); the out-of-band system prompt: ``system`` (Anthropic)
+#     or ``instructions`` (Responses);
+#   * any other block (a part of a multi-part message, a message without an id, an OpenAI legacy
+#     function_call): ``m-`` and the first 12 hex digits of
+#     sha256(message role + "\\x00" + part kind + "\\x00" + block text), part kind being one of
+#     text, media, call, thinking, reasoning, other.  Example: ``m-3f2a9c1b7d4e``;
+#   * a stub line written by an earlier pass (see below): the id inside the stub.
+# A repeated id (the same content again, the same stub twice) gets ``~2``, ``~3``... in order of
+# appearance (so removing an earlier copy renumbers the later ones).  Claude Code message ids do
+# not survive a pass: the history is written back as Anthropic Messages, which has no message ids,
+# so those blocks come back with content ids (stubs keep the id they were paged under).  Unit
+# names ``turn:<turn>`` are positional: they group blocks within one pass only.  Native ids are cleaned for the engine's contract lines: a double quote, a line
+# break or a lone surrogate becomes ``_`` and `` | `` becomes `` _ `` (it would end the id inside
+# a stub).  ``turn`` is the 1-based position of the message (Responses/Codex: of the item); an
+# out-of-band system prompt (Anthropic ``system``, Responses ``instructions``) has turn 0.
+# ``role`` is the message role, except ``tool`` for every tool result.  System and developer text
+# is ``protected="system"``.  ``tokens`` is the real output-token count where the format records
+# one (Claude Code), split over the message's blocks in proportion to their text; else None.
+#
+# Stubs.  A text part whose text consists only of stub lines ``[paged <ID> | turn <T> | ...``
+# (blank lines between them allowed) was written by an earlier pass: it becomes one block per
+# line, with ``id`` = ``<ID>``, ``text`` = the line, ``stub=True``, the role of its message,
+# ``unit=None`` and ``tokens=None``.  The engine scores such a block on the text it stored.
+#
+# Units (blocks that must share one directive):
+#   * a tool call and its result(s): ``tool:<call block id>``; parallel calls are separate units;
+#   * Anthropic/Claude Code: when an assistant turn (a run of consecutive assistant messages,
+#     normally one message) holds thinking or redacted_thinking blocks, those blocks, every
+#     tool_use of the turn and their tool_results form ONE unit ``turn:<turn>`` (thinking must
+#     stay with its turn, and a tool_use must keep its thinking); text blocks stay free;
+#   * Responses/Codex: a reasoning item, the model items that directly follow it (function and
+#     custom tool calls, assistant messages, up to the next reasoning or non-model item) and the
+#     outputs of those calls form ``turn:<turn of the reasoning>`` (the API rejects a reasoning
+#     item without the item it produced);
+#   * Anthropic server tools (``server_tool_use`` and ``*_tool_result`` in one message) pair like
+#     tool calls.
+#
+# Load-time repairs (reported in ``Conversation.repairs``, one line each, never an exception):
+#   * a tool result whose call is not where the API needs it (Anthropic: in the assistant turn
+#     right before; OpenAI: in the assistant message the tool messages follow; Responses: any
+#     earlier call with that call_id) is dropped;
+#   * a tool call with no result is kept only when its assistant message is the last thing in the
+#     conversation (it is awaiting results; Responses: only model items follow it), else dropped;
+#   * empty text blocks and messages left with no content are dropped.
+#
+# Emit rules:
+#   * decisions map block id -> ("retain", None) | ("retain", full_text) | ("page", stub) |
+#     ("evict", None); a missing id means retain, an unknown id or directive is a FormatError;
+#   * ("retain", full_text) restores a stub block: its line is replaced by full_text as a plain
+#     text part of the same message (a restored tool call or tool result stays text: the call
+#     and its result cannot be rebuilt from a stub).  For any other block, and for an empty
+#     full_text, the text is ignored and the block is written as it was;
+#   * a stub block given ("page", stub) is written with the new stub (its old line when the stub
+#     is empty); lines of one stub note that stay stubs stay together in one text part;
+#   * a page directive with an empty stub gets ``[paged <id> | turn <turn> | <role>]``, which a
+#     later load reads back as the same stub block;
+#   * a unit whose blocks got different directives takes the most conservative one
+#     (retain > page > evict), so no map can break a call/result pair;
+#   * a paged unit becomes ONE plain text note (its stubs joined by line breaks) at the place of
+#     its first block, in the assistant message of the call; the call and its results are
+#     removed.  This is always valid: no call/result pair is left half present, and no large tool
+#     arguments remain;
+#   * a paged block outside a unit becomes a text part holding the stub in the same message; a
+#     stub is never merged into other text (an OpenAI or Responses string content that would hold
+#     more than one piece becomes a list of text parts), so the next load finds it;
+#   * Responses/Codex: a message whose content was rewritten loses its ``id`` (it is no longer
+#     the stored item, and its remaining parts must keep their content-derived ids);
+#   * Anthropic: same-role neighbours are merged (tool_result blocks first in a user message,
+#     the leading thinking blocks first in an assistant message); if the first message is an
+#     assistant one, a user note (OMITTED_NOTE) is inserted before it;
+#   * an empty message list becomes one user message holding OMITTED_NOTE (the APIs reject an
+#     empty list);
+#   * pager format: retained blocks verbatim, paged blocks get ``text=stub`` and ``stub: true``,
+#     a stub block retained with its full text gets ``text=full_text`` and loses ``stub``,
+#     evicted blocks vanish; directives apply per block (the pager owns its units).
+
+# transcripts: constants
+
+FORMATS = ("pager", "openai", "responses", "anthropic", "claude-code", "codex")
+# The API format each input format is written back in.
+EMITS_AS = {"pager": "pager", "openai": "openai", "responses": "responses",
+            "anthropic": "anthropic", "claude-code": "anthropic", "codex": "responses"}
+VERBS = ("retain", "page", "evict")
+# Conservative order that settles a unit whose blocks got different directives.
+VERB_RANK = {"evict": 0, "page": 1, "retain": 2}
+# Text of the user message put where the APIs need one and the pager left none.
+OMITTED_NOTE = "[earlier conversation omitted by the context pager]"
+# Stub used when a page directive carries no stub text; a later load reads it back.
+STUB_FALLBACK = "[paged {id} | turn {turn} | {role}]"
+# First line of a stub written by a pass: "[paged <ID> | turn <T> | <role> | <N> tokens] ...".
+STUB_LINE_RE = re.compile(r"\[paged (.+?) \| turn (\d+) \| ")
+# Characters a block id must not hold: the engine quotes ids in contract lines.
+ID_UNSAFE_RE = re.compile('["\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\ud800-\udfff]')
+# A "|" between spaces, which would end an id inside a stub line.
+ID_PIPE_RE = re.compile(r"(?<= )\|(?= )")
+# Content-derived ids: prefix and how many hex digits of the sha256 are kept.
+CONTENT_ID_PREFIX = "m-"
+CONTENT_ID_DIGITS = 12
+OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+ANTHROPIC_ROLES = ("user", "assistant")
+RESPONSES_ROLES = ("system", "developer", "user", "assistant")
+# Key shared by an OpenAI legacy function_call and the function message answering it.
+LEGACY_FUNCTION_KEY = "\0function_call"
+# Content block types only Anthropic uses (detection).
+ANTHROPIC_MARKER_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking",
+                                     "image", "document", "server_tool_use"})
+# Chat-message roles, fields and part types only OpenAI uses (detection).
+OPENAI_MARKER_ROLES = frozenset({"system", "developer", "tool", "function"})
+OPENAI_MARKER_FIELDS = ("tool_calls", "tool_call_id", "function_call")
+OPENAI_MARKER_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
+THINKING_TYPES = ("thinking", "redacted_thinking")
+# Responses call item type -> output item types that may answer it.
+RESPONSES_CALLS = {"function_call": ("function_call_output",),
+                   "custom_tool_call": ("custom_tool_call_output",),
+                   "local_shell_call": ("local_shell_call_output", "function_call_output"),
+                   "computer_call": ("computer_call_output",)}
+RESPONSES_OUTPUTS = frozenset(t for outs in RESPONSES_CALLS.values() for t in outs)
+RESPONSES_ITEM_TYPES = frozenset({"message", "reasoning", "item_reference", "web_search_call",
+                                  "file_search_call", "image_generation_call", "compaction",
+                                  "code_interpreter_call", "mcp_call", "mcp_list_tools"}
+                                 | set(RESPONSES_CALLS) | RESPONSES_OUTPUTS)
+CODEX_LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context",
+                              "compacted"})
+# Codex items that are harness bookkeeping, never sent to the model.
+CODEX_SKIPPED_ITEMS = ("ghost_snapshot",)
+# Keys that mark a JSONL record as a Claude Code transcript line.
+CLAUDE_MARKER_KEYS = ("uuid", "parentUuid", "sessionId", "leafUuid", "messageId")
+# Text part types across the formats.
+TEXT_PART_TYPES = ("text", "input_text", "output_text", "summary_text", "reasoning_text")
+
+
+class FormatError(PagerError):
+    """Bad input: the message is one line naming the problem and where it is."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(str(message).splitlines()))
+
+
+# transcripts: internal representation
+
+@dataclass(eq=False)
+class _Part:
+    """One future block: a content part of a message, with what emit needs to rebuild it."""
+    kind: str                      # text | media | call | result | thinking | reasoning | other
+    raw: Any                       # original JSON value, written back verbatim when retained
+    where: str                     # location in the input, for repair reports
+    text: str = ""
+    key: Optional[str] = None      # call id that pairs a call with its results
+    link: Optional[str] = None     # server-tool id pairing two parts of one message
+    pos: int = 0                   # 1-based content position; 0 = the message's only part
+    partner: Optional["_Part"] = None  # for a result: the call it answers
+    bid: str = ""
+    unit: Optional[str] = None
+    tokens: Optional[int] = None
+    stub_id: Optional[str] = None  # id read from a stub line written by an earlier pass
+    source: Optional["_Part"] = None  # for a stub line: the text part holding the lines
+
+
+@dataclass(eq=False)
+class _Msg:
+    """One message (or Responses item) of the conversation being paged."""
+    role: str
+    where: str
+    raw: Dict[str, Any]            # original message/item; its content is rebuilt on emit
+    parts: List[_Part]
+    mid: Optional[str] = None      # message id given by the format
+    string_content: bool = False   # content was a plain string: keep it one when untouched
+    item: bool = False             # Responses non-message item: one part, the item itself
+    tokens: Optional[int] = None   # real output-token count of the whole message
+    repaired: bool = False         # a part was dropped at load: raw content is stale
+    turn: int = 0
+
+
+@dataclass
+class Conversation:
+    """A loaded history: pager blocks plus what emit needs to rebuild the same format."""
+    fmt: str
+    blocks: List[Dict[str, Any]]
+    skipped_lines: int = 0
+    repairs: List[str] = field(default_factory=list)
+    _msgs: List[_Msg] = field(default_factory=list, repr=False)
+    _head: List[_Msg] = field(default_factory=list, repr=False)
+    _shell: Any = field(default=None, repr=False)
+
+    @property
+    def emit_format(self) -> str:
+        """Return the format emit() writes for this conversation."""
+        return EMITS_AS[self.fmt]
+
+
+# transcripts: small helpers
+
+def _quote(value: Any) -> str:
+    """Return value as a short one-line JSON literal for messages."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _type_name(value: Any) -> str:
+    """Return the JSON type name of a Python value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else type(value).__name__
+
+
+def _parse_json(text: str, where: str = "input") -> Any:
+    """Return the parsed JSON value or raise a one-line FormatError."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            raise FormatError("%s: invalid JSON at line %d column %d (%s)"
+                              % (where, exc.lineno, exc.colno, exc.msg)) from None
+        raise FormatError("%s: invalid JSON (%s)" % (where, exc)) from None
+
+
+def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
+    """Return (line number, object) for each JSONL line that parses, and the skipped count."""
+    records, skipped = [], 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            skipped += 1
+            continue
+        if isinstance(obj, dict):
+            records.append((number, obj))
+        else:
+            skipped += 1
+    return records, skipped
+
+
+def _compact_json(value: Any) -> str:
+    """Return value as compact JSON (tool arguments in block text)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _part_text(part: Any) -> str:
+    """Return readable text of one content part; media become short placeholders."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return _compact_json(part)
+    kind = part.get("type")
+    if kind in TEXT_PART_TYPES:
+        text = part.get("text")
+        return text if isinstance(text, str) else ""
+    if kind == "refusal":
+        return str(part.get("refusal", ""))
+    if kind in ("image", "image_url", "input_image"):
+        return "[image]"
+    if kind in ("input_audio", "audio"):
+        return "[audio]"
+    if kind == "document":
+        title = part.get("title")
+        return "[document: %s]" % title if isinstance(title, str) and title else "[document]"
+    if kind in ("file", "input_file"):
+        inner = part.get("file") if isinstance(part.get("file"), dict) else part
+        name = inner.get("filename")
+        return "[file: %s]" % name if isinstance(name, str) and name else "[file]"
+    return "[%s]" % kind if isinstance(kind, str) else _compact_json(part)
+
+
+def _flatten(content: Any) -> str:
+    """Return the readable text of a tool output (string, part list or Codex payload)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(t for t in (_part_text(p) for p in content) if t)
+    if isinstance(content, dict):
+        if "content" in content:  # Codex FunctionCallOutputPayload {content, success}
+            return _flatten(content["content"])
+        return _part_text(content)
+    return _compact_json(content)
+
+
+def _output_text(output: Any) -> str:
+    """Return the readable text of a Responses/Codex tool output, "[error] " first on failure.
+
+    Codex stores some outputs as JSON text {"output": ..., "metadata": {"exit_code": N}} and
+    older rollouts as {"content": ..., "success": false}; both are unwrapped.
+    """
+    failed = isinstance(output, dict) and output.get("success") is False
+    if isinstance(output, str) and output.startswith("{"):
+        try:
+            decoded = json.loads(output)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict) and isinstance(decoded.get("output"), str):
+            meta = decoded.get("metadata")
+            code = meta.get("exit_code") if isinstance(meta, dict) else None
+            failed = isinstance(code, int) and code != 0
+            output = decoded["output"]
+    return ("[error] " if failed else "") + _flatten(output)
+
+
+def _text_part(where: str, raw: Any, text: str, pos: int) -> _Part:
+    """Return a text part."""
+    return _Part("text", raw, where, text=text, pos=pos)
+
+
+def _safe_id(value: str) -> str:
+    """Return value with what a contract line or a stub can't carry replaced (see docstring)."""
+    return ID_PIPE_RE.sub("_", ID_UNSAFE_RE.sub("_", value))
+
+
+def _content_id(role: str, kind: str, text: str) -> str:
+    """Return the content-derived id of a block with no native id.
+
+    Example: _content_id("user", "text", "hi") == "m-" + sha256(b"user\\x00text\\x00hi")[:12]
+    """
+    key = "%s\x00%s\x00%s" % (role, kind, text)
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return CONTENT_ID_PREFIX + digest[:CONTENT_ID_DIGITS]
+
+
+def _stub_lines(text: str) -> List[Tuple[str, str]]:
+    """Return (line, id) for each stub line when text is only stub lines, else []."""
+    found = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        match = STUB_LINE_RE.match(line)
+        if match is None:
+            return []
+        found.append((line, match.group(1)))
+    return found
+
+
+def _expand_stubs(msg: "_Msg") -> None:
+    """Replace each text part of msg that holds only stub lines by one part per line."""
+    parts: List[_Part] = []
+    for part in msg.parts:
+        lines = _stub_lines(part.text) if part.kind == "text" else []
+        if not lines:
+            parts.append(part)
+            continue
+        for line, stub_id in lines:
+            parts.append(_Part("text", part.raw, part.where, text=line, pos=part.pos,
+                               stub_id=stub_id, source=part))
+    msg.parts = parts
+
+
+def _sole(parts: List[_Part], count: int) -> List[_Part]:
+    """Mark the only part of a one-part message (its block takes the message id)."""
+    if count == 1:
+        for part in parts:
+            part.pos = 0
+    return parts
+
+
+# transcripts: detection
+
+def detect_format(text: str) -> str:
+    """Return the format of a raw history file.
+
+    Rules, first match wins:
+      1. The whole text is one JSON value:
+         a. object with a ``blocks`` list -> ``pager``;
+         b. object with an ``input`` list or string -> ``responses``;
+         c. object with a ``messages`` list -> chat (see 3);
+         d. non-empty list of objects, one of which has a Responses item ``type`` (message,
+            function_call, function_call_output, reasoning, custom_tool_call...) -> ``responses``;
+         e. non-empty list of objects that all have ``role`` -> chat (see 3).
+      2. Otherwise the text is read as JSONL: a line ``{type, payload}`` with a Codex line type
+         counts for ``codex``; a line with a string ``type`` and one of uuid, parentUuid,
+         sessionId, leafUuid, messageId counts for ``claude-code``.  More lines wins; a tie goes
+         to the kind of the first counted line.  No counted line -> FormatError.
+      3. Chat: a top-level ``system`` key -> ``anthropic``; else any OpenAI-only role
+         (system, developer, tool, function), field (tool_calls, tool_call_id, function_call)
+         or part type (image_url, input_audio, file, refusal) -> ``openai``; else any
+         Anthropic-only block type (tool_use, tool_result, thinking, image, document...) ->
+         ``anthropic``; else (plain user/assistant text fits both) -> ``openai``.
+
+    Example: detect_format('{"blocks": []}') == "pager"
+    """
+    if not isinstance(text, str):
+        raise FormatError("input must be text (got %s)" % type(text).__name__)
+    if not text.strip():
+        raise FormatError("input is empty: nothing to detect")
+    whole_error = None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        whole_error = exc
+    else:
+        kind = _detect_json(value)
+        if kind:
+            return kind
+    kind = _detect_jsonl(text)
+    if kind:
+        return kind
+    if isinstance(whole_error, json.JSONDecodeError):
+        raise FormatError("not a known history format: invalid JSON at line %d column %d (%s) "
+                          "and no line is a Claude Code or Codex record"
+                          % (whole_error.lineno, whole_error.colno, whole_error.msg))
+    if whole_error is None and isinstance(value, dict):
+        keys = ", ".join(_quote(k) for k in list(value)[:6])
+        raise FormatError("not a known history format: a JSON object with keys %s matches none "
+                          "of %s" % (keys or "(none)", ", ".join(FORMATS)))
+    raise FormatError("not a known history format: a JSON %s matches none of %s"
+                      % (_type_name(value) if whole_error is None else "text", ", ".join(FORMATS)))
+
+
+def _detect_json(value: Any) -> Optional[str]:
+    """Return the format of a whole-file JSON value, or None."""
+    if isinstance(value, dict):
+        if isinstance(value.get("blocks"), list):
+            return "pager"
+        if isinstance(value.get("input"), (list, str)) and "messages" not in value:
+            return "responses"
+        if isinstance(value.get("messages"), list):
+            return _chat_kind(value["messages"], "system" in value)
+        return None
+    if isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
+        if any(x.get("type") in RESPONSES_ITEM_TYPES for x in value):
+            return "responses"
+        if all("role" in x for x in value):
+            return _chat_kind(value, False)
+    return None
+
+
+def _chat_kind(messages: List[Any], has_system: bool) -> str:
+    """Return ``anthropic`` or ``openai`` for a chat message list (rule 3 of detect_format)."""
+    if has_system:
+        return "anthropic"
+    anthropic = False
+    for msg in messages:
+        if not isinstance(msg, dict):
+            continue
+        if msg.get("role") in OPENAI_MARKER_ROLES or any(f in msg for f in OPENAI_MARKER_FIELDS):
+            return "openai"
+        content = msg.get("content")
+        for part in content if isinstance(content, list) else ():
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind in OPENAI_MARKER_PARTS:
+                return "openai"
+            if kind in ANTHROPIC_MARKER_BLOCKS:
+                anthropic = True
+    return "anthropic" if anthropic else "openai"
+
+
+def _detect_jsonl(text: str) -> Optional[str]:
+    """Return ``codex`` or ``claude-code`` by counting recognisable JSONL lines, or None."""
+    counts = {"codex": 0, "claude-code": 0}
+    first = None
+    for _, obj in _jsonl_records(text)[0]:
+        kind = obj.get("type")
+        if kind in CODEX_LINE_TYPES and "payload" in obj:
+            found = "codex"
+        elif isinstance(kind, str) and any(k in obj for k in CLAUDE_MARKER_KEYS):
+            found = "claude-code"
+        else:
+            continue
+        counts[found] += 1
+        first = first or found
+    if counts["codex"] == counts["claude-code"]:
+        return first
+    return "codex" if counts["codex"] > counts["claude-code"] else "claude-code"
+
+
+# transcripts: loading
+
+def load(text: str, fmt: str) -> Conversation:
+    """Return the Conversation read from text in format fmt (see the module docstring)."""
+    if fmt not in FORMATS:
+        raise FormatError('unknown format "%s" (expected one of %s)' % (fmt, ", ".join(FORMATS)))
+    if not isinstance(text, str) or not text.strip():
+        raise FormatError("%s input is empty" % fmt)
+    if fmt == "claude-code":
+        return _load_claude_code(text)
+    if fmt == "codex":
+        return _load_codex(text)
+    value = _parse_json(text)
+    loader = {"pager": _load_pager, "openai": _load_openai, "responses": _load_responses,
+              "anthropic": _load_anthropic}[fmt]
+    return loader(value)
+
+
+def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, style: str,
+            repairs: List[str], skipped: int = 0) -> Conversation:
+    """Pair calls with results, repair, name and group the parts; return the Conversation."""
+    for turn, msg in enumerate(msgs, 1):
+        msg.turn = turn
+    {"anthropic": _pair_anthropic, "openai": _pair_openai,
+     "responses": _pair_responses}[style](msgs, repairs)
+    kept = []
+    for msg in msgs:
+        if msg.parts:
+            kept.append(msg)
+        elif not msg.item:  # an emptied item was already reported with its part
+            repairs.append("%s has no content left; dropped" % msg.where)
+    for msg in head + kept:
+        _expand_stubs(msg)
+    _assign_ids(head + kept)
+    _assign_units(kept, style)
+    blocks = []
+    for msg in head + kept:
+        # A stub line is not what the model wrote: the real count goes to the other blocks.
+        live = [p for p in msg.parts if p.stub_id is None]
+        if msg.tokens is not None and live:
+            for part, share in zip(live, _split_tokens(msg.tokens, live)):
+                part.tokens = share
+        for part in msg.parts:
+            blocks.append({"id": part.bid, "turn": msg.turn,
+                           "role": "tool" if part.kind == "result" else msg.role,
+                           "text": part.text, "tokens": part.tokens, "pinned": False,
+                           "protected": "system" if msg.role in SYSTEM_ROLES else None,
+                           "unit": part.unit, "stub": part.stub_id is not None})
+    return Conversation(fmt=fmt, blocks=blocks, skipped_lines=skipped, repairs=repairs,
+                        _msgs=kept, _head=head, _shell=shell)
+
+
+def _split_tokens(total: int, parts: List[_Part]) -> List[int]:
+    """Return total split over parts in proportion to text length (largest remainder)."""
+    weights = [len(p.text) for p in parts]
+    if sum(weights) == 0:
+        weights = [1] * len(parts)
+    whole = sum(weights)
+    shares = [total * w // whole for w in weights]
+    # Hand the leftover units to the largest remainders; ties go to the earlier part.
+    order = sorted(range(len(parts)), key=lambda i: (-(total * weights[i] % whole), i))
+    for i in order[:total - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
+def _drop(msg: _Msg, part: _Part, repairs: List[str], why: str) -> None:
+    """Remove part from msg and report why."""
+    msg.parts.remove(part)
+    msg.repaired = True
+    repairs.append("%s %s; dropped" % (part.where, why))
+
+
+def _runs(msgs: List[_Msg]) -> List[List[_Msg]]:
+    """Return msgs grouped into runs of consecutive same-role messages."""
+    runs: List[List[_Msg]] = []
+    for msg in msgs:
+        if runs and runs[-1][0].role == msg.role:
+            runs[-1].append(msg)
+        else:
+            runs.append([msg])
+    return runs
+
+
+def _pair_anthropic(msgs: List[_Msg], repairs: List[str]) -> None:
+    """Pair tool_use with tool_result across adjacent assistant/user runs; repair the rest."""
+    runs = _runs(msgs)
+    for index, run in enumerate(runs):
+        if run[0].role == "assistant":
+            seen = set()
+            for msg in run:
+                for part in list(msg.parts):
+                    if part.kind == "result":
+                        _drop(msg, part, repairs, 'tool_result "%s" sits in an assistant message'
+                              % part.key)
+                    elif part.kind == "call":
+                        if part.key in seen:
+                            _drop(msg, part, repairs, 'tool_use id "%s" repeats in its turn'
+                                  % part.key)
+                        seen.add(part.key)
+            continue
+        before = runs[index - 1] if index else []
+        calls = {p.key: p for m in before for p in m.parts if p.kind == "call"}
+        answered = set()
+        for msg in run:
+            for part in list(msg.parts):
+                if part.kind == "call":
+                    _drop(msg, part, repairs, 'tool_use "%s" sits in a user message' % part.key)
+                elif part.kind == "result":
+                    if part.key in calls and part.key not in answered:
+                        part.partner = calls[part.key]
+                        answered.add(part.key)
+                    else:
+                        _drop(msg, part, repairs, 'tool_result "%s" has no matching tool_use in '
+                              'the previous assistant message' % part.key)
+        for key, call in calls.items():
+            if key not in answered:
+                owner = next(m for m in before if call in m.parts)
+                _drop(owner, call, repairs, 'tool_use "%s" has no tool_result in the next user '
+                      'message' % key)
+    # A final assistant run keeps its unanswered calls: it is awaiting their results.
+
+
+def _pair_openai(msgs: List[_Msg], repairs: List[str]) -> None:
+    """Pair assistant tool_calls with the tool messages that follow them; repair the rest."""
+    owner: Optional[_Msg] = None
+    calls: Dict[str, _Part] = {}
+    answered: set = set()
+    replied = False
+
+    def close(last: bool) -> None:
+        # Unanswered calls survive only in the final assistant message with no replies yet.
+        if last and not replied:
+            return
+        for key, call in calls.items():
+            if key not in answered and owner is not None:
+                _drop(owner, call, repairs, 'tool call "%s" has no tool message answering it'
+                      % ("function_call" if key == LEGACY_FUNCTION_KEY else key))
+
+    for msg in msgs:
+        if msg.role in ("tool", "function"):
+            part = msg.parts[0]
+            if part.key in calls and part.key not in answered:
+                part.partner = calls[part.key]
+                answered.add(part.key)
+                replied = True
+            else:
+                _drop(msg, part, repairs, '%s has no matching tool call in the assistant '
+                      'message before it' % ("function message" if part.key == LEGACY_FUNCTION_KEY
+                                             else '"%s"' % part.key))
+            continue
+        close(False)
+        owner, calls, answered, replied = None, {}, set(), False
+        if msg.role == "assistant":
+            owner = msg
+            for part in list(msg.parts):
+                if part.kind != "call":
+                    continue
+                if part.key in calls:
+                    _drop(msg, part, repairs, 'tool call id "%s" repeats' % part.key)
+                else:
+                    calls[part.key] = part
+    close(True)
+
+
+def _is_model_item(msg: _Msg) -> bool:
+    """Return True for Responses items the model produced (anything but inputs and outputs)."""
+    if not msg.item:
+        return msg.role == "assistant"
+    return msg.raw.get("type") not in RESPONSES_OUTPUTS
+
+
+def _pair_responses(msgs: List[_Msg], repairs: List[str]) -> None:
+    """Pair calls with outputs by call_id (output after call); repair the rest."""
+    calls: Dict[str, Tuple[int, _Msg, _Part]] = {}
+    answered = set()
+    for index, msg in enumerate(msgs):
+        if not msg.item:
+            continue
+        part = msg.parts[0]
+        if part.kind == "call":
+            if part.key in calls:
+                _drop(msg, part, repairs, '"%s" repeats an earlier call' % part.key)
+            else:
+                calls[part.key] = (index, msg, part)
+        elif part.kind == "result":
+            found = calls.get(part.key)
+            fits = found and msg.raw.get("type") in RESPONSES_CALLS[found[1].raw.get("type")]
+            if fits and part.key not in answered:
+                part.partner = found[2]
+                answered.add(part.key)
+            else:
+                _drop(msg, part, repairs, '"%s" has no matching earlier call' % part.key)
+    for key, (index, msg, part) in calls.items():
+        if key in answered:
+            continue
+        later = [m for m in msgs[index + 1:] if m.parts]
+        if any(not _is_model_item(m) for m in later):
+            _drop(msg, part, repairs, '"%s" has no output' % key)
+
+
+def _assign_ids(msgs: List[_Msg]) -> None:
+    """Give every part a unique block id (see the module docstring)."""
+    used: set = set()
+
+    def take(want: str) -> str:
+        name, n = want, 1
+        while name in used:
+            n += 1
+            name = "%s~%d" % (want, n)
+        used.add(name)
+        return name
+
+    for msg in msgs:
+        mid = _safe_id(msg.mid) if isinstance(msg.mid, str) and msg.mid else None
+        for part in msg.parts:
+            if part.stub_id is not None:
+                want = _safe_id(part.stub_id)
+            elif part.kind == "call" and part.key and part.key != LEGACY_FUNCTION_KEY:
+                want = _safe_id(part.key)
+            elif part.kind == "result" and part.partner is not None:
+                want = part.partner.bid + ":result"
+            elif part.pos == 0 and mid:
+                want = mid
+            else:
+                want = _content_id(msg.role, part.kind, part.text)
+            part.bid = take(want)
+
+
+def _assign_units(msgs: List[_Msg], style: str) -> None:
+    """Group parts that must share one directive (see the module docstring)."""
+    for msg in msgs:
+        links: Dict[str, str] = {}
+        for part in msg.parts:
+            if part.kind == "call":
+                part.unit = "tool:%s" % part.bid
+            elif part.link is not None:
+                part.unit = links.setdefault(part.link, "tool:%s" % part.bid)
+    if style == "anthropic":
+        for run in _runs(msgs):
+            parts = [p for m in run for p in m.parts]
+            if run[0].role == "assistant" and any(p.kind == "thinking" for p in parts):
+                unit = "turn:%d" % run[0].turn
+                for part in parts:
+                    if part.kind in ("thinking", "call") or part.link is not None:
+                        part.unit = unit
+    elif style == "responses":
+        for index, msg in enumerate(msgs):
+            if not (msg.item and msg.parts[0].kind == "reasoning"):
+                continue
+            unit = "turn:%d" % msg.turn
+            msg.parts[0].unit = unit
+            for follower in msgs[index + 1:]:
+                if not _is_model_item(follower) or (follower.item and
+                                                    follower.parts[0].kind == "reasoning"):
+                    break
+                for part in follower.parts:
+                    if part.stub_id is None:
+                        part.unit = unit
+    for msg in msgs:
+        for part in msg.parts:
+            if part.kind == "result" and part.partner is not None:
+                part.unit = part.partner.unit
+
+
+# transcripts: loading: pager
+
+def _load_pager(value: Any) -> Conversation:
+    """Return the Conversation for the pager's own history object."""
+    if not isinstance(value, dict) or not isinstance(value.get("blocks"), list):
+        raise FormatError("pager history must be an object with a blocks list")
+    blocks, seen = [], set()
+    for i, raw in enumerate(value["blocks"]):
+        where = "blocks[%d]" % i
+        if not isinstance(raw, dict):
+            raise FormatError("%s must be an object (got %s)" % (where, _type_name(raw)))
+        for name, kinds, label in (("id", str, "a string"), ("role", str, "a string"),
+                                   ("text", str, "a string")):
+            if not isinstance(raw.get(name), kinds):
+                raise FormatError("%s.%s must be %s (got %s)"
+                                  % (where, name, label, _quote(raw.get(name))))
+        turn = raw.get("turn")
+        if not isinstance(turn, int) or isinstance(turn, bool):
+            raise FormatError("%s.turn must be an integer (got %s)" % (where, _quote(turn)))
+        if not raw["id"]:
+            raise FormatError("%s.id must not be empty" % where)
+        if ID_UNSAFE_RE.search(raw["id"]):
+            raise FormatError("%s.id must not hold a double quote, a line break or a lone "
+                              "surrogate (got %s)" % (where, _quote(raw["id"])))
+        if raw["id"] in seen:
+            raise FormatError('%s.id "%s" repeats an earlier block id' % (where, raw["id"]))
+        seen.add(raw["id"])
+        tokens = raw.get("tokens")
+        if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool)):
+            raise FormatError("%s.tokens must be an integer or null (got %s)"
+                              % (where, _quote(tokens)))
+        for name in ("pinned", "stub"):
+            if not isinstance(raw.get(name, False), bool):
+                raise FormatError("%s.%s must be true or false (got %s)"
+                                  % (where, name, _quote(raw.get(name))))
+        for name in ("protected", "unit"):
+            if raw.get(name) is not None and not isinstance(raw.get(name), str):
+                raise FormatError("%s.%s must be a string or null (got %s)"
+                                  % (where, name, _quote(raw.get(name))))
+        protected = raw.get("protected")
+        if protected is None and raw["role"] in SYSTEM_ROLES:
+            protected = "system"
+        blocks.append({"id": raw["id"], "turn": turn, "role": raw["role"], "text": raw["text"],
+                       "tokens": tokens, "pinned": raw.get("pinned", False),
+                       "protected": protected, "unit": raw.get("unit"),
+                       "stub": raw.get("stub", False)})
+    return Conversation(fmt="pager", blocks=blocks, _shell=value)
+
+
+# transcripts: loading: OpenAI chat
+
+def _openai_parts(msg: Dict[str, Any], where: str) -> Tuple[List[_Part], bool]:
+    """Return the content parts of an OpenAI message and whether content was a string."""
+    content = msg.get("content")
+    if content is None:
+        return [], False
+    if isinstance(content, str):
+        return ([_text_part(where + ".content", content, content, 1)]
+                if content.strip() else []), True
+    if not isinstance(content, list):
+        raise FormatError("%s.content must be a string, an array of parts or null (got %s)"
+                          % (where, _type_name(content)))
+    parts = []
+    for j, raw in enumerate(content):
+        w = "%s.content[%d]" % (where, j)
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            raise FormatError("%s must be an object with a type" % w)
+        text = _part_text(raw)
+        if raw["type"] in ("text", "refusal"):
+            if text.strip():
+                parts.append(_text_part(w, raw, text, j + 1))
+        else:
+            parts.append(_Part("media", raw, w, text=text, pos=j + 1))
+    return parts, False
+
+
+def _load_openai(value: Any) -> Conversation:
+    """Return the Conversation for an OpenAI Chat Completions message list or request body."""
+    if isinstance(value, dict) and isinstance(value.get("messages"), list):
+        shell, messages = value, value["messages"]
+    elif isinstance(value, list):
+        shell, messages = None, value
+    else:
+        raise FormatError("openai input must be a messages array or an object with a messages "
+                          "array")
+    msgs = []
+    for i, raw in enumerate(messages):
+        where = "messages[%d]" % i
+        if not isinstance(raw, dict):
+            raise FormatError("%s must be an object (got %s)" % (where, _type_name(raw)))
+        role = raw.get("role")
+        if role not in OPENAI_ROLES:
+            raise FormatError("%s.role must be one of %s (got %s)"
+                              % (where, ", ".join(OPENAI_ROLES), _quote(role)))
+        if role in ("tool", "function"):
+            key = raw.get("tool_call_id") if role == "tool" else LEGACY_FUNCTION_KEY
+            if not isinstance(key, str):
+                raise FormatError("%s.tool_call_id must be a string (got %s)"
+                                  % (where, _quote(key)))
+            content = raw.get("content")
+            if content is not None and not isinstance(content, (str, list)):
+                raise FormatError("%s.content must be a string or an array of parts" % where)
+            w = where + (".tool_call_id" if role == "tool" else "")
+            part = _Part("result", raw, w, text=_flatten(content), key=key)
+            msgs.append(_Msg(role, where, raw, [part], item=True))
+            continue
+        parts, is_string = _openai_parts(raw, where)
+        content = raw.get("content")
+        # An empty text part was skipped: the raw content must not be written back as is.
+        repaired = isinstance(content, list) and len(parts) < len(content)
+        calls = raw.get("tool_calls") if role == "assistant" else None
+        if calls is not None:
+            if not isinstance(calls, list):
+                raise FormatError("%s.tool_calls must be an array" % where)
+            for j, call in enumerate(calls):
+                w = "%s.tool_calls[%d]" % (where, j)
+                fn = call.get("function") if isinstance(call, dict) else None
+                if not isinstance(fn, dict) or not isinstance(call.get("id"), str):
+                    raise FormatError("%s must be an object with an id and a function" % w)
+                args = fn.get("arguments")
+                text = "%s(%s)" % (fn.get("name"), args if isinstance(args, str)
+                                   else _compact_json(args))
+                parts.append(_Part("call", call, w, text=text, key=call["id"]))
+        legacy = raw.get("function_call") if role == "assistant" else None
+        if isinstance(legacy, dict):
+            text = "%s(%s)" % (legacy.get("name"), legacy.get("arguments"))
+            parts.append(_Part("call", legacy, where + ".function_call", text=text,
+                               key=LEGACY_FUNCTION_KEY))
+        msgs.append(_Msg(role, where, raw, _sole(parts, len(parts)), string_content=is_string,
+                         repaired=repaired))
+    return _finish("openai", msgs, [], shell, "openai", [])
+
+
+# transcripts: loading: Anthropic messages and Claude Code
+
+def _anthropic_parts(content: Any, where: str, repairs: List[str],
+                     start: int = 0) -> Tuple[List[_Part], bool]:
+    """Return the parts of an Anthropic content value and whether it was a string."""
+    if isinstance(content, str):
+        return ([_text_part(where, content, content, start + 1)]
+                if content.strip() else []), True
+    if not isinstance(content, list):
+        raise FormatError("%s must be a string or an array of blocks (got %s)"
+                          % (where, _type_name(content)))
+    parts = []
+    for j, raw in enumerate(content):
+        w = "%s[%d]" % (where, j)
+        pos = start + j + 1
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            raise FormatError("%s must be an object with a type" % w)
+        kind = raw["type"]
+        if kind == "text":
+            text = raw.get("text")
+            if not isinstance(text, str):
+                raise FormatError("%s.text must be a string (got %s)" % (w, _quote(text)))
+            if text.strip():
+                parts.append(_text_part(w, raw, text, pos))
+            else:
+                repairs.append("%s is an empty text block; dropped" % w)
+        elif kind == "tool_use":
+            if not isinstance(raw.get("id"), str):
+                raise FormatError("%s.id must be a string (got %s)" % (w, _quote(raw.get("id"))))
+            text = "%s(%s)" % (raw.get("name"), _compact_json(raw.get("input", {})))
+            parts.append(_Part("call", raw, w, text=text, key=raw["id"], pos=pos))
+        elif kind == "tool_result":
+            key = raw.get("tool_use_id")
+            if not isinstance(key, str):
+                raise FormatError("%s.tool_use_id must be a string (got %s)" % (w, _quote(key)))
+            text = _flatten(raw.get("content"))
+            if raw.get("is_error"):
+                text = "[error] " + text
+            parts.append(_Part("result", raw, w, text=text, key=key, pos=pos))
+        elif kind in THINKING_TYPES:
+            text = raw.get("thinking") if kind == "thinking" else "[redacted thinking]"
+            parts.append(_Part("thinking", raw, w, text=text if isinstance(text, str) else "",
+                               pos=pos))
+        elif kind == "server_tool_use":
+            text = "%s(%s)" % (raw.get("name"), _compact_json(raw.get("input", {})))
+            parts.append(_Part("other", raw, w, text=text, link=raw.get("id"), pos=pos))
+        elif kind.endswith("_tool_result") and isinstance(raw.get("tool_use_id"), str):
+            text = _flatten(raw.get("content")) or "[%s]" % kind
+            parts.append(_Part("other", raw, w, text=text, link=raw["tool_use_id"], pos=pos))
+        else:
+            parts.append(_Part("media" if kind in ("image", "document") else "other", raw, w,
+                               text=_part_text(raw), pos=pos))
+    return parts, False
+
+
+def _load_anthropic(value: Any) -> Conversation:
+    """Return the Conversation for an Anthropic Messages request body (or message list)."""
+    if isinstance(value, dict) and isinstance(value.get("messages"), list):
+        shell, messages = value, value["messages"]
+    elif isinstance(value, list):
+        shell, messages = None, value
+    else:
+        raise FormatError("anthropic input must be an object with a messages array")
+    repairs: List[str] = []
+    head = []
+    if isinstance(shell, dict) and shell.get("system") not in (None, "", []):
+        system = shell["system"]
+        parts, is_string = _anthropic_parts(system, "system", repairs)
+        if parts:
+            for part in parts:
+                if part.kind != "text":
+                    raise FormatError("%s must be a text block" % part.where)
+            count = 1 if is_string else len(system)
+            head.append(_Msg("system", "system", {"content": system}, _sole(parts, count),
+                             mid="system", string_content=is_string))
+    msgs = []
+    for i, raw in enumerate(messages):
+        where = "messages[%d]" % i
+        if not isinstance(raw, dict):
+            raise FormatError("%s must be an object (got %s)" % (where, _type_name(raw)))
+        role = raw.get("role")
+        if role not in ANTHROPIC_ROLES:
+            raise FormatError("%s.role must be user or assistant (got %s)" % (where, _quote(role)))
+        content = raw.get("content")
+        parts, is_string = _anthropic_parts(content, where + ".content", repairs)
+        count = 1 if is_string else len(content)
+        msgs.append(_Msg(role, where, raw, _sole(parts, count), string_content=is_string))
+    return _finish("anthropic", msgs, head, shell, "anthropic", repairs)
+
+
+def _is_conversation_line(obj: Dict[str, Any]) -> bool:
+    """Return True for a main-chain user/assistant transcript line."""
+    return (obj.get("type") in ("user", "assistant") and isinstance(obj.get("message"), dict)
+            and not obj.get("isSidechain"))
+
+
+def _result_ids(obj: Dict[str, Any]) -> List[str]:
+    """Return the tool_use ids a user line answers."""
+    content = obj["message"].get("content")
+    return [b.get("tool_use_id") for b in content if isinstance(b, dict)
+            and b.get("type") == "tool_result"] if isinstance(content, list) else []
+
+
+def _use_ids(obj: Dict[str, Any]) -> List[str]:
+    """Return the tool_use ids an assistant line calls."""
+    content = obj["message"].get("content")
+    return [b.get("id") for b in content if isinstance(b, dict)
+            and b.get("type") == "tool_use"] if isinstance(content, list) else []
+
+
+def _live_branch(records: List[Tuple[int, Dict[str, Any]]],
+                 repairs: List[str]) -> List[Tuple[int, Dict[str, Any]]]:
+    """Return the live-branch conversation lines of a Claude Code transcript, in file order.
+
+    Walk parentUuid back from the newest main-chain user/assistant line; a compact_boundary is
+    crossed through its logicalParentUuid; meta lines and non-conversation lines on the way are
+    passed through but not kept.  Parallel tool calls fork the chain (a result's parent is its
+    own tool_use line), so lines hanging off the branch are added back when they belong to it:
+    assistant lines sharing a message.id with the branch, and user lines whose every
+    tool_result answers a not-yet-answered tool_use of the branch.
+    """
+    by_uuid: Dict[str, Tuple[int, Dict[str, Any]]] = {}
+    for number, obj in records:
+        uuid = obj.get("uuid")
+        if isinstance(uuid, str) and uuid not in by_uuid:
+            by_uuid[uuid] = (number, obj)
+    leaf = None
+    for number, obj in records:
+        if _is_conversation_line(obj):
+            leaf = (number, obj)
+    if leaf is None:
+        raise FormatError("claude-code transcript has no user or assistant lines outside "
+                          "sidechains")
+    branch: Dict[int, Dict[str, Any]] = {}
+    seen = set()
+    current: Optional[Tuple[int, Dict[str, Any]]] = leaf
+    while current is not None:
+        number, obj = current
+        if number in seen:
+            repairs.append("line %d: parentUuid chain loops back; walk stopped" % number)
+            break
+        seen.add(number)
+        if obj.get("type") == "system" and obj.get("subtype") == "compact_boundary":
+            parent = obj.get("logicalParentUuid")
+        else:
+            if _is_conversation_line(obj) and not obj.get("isMeta"):
+                branch[number] = obj
+            parent = obj.get("parentUuid")
+        if not isinstance(parent, str):
+            break
+        current = by_uuid.get(parent)
+        if current is None:
+            repairs.append('line %d: parent "%s" is not in the file; the branch starts there'
+                           % (number, parent))
+    uuids = {o.get("uuid") for o in branch.values()}
+    message_ids = {o["message"].get("id") for o in branch.values()
+                   if o["type"] == "assistant"} - {None}
+    calls = {i for o in branch.values() if o["type"] == "assistant" for i in _use_ids(o)}
+    answered = {i for o in branch.values() if o["type"] == "user" for i in _result_ids(o)}
+    grew = True
+    while grew:
+        grew = False
+        for number, obj in records:
+            if (number in branch or not _is_conversation_line(obj) or obj.get("isMeta")
+                    or obj.get("parentUuid") not in uuids):
+                continue
+            if obj["type"] == "assistant":
+                if obj["message"].get("id") not in message_ids:
+                    continue
+                calls.update(_use_ids(obj))
+            else:
+                ids = _result_ids(obj)
+                if not ids or any(i not in calls or i in answered for i in ids):
+                    continue
+                answered.update(ids)
+            branch[number] = obj
+            uuids.add(obj.get("uuid"))
+            grew = True
+    return sorted(branch.items())
+
+
+def _load_claude_code(text: str) -> Conversation:
+    """Return the Conversation for a Claude Code session transcript (JSONL)."""
+    records, skipped = _jsonl_records(text)
+    repairs: List[str] = []
+    msgs: List[_Msg] = []
+    by_message_id: Dict[str, _Msg] = {}
+    counts: Dict[int, int] = {}  # id(msg) -> content blocks seen so far
+    for number, obj in _live_branch(records, repairs):
+        message = obj["message"]
+        role = obj["type"]
+        where = "line %d.message.content" % number
+        message_id = message.get("id") if role == "assistant" else None
+        msg = by_message_id.get(message_id) if isinstance(message_id, str) else None
+        if msg is None:
+            msg = _Msg(role, "line %d" % number, {"role": role}, [],
+                       mid=message_id or obj.get("uuid"))
+            msgs.append(msg)
+            if isinstance(message_id, str):
+                by_message_id[message_id] = msg
+        content = message.get("content")
+        start = counts.get(id(msg), 0)
+        parts, is_string = _anthropic_parts(content, where, repairs, start)
+        counts[id(msg)] = start + (1 if is_string else len(content))
+        msg.parts.extend(parts)
+        msg.string_content = is_string and counts[id(msg)] == 1
+        usage = message.get("usage")
+        output = usage.get("output_tokens") if isinstance(usage, dict) else None
+        if isinstance(output, int) and not isinstance(output, bool) and role == "assistant":
+            # Split lines repeat the response's usage; the largest count is the final one.
+            msg.tokens = output if msg.tokens is None else max(msg.tokens, output)
+    for msg in msgs:
+        _sole(msg.parts, counts[id(msg)])
+    return _finish("claude-code", msgs, [], None, "anthropic", repairs, skipped)
+
+
+# transcripts: loading: Responses and Codex
+
+def _responses_msg(item: Any, where: str) -> _Msg:
+    """Return the _Msg for one Responses input item."""
+    if not isinstance(item, dict):
+        raise FormatError("%s must be an object (got %s)" % (where, _type_name(item)))
+    kind = item.get("type")
+    if kind is None and "role" in item:
+        kind = "message"  # EasyInputMessage: {role, content} without a type
+    if not isinstance(kind, str):
+        raise FormatError("%s has no type" % where)
+    if kind == "message":
+        role = item.get("role")
+        if role not in RESPONSES_ROLES:
+            raise FormatError("%s.role must be one of %s (got %s)"
+                              % (where, ", ".join(RESPONSES_ROLES), _quote(role)))
+        content = item.get("content")
+        if isinstance(content, str):
+            parts = [_text_part(where + ".content", content, content, 0)] if content.strip() else []
+            return _Msg(role, where, item, parts, mid=item.get("id"), string_content=True)
+        if not isinstance(content, list):
+            raise FormatError("%s.content must be a string or an array of parts (got %s)"
+                              % (where, _type_name(content)))
+        parts = []
+        for j, raw in enumerate(content):
+            w = "%s.content[%d]" % (where, j)
+            if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+                raise FormatError("%s must be an object with a type" % w)
+            text = _part_text(raw)
+            if raw["type"] in TEXT_PART_TYPES or raw["type"] == "refusal":
+                if text.strip():
+                    parts.append(_text_part(w, raw, text, j + 1))
+            else:
+                parts.append(_Part("media", raw, w, text=text, pos=j + 1))
+        return _Msg(role, where, item, _sole(parts, len(content)), mid=item.get("id"),
+                    repaired=len(parts) < len(content))
+    call_id = item.get("call_id")
+    if kind in RESPONSES_CALLS and isinstance(call_id, str):
+        if kind == "function_call":
+            text = "%s(%s)" % (item.get("name"), item.get("arguments"))
+        elif kind == "custom_tool_call":
+            text = "%s(%s)" % (item.get("name"), item.get("input"))
+        elif kind == "local_shell_call":
+            action = item.get("action") if isinstance(item.get("action"), dict) else {}
+            command = action.get("command")
+            text = "shell(%s)" % (" ".join(command) if isinstance(command, list)
+                                  else _compact_json(action))
+        else:
+            text = "%s(%s)" % (kind, _compact_json(item.get("action")))
+        return _Msg("assistant", where, item, [_Part("call", item, where + ".call_id",
+                                                     text=text, key=call_id)], item=True)
+    if kind in RESPONSES_OUTPUTS:
+        if not isinstance(call_id, str):
+            raise FormatError("%s.call_id must be a string (got %s)" % (where, _quote(call_id)))
+        return _Msg("tool", where, item, [_Part("result", item, where + ".call_id",
+                                                text=_output_text(item.get("output")),
+                                                key=call_id)], item=True)
+    if kind == "reasoning":
+        texts = [_part_text(p) for key in ("summary", "content")
+                 for p in (item.get(key) if isinstance(item.get(key), list) else [])]
+        text = "\n".join(t for t in texts if t) or "[reasoning]"
+        return _Msg("assistant", where, item, [_Part("reasoning", item, where, text=text)],
+                    mid=item.get("id"), item=True)
+    role = item.get("role") if item.get("role") in RESPONSES_ROLES else "assistant"
+    return _Msg(role, where, item, [_Part("other", item, where, text="[%s]" % kind)],
+                mid=item.get("id") if isinstance(item.get("id"), str) else None, item=True)
+
+
+def _load_responses(value: Any) -> Conversation:
+    """Return the Conversation for a Responses input item list or request body."""
+    head: List[_Msg] = []
+    if isinstance(value, dict) and isinstance(value.get("input"), (list, str)):
+        shell, items = value, value["input"]
+        if isinstance(items, str):  # a bare string input is one user message
+            items = [{"role": "user", "content": items}]
+        instructions = value.get("instructions")
+        if isinstance(instructions, str) and instructions.strip():
+            part = _text_part("instructions", instructions, instructions, 0)
+            head.append(_Msg("system", "instructions", {"content": instructions}, [part],
+                             mid="instructions", string_content=True))
+    elif isinstance(value, list):
+        shell, items = None, value
+    else:
+        raise FormatError("responses input must be an item array or an object with an input "
+                          "array")
+    msgs = [_responses_msg(item, "input[%d]" % i) for i, item in enumerate(items)]
+    return _finish("responses", msgs, head, shell, "responses", [])
+
+
+def _load_codex(text: str) -> Conversation:
+    """Return the Conversation for a Codex CLI rollout (JSONL).
+
+    ``response_item`` payloads are Responses items (ghost_snapshot undo records are skipped);
+    session_meta, turn_context and event_msg lines are skipped.  A ``compacted`` line replaces
+    the history read so far, as Codex does on resume: with ``replacement_history`` the history
+    becomes those items; without it (older rollouts) the earlier user/developer/system
+    messages are kept and the summary ``message`` is appended as a user message.  Lines that
+    do not parse, and lines whose payload is not an object, count as skipped.
+    """
+    records, skipped = _jsonl_records(text)
+    items: List[Tuple[str, Dict[str, Any]]] = []
+    for number, obj in records:
+        kind, payload = obj.get("type"), obj.get("payload")
+        if kind not in ("response_item", "compacted"):
+            continue
+        if not isinstance(payload, dict):
+            skipped += 1
+            continue
+        if kind == "response_item":
+            if payload.get("type") not in CODEX_SKIPPED_ITEMS:
+                items.append(("line %d.payload" % number, payload))
+            continue
+        history = payload.get("replacement_history")
+        if isinstance(history, list):
+            items = [("line %d.payload.replacement_history[%d]" % (number, j), it)
+                     for j, it in enumerate(history)
+                     if not (isinstance(it, dict) and it.get("type") in CODEX_SKIPPED_ITEMS)]
+            continue
+        items = [(w, it) for w, it in items if isinstance(it, dict)
+                 and it.get("type", "message") == "message"
+                 and it.get("role") in ("user", "developer", "system")]
+        summary = payload.get("message")
+        if isinstance(summary, str) and summary.strip():
+            items.append(("line %d.payload.message" % number,
+                          {"type": "message", "role": "user",
+                           "content": [{"type": "input_text", "text": summary}]}))
+    if not items:
+        raise FormatError("codex rollout has no response_item lines: nothing to page")
+    msgs = [_responses_msg(item, where) for where, item in items]
+    return _finish("codex", msgs, [], None, "responses", [], skipped)
+
+
+def conversation_blocks(conv: Conversation) -> List[Dict[str, Any]]:
+    """Return copies of conv's blocks, in order, to hand to the engine.
+
+    Each has exactly the keys id, turn, role, text, tokens, pinned, protected, unit and stub.
+    """
+    return [dict(block) for block in conv.blocks]
+
+
+# transcripts: emitting
+
+def emit(conv: Conversation, decisions: Dict[str, Any]) -> Any:
+    """Return the history rebuilt with decisions applied, in the format conv was read from.
+
+    Example: emit(conv, {"m-3f2a9c1b7d4e": ("page", "[tests ran: 2 failed]"),
+                         "call_7": ("evict", None)})
+    """
+    effective = _effective(conv, decisions)
+    if conv.fmt == "pager":
+        return _emit_pager(conv, effective)
+    if conv.fmt == "openai":
+        return _emit_openai(conv, effective)
+    if conv.fmt in ("anthropic", "claude-code"):
+        return _emit_anthropic(conv, effective)
+    return _emit_responses(conv, effective)
+
+
+def _directive(value: Any, block: Dict[str, Any]) -> Tuple[str, Optional[str]]:
+    """Return (verb, text) from one decision value, checked.
+
+    text is the stub for page, the full text restoring a stub block for retain, else None.
+    """
+    bid = block["id"]
+    if isinstance(value, str):
+        verb, stub = value, None
+    elif isinstance(value, (list, tuple)) and len(value) == 2:
+        verb, stub = value
+    else:
+        raise FormatError('decisions["%s"] must be a (directive, stub) pair (got %s)'
+                          % (bid, _quote(value if not isinstance(value, tuple) else list(value))))
+    if verb not in VERBS:
+        raise FormatError('decisions["%s"]: unknown directive %s (expected retain, page or evict)'
+                          % (bid, _quote(verb)))
+    if verb == "evict":
+        return verb, None
+    if verb == "retain":
+        if stub is not None and not isinstance(stub, str):
+            raise FormatError('decisions["%s"]: retained text must be a string or null (got %s)'
+                              % (bid, _quote(stub)))
+        # Only a stub block has a text to restore; any other block is written as it was.
+        if block["stub"] and stub is not None and stub.strip():
+            return "retain", stub
+        return "retain", None
+    if stub is not None and not isinstance(stub, str):
+        raise FormatError('decisions["%s"]: stub must be a string (got %s)' % (bid, _quote(stub)))
+    if not stub or not stub.strip():
+        stub = block["text"] if block["stub"] else STUB_FALLBACK.format(
+            id=bid, turn=block["turn"], role=block["role"])
+    return "page", stub
+
+
+def _effective(conv: Conversation,
+               decisions: Dict[str, Any]) -> Dict[str, Tuple[str, Optional[str]]]:
+    """Return block id -> (verb, stub) after settling units (see the module docstring)."""
+    if not isinstance(decisions, dict):
+        raise FormatError("decisions must map block ids to directives (got %s)"
+                          % _type_name(decisions))
+    known = [b["id"] for b in conv.blocks]
+    unknown = sorted(set(decisions) - set(known), key=str)
+    if unknown:
+        raise FormatError('decisions: unknown block id %s' % _quote(unknown[0]))
+    own = {b["id"]: _directive(decisions.get(b["id"], ("retain", None)), b)
+           for b in conv.blocks}
+    if conv.fmt == "pager":
+        return own
+    units: Dict[str, List[str]] = {}
+    for block in conv.blocks:
+        if block["unit"] is not None:
+            units.setdefault(block["unit"], []).append(block["id"])
+    effective = dict(own)
+    for ids in units.values():
+        verb = max((own[i][0] for i in ids), key=VERB_RANK.__getitem__)
+        if verb == "page":
+            stubs: List[str] = []
+            for i in ids:
+                if own[i][0] == "page" and own[i][1] not in stubs:
+                    stubs.append(own[i][1])
+            effective[ids[0]] = ("page", "\n".join(stubs))
+            for i in ids[1:]:
+                effective[i] = ("evict", None)
+        else:
+            for i in ids:
+                effective[i] = (verb, None)
+    return effective
+
+
+def _rebuild(msg: _Msg, effective: Dict[str, Tuple[str, Optional[str]]],
+             make_text: Callable[[str], Any]) -> Tuple[List[Any], bool]:
+    """Return the message's new content pieces and whether anything changed.
+
+    A piece is an original part written back verbatim or make_text(text) for a new text.
+    """
+    pieces: List[Any] = []
+    touched = msg.repaired
+    index = 0
+    while index < len(msg.parts):
+        part = msg.parts[index]
+        if part.source is None:
+            index += 1
+            verb, stub = effective[part.bid]
+            if verb == "retain":
+                pieces.append(part.raw)
+            else:
+                touched = True
+                if verb == "page":
+                    pieces.append(make_text(stub))
+            continue
+        # The stub lines read from one text part: verbatim unless one of them changes.
+        end = index
+        while end < len(msg.parts) and msg.parts[end].source is part.source:
+            end += 1
+        group, index = msg.parts[index:end], end
+        wanted = [effective[p.bid] for p in group]
+        if all(w == ("retain", None) for w in wanted):
+            pieces.append(part.source.raw)
+            continue
+        touched = True
+        lines: List[str] = []
+        for member, (verb, text) in zip(group, wanted):
+            if verb == "page":
+                lines.append(text or member.text)
+            elif verb == "retain" and text is None:
+                lines.append(member.text)
+            elif verb == "retain":
+                # A restored block is its own text part; the stubs around it stay stubs.
+                if lines:
+                    pieces.append(make_text("\n".join(lines)))
+                    lines = []
+                pieces.append(make_text(text))
+        if lines:
+            pieces.append(make_text("\n".join(lines)))
+    return pieces, touched
+
+
+def _emit_pager(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+    """Return the pager history object with decisions applied."""
+    out = dict(conv._shell)
+    blocks = []
+    for raw in conv._shell["blocks"]:
+        verb, stub = effective[raw["id"]]
+        if verb == "retain" and stub is None:
+            blocks.append(raw)
+        elif verb == "retain":
+            restored = {k: v for k, v in raw.items() if k != "stub"}
+            restored["text"] = stub
+            blocks.append(restored)
+        elif verb == "page":
+            paged = dict(raw)
+            paged["text"] = stub
+            paged["stub"] = True
+            blocks.append(paged)
+    out["blocks"] = blocks
+    return out
+
+
+def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+    """Return the OpenAI message list (or request body) with decisions applied."""
+    out = []
+    for msg in conv._msgs:
+        if msg.role in ("tool", "function"):
+            # A result is never paged alone: its unit's note sits with the call.
+            if effective[msg.parts[0].bid][0] == "retain":
+                out.append(msg.raw)
+            continue
+        texts = [p for p in msg.parts if p.kind != "call"]
+        calls = [p for p in msg.parts if p.kind == "call"]
+        pieces, touched = _rebuild(_Msg(msg.role, msg.where, msg.raw, texts), effective,
+                                   lambda s: {"type": "text", "text": s})
+        kept_calls = [p for p in calls if effective[p.bid][0] == "retain"]
+        for call in calls:
+            verb, stub = effective[call.bid]
+            if verb != "retain":
+                touched = True
+            if verb == "page":
+                pieces.append({"type": "text", "text": stub})
+        if not (touched or msg.repaired):
+            out.append(msg.raw)
+            continue
+        if not pieces and not kept_calls:
+            continue
+        if not pieces:
+            content = None
+        elif isinstance(msg.raw.get("content"), list) or len(pieces) > 1:
+            # Separate parts: a stub joined to other text would not be found by the next load.
+            content = [{"type": "text", "text": p} if isinstance(p, str) else p for p in pieces]
+        else:
+            content = pieces[0] if isinstance(pieces[0], str) else pieces[0]["text"]
+        new = {}
+        for key, value in msg.raw.items():
+            if key == "content":
+                new["content"] = content
+            elif key not in ("tool_calls", "function_call"):
+                new[key] = value
+        new.setdefault("content", content)
+        tool_calls = [p.raw for p in kept_calls if p.key != LEGACY_FUNCTION_KEY]
+        if tool_calls:
+            new["tool_calls"] = tool_calls
+        legacy = [p.raw for p in kept_calls if p.key == LEGACY_FUNCTION_KEY]
+        if legacy:
+            new["function_call"] = legacy[0]
+        out.append(new)
+    if not out:
+        out = [{"role": "user", "content": OMITTED_NOTE}]
+    if isinstance(conv._shell, dict):
+        body = dict(conv._shell)
+        body["messages"] = out
+        return body
+    return out
+
+
+def _as_blocks(content: Any) -> List[Any]:
+    """Return Anthropic content as a block list."""
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+def _leading_thinking(blocks: List[Any]) -> int:
+    """Return how many blocks at the start of blocks are thinking blocks."""
+    n = 0
+    while (n < len(blocks) and isinstance(blocks[n], dict)
+           and blocks[n].get("type") in THINKING_TYPES):
+        n += 1
+    return n
+
+
+def _is_result_block(block: Any) -> bool:
+    """Return True for an Anthropic tool_result block."""
+    return isinstance(block, dict) and block.get("type") == "tool_result"
+
+
+def _results_first(blocks: List[Any]) -> List[Any]:
+    """Return blocks with tool_result blocks moved to the front, order otherwise kept."""
+    # Tool results must open the user message that answers the calls.
+    return ([b for b in blocks if _is_result_block(b)]
+            + [b for b in blocks if not _is_result_block(b)])
+
+
+def _merge_same_role(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Return messages with same-role neighbours merged into one message."""
+    out: List[Dict[str, Any]] = []
+    for msg in messages:
+        if not out or out[-1]["role"] != msg["role"]:
+            out.append(msg)
+            continue
+        first, second = _as_blocks(out[-1]["content"]), _as_blocks(msg["content"])
+        if msg["role"] == "user":
+            blocks = _results_first(first + second)
+        else:
+            # A thinking turn must start with its thinking blocks.
+            a, b = _leading_thinking(first), _leading_thinking(second)
+            blocks = first[:a] + second[:b] + first[a:] + second[b:]
+        merged = dict(out[-1])
+        merged["content"] = blocks
+        out[-1] = merged
+    return out
+
+
+def _emit_anthropic(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+    """Return the Anthropic Messages object with decisions applied."""
+    def text_block(stub: str) -> Dict[str, str]:
+        return {"type": "text", "text": stub}
+
+    body = dict(conv._shell) if isinstance(conv._shell, dict) else {}
+    for head in conv._head:
+        pieces, touched = _rebuild(head, effective, text_block)
+        if not pieces:
+            body.pop("system", None)
+        elif head.string_content and not touched:
+            body["system"] = pieces[0]
+        else:
+            body["system"] = [text_block(p) if isinstance(p, str) else p for p in pieces]
+    messages = []
+    for msg in conv._msgs:
+        pieces, touched = _rebuild(msg, effective, text_block)
+        if not pieces:
+            continue
+        new = dict(msg.raw)
+        if msg.string_content and not touched:
+            new["content"] = pieces[0]
+        else:
+            blocks = [text_block(p) if isinstance(p, str) else p for p in pieces]
+            if msg.role == "user":
+                blocks = _results_first(blocks)
+            new["content"] = blocks
+        messages.append(new)
+    messages = _merge_same_role(messages)
+    if messages and messages[0]["role"] != "user":
+        messages.insert(0, {"role": "user", "content": OMITTED_NOTE})
+    if not messages:
+        messages = [{"role": "user", "content": OMITTED_NOTE}]
+    if isinstance(conv._shell, list):
+        return messages
+    body["messages"] = messages
+    return body
+
+
+def _emit_responses(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+    """Return the Responses item list (or request body) with decisions applied."""
+    items = []
+    for msg in conv._msgs:
+        if msg.item:
+            verb, stub = effective[msg.parts[0].bid]
+            if verb == "retain":
+                items.append(msg.raw)
+            elif verb == "page":
+                items.append({"type": "message", "role": "assistant",
+                              "content": [{"type": "output_text", "text": stub}]})
+            continue
+        part_type = "output_text" if msg.role == "assistant" else "input_text"
+        pieces, touched = _rebuild(msg, effective, lambda s: {"type": part_type, "text": s})
+        if not pieces:
+            continue
+        if not touched:
+            items.append(msg.raw)
+            continue
+        # The rewritten message is no longer the stored item its id names.
+        new = {k: v for k, v in msg.raw.items() if k != "id"}
+        if msg.string_content and len(pieces) == 1:
+            new["content"] = pieces[0] if isinstance(pieces[0], str) else pieces[0]["text"]
+        else:
+            new["content"] = [{"type": part_type, "text": p} if isinstance(p, str) else p
+                              for p in pieces]
+        items.append(new)
+    if not items:
+        items = [{"type": "message", "role": "user",
+                  "content": [{"type": "input_text", "text": OMITTED_NOTE}]}]
+    if not isinstance(conv._shell, dict):
+        return items
+    body = dict(conv._shell)
+    body["input"] = items
+    for head in conv._head:
+        pieces, touched = _rebuild(head, effective, lambda s: s)
+        if not pieces:
+            body.pop("instructions", None)
+        elif touched:
+            body["instructions"] = "\n\n".join(pieces)
+    return body
+
+
+# transcripts: validation
+
+def validate(fmt_out: str, obj: Any) -> List[str]:
+    """Return the problems that would make the API reject obj; [] means valid.
+
+    fmt_out is openai, responses, anthropic or pager (claude-code and codex name the format
+    they are emitted in).  A tool call with no result is accepted only at the very end of the
+    conversation, where the history is awaiting results.
+    """
+    target = EMITS_AS.get(fmt_out)
+    if target is None:
+        raise FormatError('unknown format "%s" (expected one of %s)'
+                          % (fmt_out, ", ".join(FORMATS)))
+    return {"pager": _validate_pager, "openai": _validate_openai,
+            "responses": _validate_responses, "anthropic": _validate_anthropic}[target](obj)
+
+
+def _validate_pager(obj: Any) -> List[str]:
+    """Return the problems of a pager history object."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("blocks"), list):
+        return ["top level must be an object with a blocks array"]
+    problems, seen = [], set()
+    for i, block in enumerate(obj["blocks"]):
+        where = "blocks[%d]" % i
+        if not isinstance(block, dict):
+            problems.append("%s must be an object" % where)
+            continue
+        bid = block.get("id")
+        if not isinstance(bid, str) or not bid:
+            problems.append("%s.id must be a non-empty string" % where)
+        elif bid in seen:
+            problems.append('%s.id "%s" repeats' % (where, bid))
+        seen.add(bid)
+        turn = block.get("turn")
+        if not isinstance(turn, int) or isinstance(turn, bool):
+            problems.append("%s.turn must be an integer" % where)
+        for name in ("role", "text"):
+            if not isinstance(block.get(name), str):
+                problems.append("%s.%s must be a string" % (where, name))
+        if "stub" in block and not isinstance(block["stub"], bool):
+            problems.append("%s.stub must be true or false" % where)
+        tokens = block.get("tokens")
+        if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool)):
+            problems.append("%s.tokens must be an integer or null" % where)
+    return problems
+
+
+def _content_problem(content: Any, where: str) -> Optional[str]:
+    """Return why a chat content value is empty or malformed, or None."""
+    if isinstance(content, str):
+        return None if content.strip() else "%s.content is empty" % where
+    if isinstance(content, list):
+        if not content:
+            return "%s.content is empty" % where
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                return "%s.content[%d] must be an object with a type" % (where, j)
+            if part["type"] in TEXT_PART_TYPES and not str(part.get("text") or "").strip():
+                return "%s.content[%d] is an empty text part" % (where, j)
+        return None
+    return "%s.content must be a string or an array" % where
+
+
+def _validate_openai(obj: Any) -> List[str]:
+    """Return the problems of an OpenAI Chat Completions message list or request body."""
+    messages = obj.get("messages") if isinstance(obj, dict) else obj
+    if not isinstance(messages, list):
+        return ["top level must be a messages array or an object with a messages array"]
+    if not messages:
+        return ["messages is empty"]
+    problems: List[str] = []
+    open_at, open_ids, answered = -1, [], set()  # the assistant tool_calls awaiting replies
+    legacy_open = False
+    call_ids = set()
+
+    def close() -> None:
+        for cid in open_ids:
+            if cid not in answered:
+                problems.append('messages[%d].tool_calls id "%s" is not answered by a tool '
+                                'message' % (open_at, cid))
+
+    for i, msg in enumerate(messages):
+        where = "messages[%d]" % i
+        if not isinstance(msg, dict):
+            problems.append("%s must be an object" % where)
+            continue
+        role = msg.get("role")
+        if role not in OPENAI_ROLES:
+            problems.append("%s.role %s is not a chat role" % (where, _quote(role)))
+            continue
+        if role == "tool":
+            cid = msg.get("tool_call_id")
+            if cid not in open_ids:
+                problems.append('%s.tool_call_id %s has no matching tool call in the assistant '
+                                'message before it' % (where, _quote(cid)))
+            elif cid in answered:
+                problems.append('%s.tool_call_id "%s" is answered twice' % (where, cid))
+            answered.add(cid)
+            continue
+        if role == "function":
+            if not legacy_open:
+                problems.append("%s follows no assistant function_call" % where)
+            legacy_open = False
+            continue
+        close()
+        open_at, open_ids, answered, legacy_open = -1, [], set(), False
+        if role != "assistant":
+            problem = _content_problem(msg.get("content"), where)
+            if problem:
+                problems.append(problem)
+            continue
+        calls = msg.get("tool_calls")
+        if calls is not None:
+            if not isinstance(calls, list) or not calls:
+                problems.append("%s.tool_calls must be a non-empty array" % where)
+                calls = []
+            for j, call in enumerate(calls):
+                w = "%s.tool_calls[%d]" % (where, j)
+                fn = call.get("function") if isinstance(call, dict) else None
+                if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) \
+                        or not isinstance(fn.get("arguments"), str):
+                    problems.append("%s needs a function with a name and string arguments" % w)
+                cid = call.get("id") if isinstance(call, dict) else None
+                if not isinstance(cid, str):
+                    problems.append("%s.id must be a string" % w)
+                    continue
+                if cid in call_ids:
+                    problems.append('%s.id "%s" repeats an earlier tool call id' % (w, cid))
+                call_ids.add(cid)
+                open_ids.append(cid)
+            open_at = i
+        legacy_open = isinstance(msg.get("function_call"), dict)
+        content = msg.get("content")
+        if content in (None, "", []):
+            if not (open_ids or legacy_open or msg.get("refusal")):
+                problems.append("%s is an empty assistant message without tool_calls" % where)
+        else:
+            problem = _content_problem(content, where)
+            if problem:
+                problems.append(problem)
+    # The final assistant message may still await all of its results.
+    if not (open_at == len(messages) - 1 and not answered):
+        close()
+    return problems
+
+
+def _validate_anthropic(obj: Any) -> List[str]:
+    """Return the problems of an Anthropic Messages object."""
+    if isinstance(obj, dict):
+        messages = obj.get("messages")
+    else:
+        messages = obj
+    if not isinstance(messages, list):
+        return ["top level must be an object with a messages array"]
+    problems: List[str] = []
+    if isinstance(obj, dict) and "system" in obj:
+        system = obj["system"]
+        if isinstance(system, list):
+            for j, block in enumerate(system):
+                if not (isinstance(block, dict) and block.get("type") == "text"
+                        and str(block.get("text") or "").strip()):
+                    problems.append("system[%d] must be a non-empty text block" % j)
+        elif not isinstance(system, str):
+            problems.append("system must be a string or an array of text blocks")
+    if not messages:
+        return problems + ["messages is empty"]
+    prev_role, prev_calls = None, []
+    use_ids = set()
+    for i, msg in enumerate(messages):
+        where = "messages[%d]" % i
+        if not isinstance(msg, dict) or msg.get("role") not in ANTHROPIC_ROLES:
+            problems.append("%s must be an object with role user or assistant" % where)
+            prev_role, prev_calls = None, []
+            continue
+        role = msg["role"]
+        if i == 0 and role != "user":
+            problems.append("messages[0].role must be user (got %s)" % role)
+        if role == prev_role:
+            problems.append("%s has the same role as messages[%d] (%s); roles must alternate"
+                            % (where, i - 1, role))
+        problem = _content_problem(msg.get("content"), where)
+        if problem:
+            problems.append(problem)
+        content = msg.get("content")
+        blocks = content if isinstance(content, list) else []
+        types = [b.get("type") if isinstance(b, dict) else None for b in blocks]
+        calls = []
+        if role == "user":
+            answered = set()
+            for j, block in enumerate(blocks):
+                if types[j] == "tool_use":
+                    problems.append("%s.content[%d] is a tool_use in a user message" % (where, j))
+                if types[j] != "tool_result":
+                    continue
+                if any(t != "tool_result" for t in types[:j]):
+                    problems.append("%s.content[%d] tool_result must come before other blocks"
+                                    % (where, j))
+                tid = block.get("tool_use_id")
+                if tid not in prev_calls:
+                    problems.append('%s.content[%d].tool_use_id %s has no matching tool_use in '
+                                    'the previous assistant message' % (where, j, _quote(tid)))
+                elif tid in answered:
+                    problems.append('%s.content[%d].tool_use_id "%s" is answered twice'
+                                    % (where, j, tid))
+                answered.add(tid)
+            for cid in prev_calls:
+                if cid not in answered:
+                    problems.append('messages[%d] tool_use "%s" is not answered in %s'
+                                    % (i - 1, cid, where))
+        else:
+            for cid in prev_calls:
+                problems.append('messages[%d] tool_use "%s" is not answered: %s is not a user '
+                                'message' % (i - 1, cid, where))
+            for j, block in enumerate(blocks):
+                if types[j] == "tool_result":
+                    problems.append("%s.content[%d] is a tool_result in an assistant message"
+                                    % (where, j))
+                if types[j] != "tool_use":
+                    continue
+                cid = block.get("id")
+                if not isinstance(cid, str) or not isinstance(block.get("name"), str):
+                    problems.append("%s.content[%d] tool_use needs a string id and name"
+                                    % (where, j))
+                    continue
+                if cid in use_ids:
+                    problems.append('%s.content[%d] tool_use id "%s" repeats' % (where, j, cid))
+                use_ids.add(cid)
+                calls.append(cid)
+        prev_role, prev_calls = role, calls
+    # Calls left in the final assistant message are awaiting results: allowed.
+    return problems
+
+
+def _validate_responses(obj: Any) -> List[str]:
+    """Return the problems of a Responses input item list or request body."""
+    items = obj.get("input") if isinstance(obj, dict) else obj
+    if not isinstance(items, list):
+        return ["top level must be an item array or an object with an input array"]
+    if not items:
+        return ["input is empty"]
+    problems: List[str] = []
+    calls: Dict[str, Tuple[int, str]] = {}
+    answered = set()
+    model_flags = []
+    for i, item in enumerate(items):
+        where = "input[%d]" % i
+        if not isinstance(item, dict):
+            problems.append("%s must be an object" % where)
+            model_flags.append(False)
+            continue
+        kind = item.get("type") or ("message" if "role" in item else None)
+        model_flags.append(kind not in RESPONSES_OUTPUTS and
+                           (kind != "message" or item.get("role") == "assistant"))
+        if kind == "message":
+            if item.get("role") not in RESPONSES_ROLES:
+                problems.append("%s.role %s is not a message role"
+                                % (where, _quote(item.get("role"))))
+            problem = _content_problem(item.get("content"), where)
+            if problem:
+                problems.append(problem)
+        elif kind in RESPONSES_CALLS:
+            cid = item.get("call_id")
+            if not isinstance(cid, str):
+                problems.append("%s.call_id must be a string" % where)
+                continue
+            if cid in calls:
+                problems.append('%s.call_id "%s" repeats an earlier call' % (where, cid))
+            calls[cid] = (i, kind)
+            if kind == "function_call" and not (isinstance(item.get("name"), str)
+                                                and isinstance(item.get("arguments"), str)):
+                problems.append("%s needs a string name and string arguments" % where)
+        elif kind in RESPONSES_OUTPUTS:
+            cid = item.get("call_id")
+            found = calls.get(cid) if isinstance(cid, str) else None
+            if found is None or kind not in RESPONSES_CALLS[found[1]]:
+                problems.append('%s.call_id %s has no earlier matching call'
+                                % (where, _quote(cid)))
+            elif cid in answered:
+                problems.append('%s.call_id "%s" is answered twice' % (where, cid))
+            answered.add(cid)
+        elif not isinstance(kind, str):
+            problems.append("%s has no type" % where)
+    for cid, (index, kind) in calls.items():
+        if cid in answered:
+            continue
+        if not all(model_flags[index + 1:]):
+            problems.append('input[%d] %s "%s" has no output' % (index, kind, cid))
+    return problems
+
+
+# --- edges: choosing the reader ---
+
+def is_pager_history(source: HistorySource) -> bool:
+    """Return True if the history is a JSON object with a ``blocks`` field (read only up to it)."""
+    try:
+        with source.open() as fp:
+            js = _JsonStream(fp, source.name)
+            if js.peek() != "{":
+                return False
+            js.take("{")
+            while js.peek() == '"':
+                key = js.value()
+                if key == "blocks":
+                    return True
+                js.take(":")
+                js.value()
+                if js.peek() != ",":
+                    return False
+                js.take(",")
+    except (PagerError, UnicodeDecodeError):
+        return False
+    return False
+
+
+class Reading(NamedTuple):
+    """What a history turned out to be: its format, how that was known, and how to read it."""
+
+    fmt: str
+    detected: bool
+    source: HistorySource                   # pager JSON: the file itself, or a transcript converted
+    conversation: Optional["Conversation"]  # the transcript, for --emit in its own format
+
+
+def open_history(path: str, fmt: str) -> Reading:
+    """Return the Reading of the history at ``path`` in format ``fmt`` ('auto' detects it)."""
+    source = HistorySource(path)
+    if fmt == "pager" or (fmt == "auto" and is_pager_history(source)):
+        return Reading("pager", fmt == "auto", source, None)
+    text = source.read_text()
+    detected = fmt == "auto"
+    try:
+        if detected:
+            fmt = detect_format(text)
+        if fmt == "pager":
+            return Reading("pager", detected, source, None)
+        conv = load(text, fmt)
+    except FormatError as exc:
+        raise PagerError(f"{source.name}: {exc}") from None
+    blocks = []
+    for block in conversation_blocks(conv):
+        if block["tokens"] is None:
+            del block["tokens"]
+        blocks.append(block)
+    converted = json.dumps({"blocks": blocks}, ensure_ascii=False)
+    return Reading(fmt, detected, HistorySource.from_text(source.name, converted), conv)
 
 
 # --- edges: the page store ---
@@ -1967,14 +3989,15 @@ def _number_flag(flag: str) -> Callable[[str], float]:
     return parse
 
 
-def _count_flag(flag: str) -> Callable[[str], int]:
+def _count_flag(flag: str, least: int = 1) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            value = 0
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{flag} must be a positive integer (got {_show(text)})")
+            value = least - 1
+        if value < least:
+            kind = "a positive" if least == 1 else "a non-negative"
+            raise argparse.ArgumentTypeError(f"{flag} must be {kind} integer (got {_show(text)})")
         return value
     return parse
 
@@ -1995,6 +4018,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"R at or above this retains (default {DEFAULT_RETAIN_CUT})")
     parser.add_argument("--evict-cut", type=_number_flag("--evict-cut"), default=DEFAULT_EVICT_CUT,
                         help=f"R below this evicts (default {DEFAULT_EVICT_CUT})")
+    parser.add_argument("--format", choices=("auto",) + FORMATS, default="auto",
+                        help="history format (default auto: detected from the content)")
+    parser.add_argument("--intent", metavar="TEXT", help="what the agent is doing now, in free text")
+    parser.add_argument("--intent-file", metavar="FILE", help="read the intent text from FILE")
+    parser.add_argument("--keep-recent", type=_count_flag("--keep-recent", 0), metavar="N",
+                        help="always retain the last N blocks (default: the current turn's blocks)")
     parser.add_argument("--similarity", choices=SIMILARITIES, default=SIMILARITIES[0],
                         help="weighted (default): rare keywords count more, stems match, neighbours share "
                              "credit; plain: the share of keywords present")
@@ -2077,22 +4106,30 @@ def _write_records(stream, decisions: List[Decision]) -> None:
 def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     """Run one paging pass as the flags say; return the exit code."""
     params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
-                    args.budget, args.stub_words).validate()
+                    args.budget, args.stub_words, args.keep_recent).validate()
     now = normalize_now(args.now)
     if args.with_index and not args.emit:
         raise PagerError("--with-index needs --emit")
+    given = _flag_intent(args)
+    reading = open_history(args.history, args.format)
+    if args.with_index and reading.conversation is not None:
+        raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
+                         "'pager.py index'")
+    source = reading.source
     store_path = args.store or default_store_path(args.contract)
-    source = HistorySource(args.history)
     store = PageStore.open(store_path, create=False)
     try:
         plan = load_and_plan(source, params, store.get if store is not None else None,
                              lambda page: make_stub(page, recall_hint(page.block, args.contract, args.store)),
-                             args.with_index, lambda seen: _index_reserve(args, store, seen))
+                             args.with_index, lambda seen: _index_reserve(args, store, seen), given)
         # The store's path is recorded when it was chosen, so recall and index find it; the
         # default is derived from the contract's path and is left out to keep contracts portable.
-        settings: Dict[str, object] = {"pager-stub-words": params.stub_words}
+        settings: Dict[str, object] = {"pager-stub-words": params.stub_words, "pager-format": reading.fmt,
+                                       "pager-intent-source": plan.intent_source}
         if args.store:
             settings["pager-store"] = args.store
+        if params.keep_recent is not None:
+            settings["pager-keep-recent"] = params.keep_recent
 
         def render(state: ContractState) -> bytearray:
             return encode_statements(state, iter_statements(plan, state, now, settings))
@@ -2102,7 +4139,7 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
             payload = render(state)
             stored = 0
         else:
-            state, payload, stored, store = _record_pass(args, plan, source, store, store_path, now, render)
+            state, payload, stored, store = _record_pass(args, plan, reading, store, store_path, now, render)
     finally:
         if store is not None:
             store.close()
@@ -2113,10 +4150,17 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     if args.dry_run:
         stdout.write(payload[lead:].decode("utf-8"))
     n_statements = payload.count(b"\n") - lead
-    summary = {"blocks": len(plan.decisions), **counts, **changes,
+    conv = reading.conversation
+    skipped = conv.skipped_lines if conv is not None else 0
+    repairs = list(conv.repairs) if conv is not None else []
+    for repair in repairs:
+        stderr.write(f"pager: repair: {repair}\n")
+    summary = {"blocks": len(plan.decisions), "format": reading.fmt, "format_detected": reading.detected,
+               "intent_source": plan.intent_source, "intent": plan.keywords, **counts, **changes,
                "statements": n_statements, "contract": args.contract,
                "written": not args.dry_run, "pass": now, "stored": stored, "store": store_path,
-               "emitted": args.emit if args.emit and not args.dry_run else None}
+               "emitted": args.emit if args.emit and not args.dry_run else None,
+               "skipped_lines": skipped, "repairs": repairs}
     rho = plan.pressure()
     if rho is not None:
         summary.update({"budget": params.budget, "tokens_before": plan.tokens_before,
@@ -2135,14 +4179,69 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
                       f"({plan.tokens_before} -> {plan.tokens_after})")
         extra += f"; stored {stored} pages in {store_path}" if stored else ""
         extra += f"; wrote {args.emit}" if summary["emitted"] else ""
-        stdout.write(f"pager: {summary['blocks']} blocks: retain {counts['retain']}, page {counts['page']}, "
+        if skipped:
+            extra += f"; skipped {skipped} unreadable line{'' if skipped == 1 else 's'}"
+        if repairs:
+            extra += f"; {len(repairs)} repair{'' if len(repairs) == 1 else 's'} (see stderr)"
+        how = "detected" if reading.detected else "given"
+        stdout.write(f"pager: {summary['blocks']} blocks ({reading.fmt} format, {how}; intent from "
+                     f"{plan.intent_source}): retain {counts['retain']}, page {counts['page']}, "
                      f"evict {counts['evict']} ({changes['new']} new, {changes['moved']} moved, "
                      f"{changes['unchanged']} unchanged); {verb} {n_statements} statement"
                      f"{'' if n_statements == 1 else 's'} to {args.contract}{extra}\n")
     return EXIT_OK
 
 
-def _record_pass(args: argparse.Namespace, plan: PassPlan, source: HistorySource, store: Optional[PageStore],
+def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
+    """Return the intent given by --intent or --intent-file, or None."""
+    if args.intent is not None and args.intent_file is not None:
+        raise PagerError("give --intent or --intent-file, not both")
+    if args.intent is not None:
+        return Intent(intent_keywords([args.intent]), "--intent")
+    if args.intent_file is not None:
+        try:
+            with open(args.intent_file, encoding="utf-8") as fh:
+                return Intent(intent_keywords([fh.read()]), "--intent-file")
+        except FileNotFoundError:
+            raise PagerError(f"{args.intent_file}: no such file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PagerError(f"{args.intent_file}: can't read the intent ({exc})") from None
+    return None
+
+
+def _transcript_directives(plan: PassPlan, store: Optional[PageStore],
+                           hint: Callable[[str], str]) -> Dict[str, Tuple[str, Optional[str]]]:
+    """Return what ``emit`` needs per block: the directive, with a stub or a restored text."""
+    out: Dict[str, Tuple[str, Optional[str]]] = {}
+    for d in plan.decisions:
+        page = store.get(d.block) if store is not None and (d.action == "page" or d.stub) else None
+        if d.action == "page":
+            if page is None:
+                raise PagerError(f"no stored text for paged block {_show(d.block)}")
+            out[d.block] = ("page", make_stub(page, hint(d.block)))
+        elif d.action == "retain" and d.stub:
+            out[d.block] = ("retain", verified_text(page, store.path))  # type: ignore[arg-type,union-attr]
+        else:
+            out[d.block] = (d.action, None)
+    return out
+
+
+def _write_json_beside(path: str, obj: object) -> str:
+    """Write ``obj`` as JSON to a temporary file beside ``path`` (mode 0600); return its name."""
+    fd, tmp = tempfile.mkstemp(prefix=".pager-emit-", dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(obj, out, ensure_ascii=False, indent=1)
+            out.write("\n")
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
+def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, store: Optional[PageStore],
                  store_path: str, now: str, render: Callable[[ContractState], bytearray]):
     """Store new pages, append the contract, write the compacted history: in that order, under the lock.
 
@@ -2162,14 +4261,22 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, source: HistorySource
         try:
             if store is not None:
                 store.begin()
+            hint = lambda block: recall_hint(block, args.contract, args.store)  # noqa: E731
+            transcript = reading.conversation
             if needs_text or args.emit:
-                blocks_file = tempfile.TemporaryFile("w+", encoding="utf-8") if args.emit else None
-                work = _Materializer(plan, store, now, args.stub_words,
-                                     lambda block: recall_hint(block, args.contract, args.store), blocks_file)
-                work.run(source)
+                if args.emit and transcript is None:
+                    blocks_file = tempfile.TemporaryFile("w+", encoding="utf-8")
+                work = _Materializer(plan, store, now, plan.params.stub_words, hint, blocks_file)
+                work.run(reading.source)
                 stored = work.stored
             final = final_directives(state, plan)
-            if args.emit:
+            if args.emit and transcript is not None:
+                compacted = emit(transcript, _transcript_directives(plan, store, hint))
+                problems = validate(transcript.emit_format, compacted)
+                if problems:  # the emitter must never write what the API rejects
+                    raise AssertionError(f"emitted {transcript.emit_format} history is invalid: {problems[:3]}")
+                emitted = _write_json_beside(args.emit, compacted)
+            elif args.emit:
                 index = None
                 if args.with_index:
                     hint = recall_hint("ID", args.contract, args.store)

@@ -14,8 +14,8 @@ ASSET_IDS = [b["id"] for b in json.loads(ASSET.read_text())["blocks"]]
 def test_summary_line_counts_each_directive(cli, tmp_path):
     result = cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW)
     assert result.code == 0
-    assert result.out == (f"pager: 12 blocks: retain 3, page 5, evict 4 (12 new, 0 moved, 0 unchanged); "
-                          f"appended 25 statements to {tmp_path / 'c.limn'}; "
+    assert result.out == (f"pager: 12 blocks (pager format, detected; intent from intent_ir): retain 3, page 5, "
+                          f"evict 4 (12 new, 0 moved, 0 unchanged); appended 27 statements to {tmp_path / 'c.limn'}; "
                           f"stored 5 pages in {tmp_path / 'c.pages.sqlite3'}\n")
 
 
@@ -36,10 +36,12 @@ def test_one_record_per_block_in_input_order(cli, tmp_path):
 def test_json_summary(cli, tmp_path):
     result = cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW, "--json")
     summary = json.loads(result.out)
-    assert summary == {"blocks": 12, "retain": 3, "page": 5, "evict": 4, "new": 12, "moved": 0,
-                       "unchanged": 0, "statements": 25, "contract": str(tmp_path / "c.limn"),
+    assert summary == {"blocks": 12, "format": "pager", "format_detected": True, "intent_source": "intent_ir",
+                       "intent": ["pager", "retention", "score", "contract"],
+                       "retain": 3, "page": 5, "evict": 4, "new": 12, "moved": 0,
+                       "unchanged": 0, "statements": 27, "contract": str(tmp_path / "c.limn"),
                        "written": True, "pass": NOW, "stored": 5, "store": str(tmp_path / "c.pages.sqlite3"),
-                       "emitted": None}
+                       "emitted": None, "skipped_lines": 0, "repairs": []}
 
 
 def test_dry_run_prints_statements_and_writes_nothing(cli, tmp_path):
@@ -50,7 +52,8 @@ def test_dry_run_prints_statements_and_writes_nothing(cli, tmp_path):
     lines = result.out.splitlines()
     assert lines[0] == 'about "prosecode context pager session contract"'
     assert lines[-2] == f'remember a value called last-pager-pass with "{NOW}"'
-    assert lines[-1].startswith("pager: 12 blocks:") and lines[-1].endswith("would append 25 statements to " + str(contract))
+    assert lines[-1].startswith("pager: 12 blocks (pager format, detected;")
+    assert lines[-1].endswith("would append 27 statements to " + str(contract))
     real = cli("--history", ASSET, "--contract", contract, "--now", NOW)
     assert real.code == 0
     assert contract.read_text().splitlines() == lines[:-1]
@@ -143,12 +146,13 @@ BLOCK = {"id": "b1", "turn": 1, "role": "user", "text": "x"}
     ('{"current_turn": 0, "intent_ir": ["x"], "blocks": [' + json.dumps(BLOCK) + "]}",
      "{h}: blocks[0].turn (1) lies after current_turn (0)"),
     ('{"intent_ir": ["x"], "blocks": [{"id": "b1", "turn": 1, "role": "user"}]}', "{h}: blocks[0].text is missing"),
-    ('{"blocks": []}', "{h}: intent_ir is missing (a list of intent keywords)"),
+    ('{"blocks": []}', "{h}: no intent: pass --intent or --intent-file, give intent_ir, or include a user message"),
     ('{"intent_ir": ["x"], "blocks": [' + json.dumps(BLOCK),
      "{h}: invalid JSON at line 1, column %d: expected ',' (got the end of the file)" % (33 + len(json.dumps(BLOCK)))),
     ('{"intent_ir": ["x"],\n "blocks": [}', "{h}: invalid JSON at line 2, column 13: Expecting value"),
-    ('[{"role": "user", "content": "hi"}]', "{h}: the history must be a JSON object with a blocks list"),
-    ("", "{h}: the file is empty"),
+    ("", "{h}: input is empty: nothing to detect"),
+    ("[1, 2", "{h}: not a known history format: invalid JSON at line 1 column 6 (Expecting ',' delimiter) "
+              "and no line is a Claude Code or Codex record"),
     (b'{"intent_ir": ["\xff"], "blocks": []}', "{h}: not valid UTF-8 text (invalid start byte)"),
     ('{"intent_ir": ["x"], "blocks": []} extra', "{h}: invalid JSON at line 1, column 36: extra data after the history object"),
     ('{"intent_ir": ["x"], "blocks": [], "blocks": []}', "{h}: blocks appears twice"),
@@ -180,6 +184,12 @@ def test_bad_flags(cli, tmp_path, flags, expected):
     assert result.code == 2
     assert result.err == f"pager: error: {expected}\n"
     assert not contract.exists()
+
+
+def test_forced_pager_format_wants_an_object(cli, tmp_path):
+    history = _write(tmp_path, "h.json", '[{"role": "user", "content": "hi"}]')
+    result = cli("--history", history, "--contract", tmp_path / "c.limn", "--format", "pager")
+    assert (result.code, result.err) == (2, f"pager: error: {history}: the history must be a JSON object with a blocks list\n")
 
 
 def test_missing_required_flag(cli):
@@ -227,7 +237,7 @@ def test_bad_input_in_a_subprocess_has_no_traceback(tmp_path):
 
 def test_stdin_named_in_errors(tmp_path):
     result = run_script("--history", "-", "--contract", tmp_path / "c.limn", stdin='{"blocks": []}')
-    assert (result.code, result.err) == (2, "pager: error: <stdin>: intent_ir is missing (a list of intent keywords)\n")
+    assert (result.code, result.err) == (2, "pager: error: <stdin>: no intent: pass --intent or --intent-file, give intent_ir, or include a user message\n")
 
 
 def test_records_are_valid_json_for_unicode(cli, tmp_path):

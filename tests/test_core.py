@@ -158,8 +158,8 @@ def test_turn_after_current_turn_is_refused(pager):
 
 
 @pytest.mark.parametrize("history, message", [
-    ({"blocks": []}, "intent_ir is missing"),
-    ({"intent_ir": "pager", "blocks": []}, "intent_ir must be a list of strings"),
+    ({"blocks": []}, "no intent: pass --intent"),
+    ({"intent_ir": "pager", "blocks": []}, "intent_ir must be a list of keywords or a prosecode.intent.v0 object"),
     ({"intent_ir": ["a", 3], "blocks": []}, r"intent_ir\[1\] must be a string"),
     ({"intent_ir": []}, "blocks is missing"),
     ({"intent_ir": [], "blocks": {}}, "blocks must be a list"),

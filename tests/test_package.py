@@ -118,7 +118,8 @@ def test_readme_first_command_works_as_written(tmp_path):
     proc = subprocess.run("python3 scripts/pager.py --history assets/test-history.json --contract session.limn",
                           shell=True, cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("pager: 12 blocks: retain 3, page 5, evict 4")
+    assert proc.stdout.startswith("pager: 12 blocks (pager format, detected; intent from intent_ir): "
+                                  "retain 3, page 5, evict 4")
     assert (tmp_path / "session.limn").exists()
 
 
