@@ -215,6 +215,9 @@ def _needle(stem_: str) -> str:
     return stem_[:-1] if len(stem_) > 1 and stem_[-1] == "i" else stem_
 
 
+_NEEDLES: Dict[str, str] = {}  # stem -> its needle; an intent has a handful of stems
+
+
 def block_hits(lowered: str, stems: Iterable[str]) -> Tuple[str, ...]:
     """Return the stems that some whole token of ``lowered`` stems to, in the order given.
 
@@ -228,7 +231,9 @@ def block_hits(lowered: str, stems: Iterable[str]) -> Tuple[str, ...]:
     """
     found: Tuple[str, ...] = ()
     for s in stems:
-        needle = _needle(s)
+        needle = _NEEDLES.get(s)
+        if needle is None:
+            needle = _NEEDLES[s] = _needle(s)
         if not needle or needle not in lowered:
             continue
         size = len(needle)
@@ -250,7 +255,7 @@ def recency(delta_t: int) -> float:
     return 1.0 / (1.0 + math.log1p(delta_t))
 
 
-_CODE_MARKS = str.maketrans("", "", '{}[]()<>"\':;,=/\\|`$#*&+')
+_CODE_MARKS = b'{}[]()<>"\':;,=/\\|`$#*&+'  # brackets, quotes and operators: JSON and code
 _NON_LATIN = re.compile("[^\u0000-\u024f]")
 
 
@@ -272,7 +277,7 @@ def estimate_tokens(text: str) -> int:
     """
     size = len(text)
     if text.isascii():
-        marks = size - len(text.translate(_CODE_MARKS))
+        marks = size - len(text.encode("ascii").translate(None, _CODE_MARKS))
         return -(-size * 10 // 34) if marks * 8 > size else -(-size // 4)
     wide = len(_NON_LATIN.findall(text))
     return wide + -(-(size - wide) // 4)
@@ -350,7 +355,7 @@ class Decision(NamedTuple):
 
     def rationale(self) -> str:
         """Return the score parts, as written after ``because`` in the contract."""
-        parts = _RATIONALE % (self.R, self.similarity, self.own, self.neighbour, self.recency, self.delta_t)
+        parts = _rationale(self)
         return parts if self.reason == "score" else f"{self.reason}; {parts}"
 
     def to_dict(self) -> Dict[str, object]:
@@ -363,7 +368,15 @@ class Decision(NamedTuple):
                 "reason": self.reason, "stub": self.stub}
 
 
-_RATIONALE = "R=%.3f sim=%.3f own=%.3f nb=%.3f rec=%.3f dt=%d"
+_RATIONALE = "R=%.3f sim=%.3f rec=%.3f dt=%d"
+_RATIONALE_NB = "R=%.3f sim=%.3f (nb; own=%.3f) rec=%.3f dt=%d"
+
+
+def _rationale(d: "Decision") -> str:
+    """Return R and its parts; when the neighbour's credit set sim, say so and give the block's own."""
+    if d.neighbour > d.own:
+        return _RATIONALE_NB % (d.R, d.similarity, d.own, d.recency, d.delta_t)
+    return _RATIONALE % (d.R, d.similarity, d.recency, d.delta_t)
 
 
 class _Features(NamedTuple):
@@ -603,6 +616,8 @@ class Scorer:
             current_turn = self.max_turn if self.max_turn is not None else 0
         features, self._features = self._features, []
         own, neighbour = self._similarities(features)
+        units = [f[10] for f in features]
+        stub_tokens = [f[9] for f in features] if self.params.budget is not None else []
         recencies: Dict[int, Tuple[int, float]] = {}
         alpha, beta = self.params.alpha, self.params.beta
         retain_cut, evict_cut = self.params.retain_cut, self.params.evict_cut
@@ -628,16 +643,16 @@ class Scorer:
                 reason = "score"
             append(new_tuple(Decision, (block, turn, role, kind, tokens, matched, sim, mine, near, rec,
                                         delta_t, r, action, reason, stub)))
+            features[index] = None  # type: ignore[call-overload]  # free as we go: keep one copy at a time
+        del features
         _protect_recent(decisions, current_turn, self.params.keep_recent)
-        units = [f[10] for f in features]
         has_units = any(u is not None for u in units)
         if has_units:
             _join_units(decisions, units)
         if self.params.budget is not None:
             reserved = self.reserve(self._seen) if self.reserve is not None else 0
             room = max(0, self.params.budget - reserved)
-            self.tokens_after = fit_budget(decisions, [f[9] for f in features], room,
-                                           units if has_units else None) + reserved
+            self.tokens_after = fit_budget(decisions, stub_tokens, room, units if has_units else None) + reserved
         return decisions
 
 
@@ -867,7 +882,7 @@ def plan_pass(history: Mapping[str, object], params: Params = Params(),
 
 # --- core: stubs and the page index ---
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
+_SENTENCE_BREAK = re.compile(r"[.!?]\s|\n\s*\n")  # a sentence ends at . ! or ? before a space, or a blank line
 
 
 class StoredPage(NamedTuple):
@@ -900,20 +915,21 @@ def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_W
     """
     wanted = list(keywords)
     if wanted:
-        sentences = _SENTENCE_END.split(text)
-        if len(sentences) > 1:
+        starts = [0] + [m.end() for m in _SENTENCE_BREAK.finditer(text)]
+        if len(starts) > 1:
             best, start = 0, 0
-            for position, sentence in enumerate(sentences):
-                lowered = sentence.lower()
+            starts.append(len(text))
+            for begin, end in zip(starts, starts[1:]):
+                lowered = text[begin:end].lower()
                 if matcher is not None:
                     hits = len(matcher(lowered, wanted))
                 else:
                     hits = sum(1 for k in wanted if k in lowered and _has_token(lowered, k))
                 if hits > best:
-                    best, start = hits, position
+                    best, start = hits, begin
                     if hits == len(wanted):
                         break  # no sentence can hold more
-            text = " ".join(sentences[start:])
+            text = text[start:]
     chosen = text.split(None, words)
     if not chosen:
         return "(empty)"
@@ -1158,7 +1174,7 @@ def iter_statements(plan: PassPlan, state: ContractState, now: str,
         if previous == d.action:
             continue
         if d.reason == "score":  # Decision.rationale, inlined on the hot path
-            because = _RATIONALE % (d.R, d.similarity, d.own, d.neighbour, d.recency, d.delta_t)
+            because = _rationale(d)
         else:
             because = d.rationale()
         if previous is not None:
@@ -1199,7 +1215,7 @@ def render_pass(plan: PassPlan, state: ContractState, now: str,
         >>> plan = plan_pass({"intent_ir": ["pager"], "blocks": [
         ...     {"id": "b1", "turn": 1, "role": "user", "text": "Tune the pager."}]})
         >>> render_pass(plan, ContractState(), now="2026-05-17T03:08:12+00:00")[4]
-        'add "b1" to retained-blocks because "recent; R=1.000 sim=1.000 own=1.000 nb=0.000 rec=1.000 dt=0"'
+        'add "b1" to retained-blocks because "recent; R=1.000 sim=1.000 rec=1.000 dt=0"'
     """
     return list(iter_statements(plan, state, now, extra_values))
 

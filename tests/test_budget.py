@@ -127,8 +127,10 @@ def test_the_record_and_the_rationale_show_the_parts(cli, tmp_path):
     result = cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW)
     record = next(r for r in result.records if r["block"] == "block-0x08")
     assert record["own"] == 0.0 and record["neighbour"] > 0 and record["similarity"] == record["neighbour"]
-    assert re.search(r'add "block-0x08" to evicted-blocks because "R=0\.\d{3} sim=0\.\d{3} own=0\.000 nb=0\.\d{3} '
-                     r'rec=0\.\d{3} dt=5"', (tmp_path / "c.limn").read_text())
+    text = (tmp_path / "c.limn").read_text()
+    assert re.search(r'add "block-0x08" to evicted-blocks because "R=0\.\d{3} sim=0\.\d{3} \(nb; own=0\.000\) '
+                     r'rec=0\.\d{3} dt=5"', text)  # sim came from the neighbour
+    assert re.search(r'add "block-0x05" to paged-blocks because "R=0\.\d{3} sim=0\.\d{3} rec=0\.\d{3} dt=8"', text)
 
 
 # --- the budget ---
