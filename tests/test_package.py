@@ -152,7 +152,7 @@ def _console_sessions():
 
 
 def test_readme_console_sessions_print_what_they_show(tmp_path):
-    for folder in ("scripts", "assets"):
+    for folder in ("scripts", "assets", "tests/fixtures"):
         shutil.copytree(ROOT / folder, tmp_path / folder)
     sessions = list(_console_sessions())
     assert sessions
