@@ -320,11 +320,6 @@ class Params:
             raise PagerError(f"--evict-cut ({self.evict_cut!r}) must not exceed --retain-cut ({self.retain_cut!r})")
         return self
 
-    def score(self, sim: float, delta_t: int) -> Tuple[float, float]:
-        """Return ``(R, recency)`` for a block with similarity ``sim`` and age ``delta_t``."""
-        rec = recency(delta_t)
-        return self.alpha * sim + self.beta * rec, rec
-
     def classify(self, r: float) -> str:
         """Return the directive for score ``r``: retain, page or evict."""
         if r >= self.retain_cut:
