@@ -520,8 +520,7 @@ class Scorer:
             kind = shared.setdefault(kind, kind)  # type: ignore[assignment]
         stub_tokens = 0
         if self.stub_text is not None:
-            summary = stub_summary(text, matched, self.params.stub_words,
-                                   block_hits if self.weighted else None)
+            summary = stub_summary(text, matched, self.params.stub_words)
             page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
             stub_tokens = estimate_tokens(self.stub_text(page))
             if self.with_index:
@@ -895,14 +894,33 @@ class StoredPage(NamedTuple):
     text: str
 
 
-def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_WORDS,
-                 matcher: Optional[Callable[[str, List[str]], Tuple[str, ...]]] = None) -> str:
+def keyword_hits(lowered: str, keywords: Iterable[str]) -> Tuple[str, ...]:
+    """Return the keywords found in ``lowered`` as a whole token or as the stem of one.
+
+    One matcher for both proxies' keywords: plain keywords are whole tokens, weighted
+    ones are stems.
+
+    Example:
+        >>> keyword_hits("the retention score", ["retent", "score", "pager"])
+        ('retent', 'score')
+    """
+    return tuple(k for k in keywords
+                 if k and _needle(k) in lowered and (_has_token(lowered, k) or block_hits(lowered, (k,))))
+
+
+def with_summary(page: "StoredPage", words: int) -> "StoredPage":
+    """Return ``page`` with its stub summary, computed from its text if it has none yet."""
+    if page.summary:
+        return page
+    return page._replace(summary=stub_summary(page.text, page.keywords, words))
+
+
+def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_WORDS) -> str:
     """Return up to ``words`` words of ``text``: its best-matching sentence onward, else its start.
 
-    The best sentence holds the most distinct intent keywords (the earliest wins a
-    tie), found by ``matcher(lowered_sentence, keywords)`` (block_hits for stems;
-    by default whole tokens equal to a keyword); with no match the text's first
-    words stand for it. Whitespace is collapsed; a cut summary ends with "...".
+    The best sentence holds the most distinct intent keywords (keyword_hits; the
+    earliest wins a tie); with no match the text's first words stand for it.
+    Whitespace is collapsed; a cut summary ends with "...".
 
     Example:
         >>> stub_summary("Setup done. The off-by-one in the index helper is fixed now.", ["index"], 6)
@@ -915,11 +933,7 @@ def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_W
             best, start = 0, 0
             starts.append(len(text))
             for begin, end in zip(starts, starts[1:]):
-                lowered = text[begin:end].lower()
-                if matcher is not None:
-                    hits = len(matcher(lowered, wanted))
-                else:
-                    hits = sum(1 for k in wanted if k in lowered and _has_token(lowered, k))
+                hits = len(keyword_hits(text[begin:end].lower(), wanted))
                 if hits > best:
                     best, start = hits, begin
                     if hits == len(wanted):
@@ -3534,7 +3548,7 @@ CREATE TABLE IF NOT EXISTS pages (
     keywords  TEXT NOT NULL,   -- JSON list of the intent keywords it matched
     sha256    TEXT NOT NULL,   -- of the UTF-8 text
     paged_at  TEXT NOT NULL,
-    summary   TEXT NOT NULL,
+    summary   TEXT NOT NULL,   -- '' until first read: made from the text and keywords
     text      TEXT NOT NULL
 );
 """
@@ -3556,9 +3570,10 @@ class PageStore:
 
     def __init__(self, path: str, connection: sqlite3.Connection) -> None:
         self.path, self._db = path, connection
+        self.stub_words = DEFAULT_STUB_WORDS  # for summaries of pages stored without one
 
     @classmethod
-    def open(cls, path: str, create: bool) -> Optional["PageStore"]:
+    def open(cls, path: str, create: bool, stub_words: int = DEFAULT_STUB_WORDS) -> Optional["PageStore"]:
         """Open the store at ``path``; create it (mode 0600) if ``create``, else return None if absent."""
         if not os.path.exists(path):
             if not create:
@@ -3580,7 +3595,9 @@ class PageStore:
                        "FROM pages LIMIT 0")
         except sqlite3.Error as exc:
             raise PagerError(f"{path}: not a usable page store ({exc})") from None
-        return cls(path, db)
+        store = cls(path, db)
+        store.stub_words = stub_words
+        return store
 
     def get(self, block: str) -> Optional[StoredPage]:
         """Return the stored page of ``block``, or None."""
@@ -3588,7 +3605,8 @@ class PageStore:
                                "text FROM pages WHERE block = ?", (block,)).fetchone()
         if row is None:
             return None
-        return StoredPage(row[0], row[1], row[2], row[3], row[4], tuple(json.loads(row[5])), *row[6:])
+        page = StoredPage(row[0], row[1], row[2], row[3], row[4], tuple(json.loads(row[5])), *row[6:])
+        return with_summary(page, self.stub_words)
 
     def shas(self) -> Dict[str, str]:
         """Return block id -> SHA-256 of every stored page."""
@@ -3811,7 +3829,6 @@ class _Materializer:
         self.plan, self.store, self.now, self.stub_words = plan, store, now, stub_words
         self.hint, self.emit = hint, emit
         self.known = store.shas() if store is not None else {}
-        self.matcher = block_hits if plan.params.similarity == "weighted" else None
         self.pending: List[StoredPage] = []
         self.stored = 0
         self.first = True
@@ -3851,8 +3868,8 @@ class _Materializer:
         sha = text_sha256(text)  # type: ignore[arg-type]
         if self.known.get(d.block) == sha and self.store is not None:
             return self.store.get(d.block) if self.emit is not None else None
-        page = StoredPage(d.block, d.turn, d.role, d.kind, d.tokens, d.matched, sha, self.now,
-                          stub_summary(text, d.matched, self.stub_words, self.matcher), text)  # type: ignore[arg-type]
+        # The summary is left to whoever reads the page (index, stubs): most pages are never shown.
+        page = StoredPage(d.block, d.turn, d.role, d.kind, d.tokens, d.matched, sha, self.now, "", text)  # type: ignore[arg-type]
         self.pending.append(page)
         self.stored += 1
         if len(self.pending) >= 1024:
@@ -3877,7 +3894,7 @@ class _Materializer:
         stub: Dict[str, object] = {"id": d.block, "turn": d.turn, "role": d.role}
         if d.kind is not None:
             stub["kind"] = d.kind
-        stub["text"] = make_stub(page, self.hint(d.block))  # type: ignore[arg-type]
+        stub["text"] = make_stub(with_summary(page, self.stub_words), self.hint(d.block))  # type: ignore[arg-type]
         stub["stub"] = True
         return stub
 
@@ -4128,7 +4145,7 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
                          "'pager.py index'")
     source = reading.source
     store_path = args.store or default_store_path(args.contract)
-    store = PageStore.open(store_path, create=False)
+    store = PageStore.open(store_path, create=False, stub_words=params.stub_words)
     try:
         plan = load_and_plan(source, params, store.get if store is not None else None,
                              lambda page: make_stub(page, recall_hint(page.block, args.contract, args.store)),
@@ -4267,7 +4284,7 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, sto
         state = locked.state
         needs_text = any(d.action == "page" and not d.stub for d in plan.decisions)
         if store is None and needs_text:
-            store = PageStore.open(store_path, create=True)
+            store = PageStore.open(store_path, create=True, stub_words=plan.params.stub_words)
         stored = 0
         try:
             if store is not None:
@@ -4313,6 +4330,11 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, sto
     return state, payload, stored, store
 
 
+def _recorded_stub_words(state: ContractState) -> int:
+    words = state.values.get("pager-stub-words")
+    return words if _is_int(words) and words > 0 else DEFAULT_STUB_WORDS  # type: ignore[return-value]
+
+
 def _resolve_store(args: argparse.Namespace, state: ContractState) -> str:
     recorded = state.values.get("pager-store")
     return args.store or (recorded if isinstance(recorded, str) else default_store_path(args.contract))
@@ -4334,7 +4356,7 @@ def run_recall(args: argparse.Namespace, stdout, stderr) -> int:
                 where = "was never seen by the pager" if action is None else f"is {LIST_OF_ACTION[action].split('-')[0]}"
                 raise PagerError(f"{args.contract}: block {_show(block)} is not paged (it {where})")
         store_path = _resolve_store(args, state)
-        store = PageStore.open(store_path, create=False)
+        store = PageStore.open(store_path, create=False, stub_words=_recorded_stub_words(state))
         if store is None:
             raise PagerError(f"{store_path}: the page store does not exist")
         try:
@@ -4367,7 +4389,7 @@ def run_index(args: argparse.Namespace, stdout, stderr) -> int:
         raise PagerError(f"{args.contract}: no such contract")
     state = contract_state(args.contract)
     store_path = _resolve_store(args, state)
-    store = PageStore.open(store_path, create=False)
+    store = PageStore.open(store_path, create=False, stub_words=_recorded_stub_words(state))
     try:
         pages = _paged_pages(state.directives, store, store_path)
     finally:
