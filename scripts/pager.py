@@ -215,8 +215,6 @@ def _needle(stem_: str) -> str:
     return stem_[:-1] if len(stem_) > 1 and stem_[-1] == "i" else stem_
 
 
-_NEEDLES: Dict[str, str] = {}  # stem -> its needle; an intent has a handful of stems
-
 
 def block_hits(lowered: str, stems: Iterable[str]) -> Tuple[str, ...]:
     """Return the stems that some whole token of ``lowered`` stems to, in the order given.
@@ -229,11 +227,13 @@ def block_hits(lowered: str, stems: Iterable[str]) -> Tuple[str, ...]:
         >>> block_hits("we retained the families' scores", ["retain", "famili", "pager"])
         ('retain', 'famili')
     """
+    return _hits(lowered, [(s, _needle(s)) for s in stems])
+
+
+def _hits(lowered: str, needles: List[Tuple[str, str]]) -> Tuple[str, ...]:
+    """Return block_hits for ``(stem, needle)`` pairs worked out once per pass."""
     found: Tuple[str, ...] = ()
-    for s in stems:
-        needle = _NEEDLES.get(s)
-        if needle is None:
-            needle = _NEEDLES[s] = _needle(s)
+    for s, needle in needles:
         if not needle or needle not in lowered:
             continue
         size = len(needle)
@@ -453,6 +453,7 @@ class Scorer:
         self.params = params
         self.weighted = params.similarity == "weighted"
         self.terms = keyword_stems(self.keywords) if self.weighted else self.keywords
+        self._needles = [(t, _needle(t)) for t in self.terms]
         self.pages = pages  # id -> the stored original of a paged block, for blocks arriving as stubs
         # Budget mode prices every block as a stub; stub_text renders one (default hint: C.limn).
         if params.budget is not None and stub_text is None:
@@ -472,11 +473,17 @@ class Scorer:
         """Validate ``raw`` (the block at ``blocks[index]``) and record its features."""
         if type(raw) is not dict:
             raise PagerError(f"blocks[{index}] must be an object (got {_show(raw)})")
-        if raw.get(INDEX_FLAG) is True:
-            self.skipped.append(index)
-            return  # the page index a previous --emit --with-index prepended: not conversation
-        block_id, turn, role, text = raw.get("id"), raw.get("turn"), raw.get("role"), raw.get("text")
-        kind, pinned, tokens = raw.get("kind"), raw.get("pinned", False), raw.get("tokens")
+        get = raw.get
+        block_id, turn, role, text = get("id"), get("turn"), get("role"), get("text")
+        if len(raw) == 4:  # the four required fields alone (checked below): nothing optional to read
+            kind = tokens = unit = protected = None
+            pinned = stub = False
+        else:
+            if get(INDEX_FLAG) is True:
+                self.skipped.append(index)
+                return  # the page index a previous --emit --with-index prepended: not conversation
+            kind, pinned, tokens = get("kind"), get("pinned", False), get("tokens")
+            stub, unit, protected = get("stub", False), get("unit"), get("protected")
         if not (type(block_id) is str and type(turn) is int and type(role) is str and type(text) is str
                 and (kind is None or type(kind) is str) and type(pinned) is bool
                 and (tokens is None or type(tokens) is int)):
@@ -495,7 +502,6 @@ class Scorer:
         if first != index:
             raise PagerError(f"blocks[{index}].id {_show(block_id)} duplicates blocks[{first}].id")
         self.tokens_before += tokens
-        stub = raw.get("stub", False)
         if stub is not False:
             if stub is not True:
                 raise PagerError(f"blocks[{index}].stub must be true or false (got {_show(stub)})")
@@ -509,7 +515,7 @@ class Scorer:
         if self.terms:
             lowered = text.lower()
             if self.weighted:
-                found = block_hits(lowered, self.terms)
+                found = _hits(lowered, self._needles)
             else:
                 found = tuple([k for k in self.terms if k in lowered and _has_token(lowered, k)])
             if found:
@@ -525,12 +531,11 @@ class Scorer:
             stub_tokens = estimate_tokens(self.stub_text(page))
             if self.with_index:
                 stub_tokens += estimate_tokens(index_lines([page])[0]) + 1
-        unit = raw.get("unit")
         if unit is not None:
             if type(unit) is not str:
                 raise PagerError(f"blocks[{index}].unit must be a string (got {_show(unit)})")
             unit = shared.setdefault(unit, unit)
-        guard = "pinned" if pinned else "system" if role in SYSTEM_ROLES or raw.get("protected") == "system" else None
+        guard = "pinned" if pinned else "system" if role in SYSTEM_ROLES or protected == "system" else None
         self._features.append((block_id, turn, role, kind, tokens, matched, guard, stub,
                                len(text), stub_tokens, unit))  # _Features order
         if self.max_turn is None or turn > self.max_turn:
