@@ -34,7 +34,7 @@ import sqlite3
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Tuple
+from typing import Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Tuple
 
 try:  # advisory locks are POSIX; elsewhere the append still happens in one write
     import fcntl
@@ -448,7 +448,7 @@ class Scorer:
     def __init__(self, keywords: List[str], params: Params,
                  pages: Optional[Callable[[str], Optional["StoredPage"]]] = None,
                  stub_text: Optional[Callable[["StoredPage"], str]] = None,
-                 with_index: bool = False, reserve: Optional[Callable[[Mapping[str, int]], int]] = None) -> None:
+                 with_index: bool = False, reserve: Optional[Callable[[Container[str]], int]] = None) -> None:
         self.keywords = list(keywords)
         self.params = params
         self.weighted = params.similarity == "weighted"
@@ -462,7 +462,7 @@ class Scorer:
         self.with_index = with_index  # a page also costs its line in the emitted page index
         self.reserve = reserve        # ids seen -> budget tokens spoken for outside them (the index's rest)
         self._features: List[tuple] = []  # _Features-shaped plain tuples: cheaper to build
-        self._seen: Dict[str, int] = {}
+        self._seen: set = set()  # ids so far: a set, not a dict of positions, to keep 100k-block passes small
         self.skipped: List[int] = []  # positions of page-index blocks, which get no decision
         self._shared: Dict[object, object] = {}  # one copy of each role, kind and match tuple
         self.max_turn: Optional[int] = None
@@ -498,8 +498,12 @@ class Scorer:
             raise PagerError(f"blocks[{index}].tokens must be a non-negative integer (got {tokens})")
         if not block_id or not block_id.isascii() or _FORBIDDEN_RE.search(block_id):
             check_quotable(block_id, f"blocks[{index}].id")
-        first = self._seen.setdefault(block_id, index)
-        if first != index:
+        seen = self._seen
+        size = len(seen)
+        seen.add(block_id)
+        if len(seen) == size:
+            first = next(i for i, f in zip(_decision_items(len(self._features), self.skipped), self._features)
+                         if f[0] == block_id)
             raise PagerError(f"blocks[{index}].id {_show(block_id)} duplicates blocks[{first}].id")
         self.tokens_before += tokens
         if stub is not False:
@@ -1553,7 +1557,7 @@ def load_and_plan(source, params: Params,
                   pages: Optional[Callable[[str], Optional[StoredPage]]] = None,
                   stub_text: Optional[Callable[[StoredPage], str]] = None,
                   with_index: bool = False,
-                  reserve: Optional[Callable[[Mapping[str, int]], int]] = None,
+                  reserve: Optional[Callable[[Container[str]], int]] = None,
                   intent: Optional[Intent] = None) -> PassPlan:
     """Stream a history (a path, '-' for stdin, or a HistorySource) and return its PassPlan.
 
@@ -3928,7 +3932,7 @@ def _index_header(count: int, contract_hint: str) -> str:
     return f"Paged blocks: {count} (recall one with: {contract_hint})"
 
 
-def _index_reserve(args: argparse.Namespace, store: Optional[PageStore], seen: Mapping[str, int]) -> int:
+def _index_reserve(args: argparse.Namespace, store: Optional[PageStore], seen: Container[str]) -> int:
     """Return the tokens the emitted page index takes beyond this history's own pages.
 
     Its header, plus the lines of blocks that earlier passes paged and this history
