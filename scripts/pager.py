@@ -3764,9 +3764,11 @@ def append_to_contract(path: str, render: Callable[[ContractState], bytearray]) 
 
 
 def _read_fd(fd: int, size: int) -> bytes:
+    # lseek + read rather than pread, which Windows lacks; O_APPEND writes still go to the end.
+    os.lseek(fd, 0, os.SEEK_SET)
     chunks, offset = [], 0
     while offset < size:
-        chunk = os.pread(fd, size - offset, offset)
+        chunk = os.read(fd, size - offset)
         if not chunk:
             break
         chunks.append(chunk)
