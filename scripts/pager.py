@@ -28,13 +28,18 @@ import hashlib
 import io
 import json
 import math
+import operator
 import os
 import re
 import sqlite3
 import sys
 import tempfile
+from bisect import bisect_right
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Tuple
+from itertools import chain, compress, repeat
+from operator import contains
+from typing import Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Sequence, Tuple
 
 try:  # advisory locks are POSIX; elsewhere the append still happens in one write
     import fcntl
@@ -106,6 +111,7 @@ _SLOT_OF_WORD = {**{w: w for w in _KEYWORDS},
 FORBIDDEN_IN_QUOTES = frozenset('"\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029')
 _FORBIDDEN_RE = re.compile('["\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]')
 _LINE_BREAK_RE = re.compile('[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]')
+_OTHER_BREAK_RE = re.compile('[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]')  # every line break but LF
 _NUMBER_RE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?\Z")
 _UNQUOTED_RE = re.compile(r"[a-z0-9 .-]*\Z")
 _WORD_RE = re.compile(r"\w+")
@@ -365,6 +371,8 @@ class Decision(NamedTuple):
 
 _RATIONALE = "R=%.3f sim=%.3f rec=%.3f dt=%d"
 _RATIONALE_NB = "R=%.3f sim=%.3f (nb; own=%.3f) rec=%.3f dt=%d"
+_RATIONALE_S = "R=%s sim=%s rec=%s dt=%d"  # the same, for numbers already formatted
+_RATIONALE_NB_S = "R=%s sim=%s (nb; own=%s) rec=%s dt=%d"
 
 
 def _rationale(d: "Decision") -> str:
@@ -372,20 +380,6 @@ def _rationale(d: "Decision") -> str:
     if d.neighbour > d.own:
         return _RATIONALE_NB % (d.R, d.similarity, d.own, d.recency, d.delta_t)
     return _RATIONALE % (d.R, d.similarity, d.recency, d.delta_t)
-
-
-class _Features(NamedTuple):
-    block: str
-    turn: int
-    role: str
-    kind: Optional[str]
-    tokens: int
-    matched: Tuple[str, ...]
-    guard: Optional[str]  # why it must stay: "pinned" or "system"; None
-    stub: bool
-    length: int       # characters of the (original) text, for the weighted proxy
-    stub_tokens: int  # what the block costs as a stub (budget mode), else 0
-    unit: Optional[str]   # blocks sharing a unit (a tool call and its results) share one directive
 
 
 def _show(value: object, limit: int = 60) -> str:
@@ -438,22 +432,29 @@ def _has_token(text: str, word: str) -> bool:
 
 
 class Scorer:
-    """Scores blocks one at a time, then classifies them once the whole history is seen.
+    """Scores blocks as they stream in, then classifies them once the whole history is seen.
 
-    Blocks go in through ``add`` (which validates each), decisions come out of
-    ``finish``; only small per-block features are kept in between, so a caller
-    streaming a large history never holds its text.
+    Blocks go in through ``add`` (one) or ``add_batch`` (a list; the fast path), which
+    validate each; decisions come out of ``finish``. Only small per-block features are
+    kept in between, column by column, so a caller streaming a large history never
+    holds all of its text: just the text of blocks that may still be paged (see
+    ``texts``), which saves the page store a second read of the file.
     """
 
     def __init__(self, keywords: List[str], params: Params,
                  pages: Optional[Callable[[str], Optional["StoredPage"]]] = None,
                  stub_text: Optional[Callable[["StoredPage"], str]] = None,
-                 with_index: bool = False, reserve: Optional[Callable[[Container[str]], int]] = None) -> None:
+                 with_index: bool = False, reserve: Optional[Callable[[Container[str]], int]] = None,
+                 current_turn: Optional[int] = None) -> None:
         self.keywords = list(keywords)
         self.params = params
         self.weighted = params.similarity == "weighted"
         self.terms = keyword_stems(self.keywords) if self.weighted else self.keywords
         self._needles = [(t, _needle(t)) for t in self.terms]
+        # Per term: its needle and a finder of the tokens that start with it (the needle first,
+        # so the regex engine can search for it; the look-behind then rejects a token's middle).
+        self._finders = [(t, n, re.compile(f"{re.escape(n)}(?<!\\w{re.escape(n)})\\w*").findall)
+                         for t, n in (self._needles if self.weighted else [(k, k) for k in self.terms]) if n]
         self.pages = pages  # id -> the stored original of a paged block, for blocks arriving as stubs
         # Budget mode prices every block as a stub; stub_text renders one (default hint: C.limn).
         if params.budget is not None and stub_text is None:
@@ -461,13 +462,48 @@ class Scorer:
         self.stub_text = stub_text if params.budget is not None else None
         self.with_index = with_index  # a page also costs its line in the emitted page index
         self.reserve = reserve        # ids seen -> budget tokens spoken for outside them (the index's rest)
-        self._features: List[tuple] = []  # _Features-shaped plain tuples: cheaper to build
+        # One entry per decision (block positions minus skipped page-index blocks), by column.
+        self._ids: List[str] = []
+        self._turns = array.array("q")
+        self._roles: List[str] = []
+        self._kinds: List[Optional[str]] = []
+        self._tokens = array.array("q")
+        self._matched: List[Tuple[str, ...]] = []  # the intent terms each holds (shared tuples)
+        self._lengths = array.array("q")      # characters of the (original) text, for the weighted proxy
+        self._stub_tokens = array.array("q")  # what each costs as a stub (budget mode only)
+        self._guards: Dict[int, str] = {}     # why it must stay: "pinned" or "system"
+        self._units: Dict[int, str] = {}      # blocks sharing a unit (a tool call and its results)
+        self._stubs: set = set()              # arrived as a page stub, scored on its stored text
+        # The text of each block that may end up paged, else None: a block is sure to be
+        # evicted when nothing can raise its sim above 0 (no match of its own, none just
+        # before it, no unit) and its recency alone scores under the evict cut.
+        self.texts: List[Optional[str]] = []
         self._seen: set = set()  # ids so far: a set, not a dict of positions, to keep 100k-block passes small
         self.skipped: List[int] = []  # positions of page-index blocks, which get no decision
         self._shared: Dict[object, object] = {}  # one copy of each role, kind and match tuple
         self.max_turn: Optional[int] = None
+        self.current_turn = current_turn  # when the header gave it before the blocks
+        self._recent_hits = [False] * NEIGHBOUR_WINDOW  # whether each of the last blocks matched
+        self._surely_evicted: Dict[int, bool] = {}  # delta_t -> recency alone is under the evict cut
         self.tokens_before = 0  # what the history costs as it arrived (stubs at their own size)
         self.tokens_after: Optional[int] = None  # set by finish when a budget is fitted
+
+    def _evicted_by_age(self, turn: int) -> bool:
+        """Return True if a block of ``turn`` with sim 0 scores under the evict cut, whatever comes later."""
+        # current_turn is at least every turn seen, so recency can only fall from this bound.
+        latest = self.current_turn if self.current_turn is not None else self.max_turn
+        delta_t = latest - turn if latest is not None and latest > turn else 0
+        sure = self._surely_evicted.get(delta_t)
+        if sure is None:
+            sure = self._surely_evicted[delta_t] = self.params.beta * recency(delta_t) < self.params.evict_cut
+        return sure
+
+    def _keep_text(self, text: str, turn: int, matched: tuple, unit: Optional[str]) -> Optional[str]:
+        near = any(self._recent_hits) if self.weighted else False
+        self._recent_hits = self._recent_hits[1:] + [bool(matched)]
+        if matched or near or unit is not None or not self._evicted_by_age(turn):
+            return text
+        return None
 
     def add(self, index: int, raw: object) -> None:
         """Validate ``raw`` (the block at ``blocks[index]``) and record its features."""
@@ -490,22 +526,25 @@ class Scorer:
             self._explain(index, raw)
         if turn < 0:
             raise PagerError(f"blocks[{index}].turn must not be negative (got {turn})")
+        if turn > _MAX_COUNT:
+            raise PagerError(f"blocks[{index}].turn is too large (got {turn})")
         if not role:
             raise PagerError(f"blocks[{index}].role must be a non-empty string (got \"\")")
         if tokens is None:
             tokens = estimate_tokens(text)
         elif tokens < 0:
             raise PagerError(f"blocks[{index}].tokens must be a non-negative integer (got {tokens})")
+        elif tokens > _MAX_COUNT:
+            raise PagerError(f"blocks[{index}].tokens is too large (got {tokens})")
         if not block_id or not block_id.isascii() or _FORBIDDEN_RE.search(block_id):
             check_quotable(block_id, f"blocks[{index}].id")
         seen = self._seen
         size = len(seen)
         seen.add(block_id)
         if len(seen) == size:
-            first = next(i for i, f in zip(_decision_items(len(self._features), self.skipped), self._features)
-                         if f[0] == block_id)
-            raise PagerError(f"blocks[{index}].id {_show(block_id)} duplicates blocks[{first}].id")
+            self._duplicate(index, block_id)
         self.tokens_before += tokens
+        position = len(self._ids)
         if stub is not False:
             if stub is not True:
                 raise PagerError(f"blocks[{index}].stub must be true or false (got {_show(stub)})")
@@ -515,6 +554,7 @@ class Scorer:
                 raise PagerError(f"blocks[{index}] is the stub of {_show(block_id)}, but the page store "
                                  "holds no text for it (evicted since? pass the latest --emit output)")
             text, tokens = page.text, page.tokens
+            self._stubs.add(position)
         matched: Tuple[str, ...] = ()
         if self.terms:
             lowered = text.lower()
@@ -528,22 +568,128 @@ class Scorer:
         role = shared.setdefault(role, role)  # type: ignore[assignment]
         if kind is not None:
             kind = shared.setdefault(kind, kind)  # type: ignore[assignment]
-        stub_tokens = 0
-        if self.stub_text is not None:
-            summary = stub_summary(text, matched, self.params.stub_words)
-            page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
-            stub_tokens = estimate_tokens(self.stub_text(page))
-            if self.with_index:
-                stub_tokens += estimate_tokens(index_lines([page])[0]) + 1
         if unit is not None:
             if type(unit) is not str:
                 raise PagerError(f"blocks[{index}].unit must be a string (got {_show(unit)})")
-            unit = shared.setdefault(unit, unit)
-        guard = "pinned" if pinned else "system" if role in SYSTEM_ROLES or protected == "system" else None
-        self._features.append((block_id, turn, role, kind, tokens, matched, guard, stub,
-                               len(text), stub_tokens, unit))  # _Features order
+            self._units[position] = shared.setdefault(unit, unit)  # type: ignore[assignment]
+        if self.stub_text is not None:
+            self._stub_tokens.append(self._stub_cost(block_id, turn, role, kind, tokens, matched, text))
+        if pinned:
+            self._guards[position] = "pinned"
+        elif role in SYSTEM_ROLES or protected == "system":
+            self._guards[position] = "system"
         if self.max_turn is None or turn > self.max_turn:
             self.max_turn = turn
+        self._ids.append(block_id)
+        self._turns.append(turn)
+        self._roles.append(role)
+        self._kinds.append(kind)
+        self._tokens.append(tokens)
+        self._matched.append(matched)
+        self._lengths.append(len(text))
+        self.texts.append(None if stub is True else self._keep_text(text, turn, matched, unit))
+
+    def add_batch(self, first: int, batch: List[object]) -> None:
+        """Validate and record ``batch``, the blocks at ``blocks[first:]``.
+
+        The usual batch (objects with exactly id, turn, role and text, ASCII ids) is
+        checked and scored a column at a time; any other goes through ``add`` block by
+        block, which also names the first bad block exactly.
+        """
+        ids: Tuple[str, ...] = ()
+        try:
+            if set(map(type, batch)) == {dict} and set(map(len, batch)) == {4}:
+                ids, turns, roles, texts = zip(*map(_REQUIRED, batch))
+        except KeyError:
+            ids = ()
+        if not ids or not (set(map(type, ids)) == set(map(type, roles)) == set(map(type, texts)) == {str}
+                           and set(map(type, turns)) == {int} and 0 <= min(turns) and max(turns) <= _MAX_COUNT
+                           and "" not in roles and "" not in ids):
+            for index, raw in enumerate(batch, first):
+                self.add(index, raw)
+            return
+        joined = "\x00".join(ids)
+        seen = self._seen
+        if (not joined.isascii() or _FORBIDDEN_RE.search(joined) or not seen.isdisjoint(ids)
+                or len(set(ids)) != len(ids)):
+            for index, raw in enumerate(batch, first):
+                self.add(index, raw)  # names the bad id, or the first duplicate
+            return
+        seen.update(ids)
+        lengths = list(map(len, texts))
+        if all(map(str.isascii, texts)):  # estimate_tokens, a column at a time
+            plain_chars = map(len, map(bytes.translate, map(str.encode, texts), repeat(None), repeat(_CODE_MARKS)))
+            tokens = [-(-n * 10 // 34) if (n - k) * 8 > n else -(-n // 4) for n, k in zip(lengths, plain_chars)]
+        else:
+            tokens = list(map(estimate_tokens, texts))
+        matched = self._batch_hits(texts)
+        shared = self._shared
+        roles = list(map(shared.setdefault, roles, roles))
+        position = len(self._ids)
+        for offset, role in enumerate(roles):
+            if role in SYSTEM_ROLES:
+                self._guards[position + offset] = "system"
+        if self.stub_text is not None:
+            self._stub_tokens.extend(map(self._stub_cost, ids, turns, roles, repeat(None), tokens, matched, texts))
+        top = max(turns)
+        if self.max_turn is None or top > self.max_turn:
+            self.max_turn = top
+        self.tokens_before += sum(tokens)
+        self._ids.extend(ids)
+        self._turns.extend(turns)
+        self._roles.extend(roles)
+        self._kinds.extend(repeat(None, len(ids)))
+        self._tokens.extend(tokens)
+        self._matched.extend(matched)
+        self._lengths.extend(lengths)
+        # _keep_text, a column at a time
+        hit = self._recent_hits + list(map(bool, matched))
+        window = len(self._recent_hits)
+        near = map(any, zip(*[hit[j: j + len(ids)] for j in range(window)])) if self.weighted else repeat(False)
+        self._recent_hits = hit[-window:]
+        young = {t: not self._evicted_by_age(t) for t in set(turns)}
+        self.texts.extend([text if h or n or young[t] else None
+                           for text, h, n, t in zip(texts, hit[window:], near, turns)])
+
+    def _batch_hits(self, texts: Sequence[str]) -> List[Tuple[str, ...]]:
+        """Return each text's matched terms, as ``_hits`` (weighted) or whole tokens (plain) would.
+
+        Term by term over the whole batch: the texts holding the term's needle at all,
+        the tokens there that start with it (one regex, in C), and which of those
+        tokens count (their stem is the term; plain: they are the term).
+        """
+        out: List[Tuple[str, ...]] = [()] * len(texts)
+        if not self.terms:
+            return out
+        lowered = list(map(str.lower, texts))
+        for term, needle, findall in self._finders:
+            where = list(compress(range(len(lowered)), map(contains, lowered, repeat(needle))))
+            if not where:
+                continue
+            tokens = list(map(findall, map(lowered.__getitem__, where)))
+            if self.weighted:
+                counted = {t for t in set(chain.from_iterable(tokens)) if (_STEMS.get(t) or stem(t)) == term}
+            else:
+                counted = {term}
+            for k, disjoint in zip(where, map(counted.isdisjoint, tokens)):
+                if not disjoint:
+                    out[k] += (term,)
+        setdefault = self._shared.setdefault
+        return [setdefault(found, found) if found else () for found in out]  # type: ignore[misc]
+
+    def _stub_cost(self, block_id: str, turn: int, role: str, kind: Optional[str], tokens: int,
+                   matched: Tuple[str, ...], text: str) -> int:
+        """Return what the block costs as a stub (and its page-index line, with --with-index)."""
+        summary = stub_summary(text, matched, self.params.stub_words)
+        page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
+        cost = estimate_tokens(self.stub_text(page))  # type: ignore[misc]
+        if self.with_index:
+            cost += estimate_tokens(index_lines([page])[0]) + 1
+        return cost
+
+    def _duplicate(self, index: int, block_id: str) -> NoReturn:
+        first = _decision_items(len(self._ids), self.skipped)[self._ids.index(block_id)]
+        raise PagerError(f"blocks[{index}].id {_show(block_id)} duplicates blocks[{first}].id")
 
     @staticmethod
     def _explain(index: int, raw: Dict[str, object]) -> None:
@@ -566,7 +712,7 @@ class Scorer:
                 raise PagerError(f"{where}.{field} must be {expected} (got {_show(raw[field])})")
         raise AssertionError(f"{where} failed the fast check but no field explains why")  # a bug, not input
 
-    def _similarities(self, features: List[tuple]) -> Tuple[Dict[int, float], Dict[int, float]]:
+    def _similarities(self) -> Tuple[Dict[int, float], Dict[int, float]]:
         """Return (own, neighbour) scores of the blocks that have any, by position.
 
         Weighted proxy: a keyword counts by its rarity in this history,
@@ -579,84 +725,151 @@ class Scorer:
         present, no neighbour credit.
         """
         n_terms = len(self.terms)
-        hits = [(i, f[5]) for i, f in enumerate(features) if f[5]]
+        hits = [(i, m) for i, m in enumerate(self._matched) if m]
         if not self.weighted:
             return {i: len(m) / n_terms for i, m in hits}, {}
-        n = len(features)
+        n = len(self._ids)
         df: Dict[str, int] = dict.fromkeys(self.terms, 0)
-        for _, matched in hits:
+        for matched, count in Counter(m for _, m in hits).items():
             for term in matched:
-                df[term] += 1
+                df[term] += count
         idf = {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
         total = sum(idf[t] for t, d in df.items() if d)
         own: Dict[int, float] = {}
         if not total:
             return own, {}
-        mean_length = sum(f[8] for f in features) / n or 1.0
+        mean_length = sum(self._lengths) / n or 1.0
+        lengths = self._lengths
+        coverage_of = {m: sum(idf[t] for t in m) / total for m in set(m for _, m in hits)}
         for i, matched in hits:
-            coverage = sum(idf[t] for t in matched) / total
-            scaled = coverage / (1.0 - LENGTH_WEIGHT + LENGTH_WEIGHT * features[i][8] / mean_length)
+            scaled = coverage_of[matched] / (1.0 - LENGTH_WEIGHT + LENGTH_WEIGHT * lengths[i] / mean_length)
             own[i] = scaled if scaled < 1.0 else 1.0
         # Dialogue turns lend and borrow credit; a tool call, a tool result or a system block
         # has its own content (and its unit) to go by, not its position.
         neighbour: Dict[int, float] = {}
         steps = [(d, NEIGHBOUR_DECAY ** d) for d in range(1, NEIGHBOUR_WINDOW + 1)]
+        roles, units = self._roles, self._units
         for i, score in own.items():
-            if features[i][2] not in DIALOGUE_ROLES or features[i][10] is not None:
+            if roles[i] not in DIALOGUE_ROLES or i in units:
                 continue
             lent = score ** NEIGHBOUR_POWER
             for d, factor in steps:
                 credit = lent * factor
                 j = i + d  # forward only: the topic is raised first, the answer follows
-                if (j < n and credit > neighbour.get(j, 0.0) and features[j][2] in DIALOGUE_ROLES
-                        and features[j][10] is None):
+                if j < n and credit > neighbour.get(j, 0.0) and roles[j] in DIALOGUE_ROLES and j not in units:
                     neighbour[j] = credit
         return own, neighbour
 
-    def finish(self, current_turn: Optional[int]) -> List["Decision"]:
-        """Return one Decision per block, in input order."""
+    def finish(self, current_turn: Optional[int]) -> "DecisionTable":
+        """Return one Decision per block, in input order (a DecisionTable)."""
         if current_turn is None:
             current_turn = self.max_turn if self.max_turn is not None else 0
-        features, self._features = self._features, []
-        own, neighbour = self._similarities(features)
-        units = [f[10] for f in features]
-        stub_tokens = [f[9] for f in features] if self.params.budget is not None else []
-        recencies: Dict[int, Tuple[int, float]] = {}
+        turns = self._turns
+        if self.max_turn is not None and self.max_turn > current_turn:
+            index = next(i for i, t in enumerate(turns) if t > current_turn)
+            position = _decision_items(index + 1, self.skipped)[index]
+            raise PagerError(f"blocks[{position}].turn ({turns[index]}) lies after current_turn ({current_turn})")
+        own, neighbour = self._similarities()
+        n = len(self._ids)
+        recency_of = {t: recency(current_turn - t) for t in set(turns)}
+        recencies = array.array("d", map(recency_of.__getitem__, turns))
+        owns = array.array("d", bytes(8 * n))
+        nears = array.array("d", bytes(8 * n))
+        for i, score in own.items():
+            owns[i] = score
+        for i, score in neighbour.items():
+            nears[i] = score
+        sims = array.array("d", [a if a >= b else b for a, b in zip(owns, nears)])
         alpha, beta = self.params.alpha, self.params.beta
         retain_cut, evict_cut = self.params.retain_cut, self.params.evict_cut
-        new_tuple = tuple.__new__  # builds a Decision without NamedTuple's Python-level __new__
-        decisions = []
-        append = decisions.append
-        for index, f in enumerate(features):
-            block, turn, role, kind, tokens, matched, guard, stub = f[:8]
-            if turn > current_turn:
-                position = _decision_items(index + 1, self.skipped)[index]
-                raise PagerError(f"blocks[{position}].turn ({turn}) lies after current_turn ({current_turn})")
-            aged = recencies.get(turn)
-            if aged is None:
-                aged = recencies[turn] = (current_turn - turn, recency(current_turn - turn))
-            delta_t, rec = aged
-            mine, near = own.get(index, 0.0), neighbour.get(index, 0.0)
-            sim = mine if mine >= near else near
-            r = alpha * sim + beta * rec
-            if guard is not None:
-                action, reason = "retain", guard
-            else:  # Params.classify, inlined on the hot path
-                action = "retain" if r >= retain_cut else "evict" if r < evict_cut else "page"
-                reason = "score"
-            append(new_tuple(Decision, (block, turn, role, kind, tokens, matched, sim, mine, near, rec,
-                                        delta_t, r, action, reason, stub)))
-            features[index] = None  # type: ignore[call-overload]  # free as we go: keep one copy at a time
-        del features
+        rs = array.array("d", [alpha * s + beta * r for s, r in zip(sims, recencies)])
+        # Params.classify, inlined: this runs once per block
+        actions = ["retain" if r >= retain_cut else "evict" if r < evict_cut else "page" for r in rs]
+        reasons = ["score"] * n
+        for i, guard in self._guards.items():
+            actions[i], reasons[i] = "retain", guard
+        stubs = [False] * n
+        for i in self._stubs:
+            stubs[i] = True
+        decisions = DecisionTable(self._ids, turns, self._roles, self._kinds, self._tokens, self._matched,
+                                  sims, owns, nears, recencies, array.array("q", [current_turn - t for t in turns]),
+                                  rs, actions, reasons, stubs)
+        units: List[Optional[str]] = []
+        if self._units:
+            units = [None] * n
+            for i, unit in self._units.items():
+                units[i] = unit
+        stub_tokens = self._stub_tokens
+        self._lengths = array.array("q")
         _protect_recent(decisions, current_turn, self.params.keep_recent)
-        has_units = any(u is not None for u in units)
-        if has_units:
+        if units:
             _join_units(decisions, units)
         if self.params.budget is not None:
             reserved = self.reserve(self._seen) if self.reserve is not None else 0
             room = max(0, self.params.budget - reserved)
-            self.tokens_after = fit_budget(decisions, stub_tokens, room, units if has_units else None) + reserved
+            self.tokens_after = fit_budget(decisions, stub_tokens, room, units or None) + reserved
         return decisions
+
+
+_REQUIRED = operator.itemgetter("id", "turn", "role", "text")
+_BATCH_BLOCKS = 4096  # blocks per add_batch when the whole list is at hand
+_MAX_COUNT = (1 << 63) - 1  # turns and token counts are kept in 64-bit arrays
+
+
+class DecisionTable:
+    """The decisions of a pass, one column per Decision field: a sequence of Decision.
+
+    A pass over 100,000 blocks holds one of these instead of 100,000 tuples;
+    indexing or iterating builds each Decision on the way out, and assigning a
+    Decision to an index writes its fields back. The hot paths (contract
+    statements, JSON records, counts) read the columns directly.
+    """
+
+    __slots__ = Decision._fields
+
+    def __init__(self, *columns: Any) -> None:
+        for name, column in zip(Decision._fields, columns):
+            setattr(self, name, column)
+
+    @classmethod
+    def of(cls, decisions: Iterable[Decision]) -> "DecisionTable":
+        """Return a table holding ``decisions``."""
+        rows = list(decisions)
+        columns = [list(column) for column in zip(*rows)] if rows else [[] for _ in Decision._fields]
+        return cls(*columns)
+
+    def columns(self) -> List[Any]:
+        return [getattr(self, name) for name in Decision._fields]
+
+    def __len__(self) -> int:
+        return len(self.block)
+
+    def __iter__(self) -> Iterator[Decision]:
+        return map(tuple.__new__, repeat(Decision), zip(*self.columns()))
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return tuple.__new__(Decision, [column[index] for column in self.columns()])
+
+    def __setitem__(self, index: int, decision: Decision) -> None:
+        for name, value in zip(Decision._fields, decision):
+            getattr(self, name)[index] = value
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (DecisionTable, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"DecisionTable({list(self)!r})"
+
+
+def _column(decisions: Sequence[Decision], name: str) -> Sequence[Any]:
+    """Return one field of every decision: the table's own column, or gathered from a list."""
+    if isinstance(decisions, DecisionTable):
+        return getattr(decisions, name)
+    return [getattr(d, name) for d in decisions]
 
 
 def _protect_recent(decisions: List[Decision], current_turn: int, keep_recent: Optional[int]) -> None:
@@ -681,11 +894,12 @@ def _guard(decisions: List[Decision], i: int, reason: str) -> None:
 def _join_units(decisions: List[Decision], units: List[Optional[str]]) -> None:
     """Give every block of a unit its strongest member's directive (retain > page > evict)."""
     best: Dict[str, str] = {}
-    for d, unit in zip(decisions, units):
-        if unit is not None and ACTION_RANK[d.action] >= ACTION_RANK[best.get(unit, "evict")]:
-            best[unit] = d.action
+    actions = _column(decisions, "action")
+    for action, unit in zip(actions, units):
+        if unit is not None and ACTION_RANK[action] >= ACTION_RANK[best.get(unit, "evict")]:
+            best[unit] = action
     for i, unit in enumerate(units):
-        if unit is not None and decisions[i].action != best[unit]:
+        if unit is not None and actions[i] != best[unit]:
             decisions[i] = decisions[i]._replace(action=best[unit], reason=f"unit {unit}")
 
 
@@ -717,15 +931,17 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     for i in range(len(decisions)):
         key = units[i] if units is not None and units[i] is not None else i
         groups.setdefault(key, []).append(i)
+    tokens, reasons = _column(decisions, "tokens"), _column(decisions, "reason")
+    rs, turns, actions = _column(decisions, "R"), _column(decisions, "turn"), _column(decisions, "action")
     left = budget
     candidates = []
     for members in groups.values():
-        cost = sum(decisions[i].tokens for i in members)
-        if any(decisions[i].reason in PROTECTIONS for i in members):
+        cost = sum(tokens[i] for i in members)
+        if any(reasons[i] in PROTECTIONS for i in members):
             left -= cost
         else:
-            best = max(members, key=lambda i: (decisions[i].R, decisions[i].turn, i))
-            candidates.append((-decisions[best].R, -decisions[best].turn, -best, members, cost,
+            best = max(members, key=lambda i: (rs[i], turns[i], i))
+            candidates.append((-rs[best], -turns[best], -best, members, cost,
                                sum(stub_tokens[i] for i in members)))
     candidates.sort(key=lambda c: c[:3])
     verbatim = set()
@@ -736,15 +952,14 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     for *_, members, cost, stubs in candidates:
         if members[0] in verbatim:
             action = "retain"
-        elif decisions[members[0]].action != "evict" and stubs <= left:
+        elif actions[members[0]] != "evict" and stubs <= left:
             left -= stubs
             action = "page"
         else:
             action = "evict"
         for i in members:
-            d = decisions[i]
-            if action != d.action:
-                decisions[i] = d._replace(action=action, reason="budget-" + {
+            if action != actions[i]:
+                decisions[i] = decisions[i]._replace(action=action, reason="budget-" + {
                     "retain": "kept", "page": "paged", "evict": "evicted"}[action])
     return budget - left
 
@@ -753,7 +968,7 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
 class PassPlan:
     """The scored decisions of one pass, before any contract is consulted."""
 
-    decisions: List[Decision]
+    decisions: Sequence[Decision]  # a DecisionTable from the pager's own planning
     keywords: List[str]
     current_turn: int
     params: Params
@@ -761,6 +976,9 @@ class PassPlan:
     tokens_before: int = 0              # the history as it arrived (stubs at their own size)
     tokens_after: Optional[int] = None  # kept verbatim plus stubs, when a budget was fitted
     intent_source: str = "intent_ir"    # where the keywords came from (see Intent)
+    # Per decision, the text of a block that may be paged, kept from the read (else None);
+    # the page store takes new pages' text from here instead of reading the history again.
+    texts: Optional[List[Optional[str]]] = dataclasses.field(default=None, repr=False, compare=False)
 
     def pressure(self) -> Optional[Tuple[float, float]]:
         """Return context pressure (tokens / budget) before and after the pass, or None."""
@@ -779,10 +997,8 @@ class PassPlan:
 
     def counts(self) -> Dict[str, int]:
         """Return the number of blocks per directive."""
-        counts = dict.fromkeys(ACTIONS, 0)
-        for d in self.decisions:
-            counts[d.action] += 1
-        return counts
+        actions = _column(self.decisions, "action")
+        return {action: actions.count(action) for action in ACTIONS}
 
 
 INTENT_SCHEMA = "prosecode.intent.v0"  # the sibling prompt compiler's Intent IR
@@ -874,13 +1090,13 @@ def plan_pass(history: Mapping[str, object], params: Params = Params(),
                       and isinstance(b.get("text"), str) and not b.get("stub")), None)
     intent = _header_intent(history, intent, last_user)
     scorer = Scorer(intent.keywords, params, pages.get if pages is not None else None)
-    for index, raw in enumerate(blocks):
-        scorer.add(index, raw)
+    for first in range(0, len(blocks), _BATCH_BLOCKS):
+        scorer.add_batch(first, blocks[first: first + _BATCH_BLOCKS])
     current = _header_current_turn(history)
     decisions = scorer.finish(current)
     header = {key: value for key, value in history.items() if key != "blocks"}
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
-                    params, header, scorer.tokens_before, scorer.tokens_after, intent.source)
+                    params, header, scorer.tokens_before, scorer.tokens_after, intent.source, scorer.texts)
 
 
 # --- core: stubs and the page index ---
@@ -1048,6 +1264,23 @@ def check_statement(statement: str) -> str:
     return _check_statement_slowly(statement, parts)
 
 
+def check_statements(statements: List[str]) -> None:
+    """Run check_statement on every statement of the list; raise PagerError for the first bad one.
+
+    The same checks a list at a time: each statement's unquoted segments must be a
+    known form's, and the joined text may hold no line break but the joins and no
+    empty quoted value. Only when that fails (or for the number form, which has no
+    fixed segments) is each statement checked alone.
+    """
+    get = _SEGMENTS.get
+    forms = [get(tuple(statement.split('"')[0::2])) for statement in statements]
+    text = "\n".join(statements)
+    if (None in forms or text.count("\n") != len(statements) - 1 or '""' in text
+            or _OTHER_BREAK_RE.search(text)):
+        for statement in statements:
+            check_statement(statement)
+
+
 def _check_statement_slowly(statement: str, parts: List[str]) -> str:
     """Check word by word: the number form, and a precise message for a bad statement."""
     if len(parts) % 2 == 0:
@@ -1167,41 +1400,53 @@ def statement_value(name: str, value: object) -> str:
     return f'remember a value called {name} with "{value}"'
 
 
-def iter_statements(plan: PassPlan, state: ContractState, now: str,
-                    extra_values: Mapping[str, object] = {}) -> Iterator[str]:
-    """Yield the checked statements that bring ``state`` to ``plan``'s directives.
+def statement_batches(plan: PassPlan, state: ContractState, now: str,
+                      extra_values: Mapping[str, object] = {}) -> Iterator[List[str]]:
+    """Yield the checked statements that bring ``state`` to ``plan``'s directives, a list at a time.
 
     New blocks get an ``add``; a block whose directive changed gets a ``remove``
     and an ``add``; an unchanged block gets nothing. Settings that differ from
-    the contract's are remembered again; the pass marker comes last. Each
-    statement passes check_statement before it is yielded.
+    the contract's are remembered again; the pass marker comes last. Every list
+    passes check_statements before it is yielded.
     """
-    check = check_statement
-    if state.empty:
-        statement = f'about "{CONTRACT_TOPIC}"'
-        check(statement)
-        yield statement
-    for name in LIST_OF_ACTION.values():
-        if name not in state.declared:
-            statement = f"remember a list called {name}"
-            check(statement)
-            yield statement
+    head = [f'about "{CONTRACT_TOPIC}"'] if state.empty else []
+    head += [f"remember a list called {name}" for name in LIST_OF_ACTION.values() if name not in state.declared]
+    if head:
+        check_statements(head)
+        yield head
+    decisions = plan.decisions
+    blocks, actions, reasons = (_column(decisions, name) for name in ("block", "action", "reason"))
+    rs, sims, owns, nears, recs, dts = (_column(decisions, name) for name in
+                                        ("R", "similarity", "own", "neighbour", "recency", "delta_t"))
     known = state.directives
-    for d in plan.decisions:
-        previous = known.get(d.block)
-        if previous == d.action:
-            continue
-        if d.reason == "score":  # Decision.rationale, inlined on the hot path
-            because = _rationale(d)
+    list_of = LIST_OF_ACTION
+    for start in range(0, len(blocks), _BATCH_BLOCKS):
+        stop = min(start + _BATCH_BLOCKS, len(blocks))
+        if known:
+            get = known.get
+            changed = [i for i in range(start, stop) if get(blocks[i]) != actions[i]]
         else:
-            because = d.rationale()
-        if previous is not None:
-            statement = statement_remove(d.block, previous, because)
-            check(statement)
-            yield statement
-        statement = statement_add(d.block, d.action, because)
-        check(statement)
-        yield statement
+            changed = range(start, stop)  # type: ignore[assignment]
+        # Decision.rationale, a batch at a time
+        r3, sim3, rec3 = (_formatted([column[i] for i in changed], "%.3f") for column in (rs, sims, recs))
+        because = [_RATIONALE_NB_S % (r, sim, "%.3f" % owns[i], rec, dts[i]) if nears[i] > owns[i]
+                   else _RATIONALE_S % (r, sim, rec, dts[i]) for i, r, sim, rec in zip(changed, r3, sim3, rec3)]
+        for k, i in enumerate(changed):
+            if reasons[i] != "score":
+                because[k] = f"{reasons[i]}; {because[k]}"
+        if known:
+            lines: List[str] = []
+            for i, why in zip(changed, because):
+                previous = known.get(blocks[i])
+                if previous is not None:
+                    lines.append(f'remove "{blocks[i]}" from {list_of[previous]} because "{why}"')
+                lines.append(f'add "{blocks[i]}" to {list_of[actions[i]]} because "{why}"')
+        else:
+            lines = ['add "%s" to %s because "%s"' % (blocks[i], list_of[actions[i]], why)
+                     for i, why in zip(changed, because)]
+        if lines:
+            check_statements(lines)
+            yield lines
     settings: Dict[str, object] = {
         "pager-version": __version__,
         "pager-alpha": plan.params.alpha,
@@ -1213,16 +1458,21 @@ def iter_statements(plan: PassPlan, state: ContractState, now: str,
         **plan.budget_values(),
     }
     settings.update(extra_values)
+    tail = []
     for name, value in settings.items():
         if name in NUMBER_VALUES:
             value = _parse_number(format_number(value))  # compare as the contract will store it
         if state.values.get(name) != value:
-            statement = statement_value(name, value)
-            check(statement)
-            yield statement
-    statement = statement_value(PASS_MARKER, now)
-    check(statement)
-    yield statement
+            tail.append(statement_value(name, value))
+    tail.append(statement_value(PASS_MARKER, now))
+    check_statements(tail)
+    yield tail
+
+
+def iter_statements(plan: PassPlan, state: ContractState, now: str,
+                    extra_values: Mapping[str, object] = {}) -> Iterator[str]:
+    """Yield the checked statements of a pass one by one (see statement_batches)."""
+    return chain.from_iterable(statement_batches(plan, state, now, extra_values))
 
 
 def render_pass(plan: PassPlan, state: ContractState, now: str,
@@ -1236,6 +1486,14 @@ def render_pass(plan: PassPlan, state: ContractState, now: str,
         'add "b1" to retained-blocks because "recent; R=1.000 sim=1.000 rec=1.000 dt=0"'
     """
     return list(iter_statements(plan, state, now, extra_values))
+
+
+def encode_batches(state: ContractState, batches: Iterable[List[str]]) -> bytearray:
+    """Return the bytes to append for lists of statements (see encode_statements)."""
+    out = bytearray(b"\n" if state.needs_newline else b"")
+    for batch in batches:
+        out += ("\n".join(batch) + "\n").encode("utf-8")
+    return out
 
 
 def encode_statements(state: ContractState, statements: Iterable[str]) -> bytearray:
@@ -1254,11 +1512,11 @@ def encode_statements(state: ContractState, statements: Iterable[str]) -> bytear
 
 def count_changes(plan: PassPlan, state: ContractState) -> Dict[str, int]:
     """Return how many blocks are new, moved and unchanged relative to ``state``."""
-    counts = {"new": 0, "moved": 0, "unchanged": 0}
-    for d in plan.decisions:
-        previous = state.directives.get(d.block)
-        counts["new" if previous is None else "unchanged" if previous == d.action else "moved"] += 1
-    return counts
+    blocks, actions = _column(plan.decisions, "block"), _column(plan.decisions, "action")
+    previous = list(map(state.directives.get, blocks))
+    new = previous.count(None)
+    unchanged = sum(map(operator.eq, previous, actions))
+    return {"new": new, "moved": len(blocks) - new - unchanged, "unchanged": unchanged}
 
 
 def _looks_cut_from_pager_name(words: List[str]) -> bool:
@@ -1303,7 +1561,6 @@ def read_contract_state(text: str) -> ContractState:
 # --- edges: history loading ---
 
 _JSON_WS = re.compile(r"[ \t\n\r]*")
-_ARRAY_SEP = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 
 
@@ -1382,17 +1639,101 @@ class _JsonStream:
                 return obj
 
 
-def _stream_history(fp: io.TextIOBase, name: str,
-                    on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, object], None]]],
-                    chunk: int = 1 << 20, spans: Optional["array.array[int]"] = None
-                    ) -> Tuple[Dict[str, object], bool]:
-    """Read a pager history object, handing blocks one by one to the callback ``on_blocks`` returns.
+# Between two blocks of the list: the end of one object, a comma, and the start of the next
+# object (its first key or its end). A raw '"' can't stand inside a JSON string, so a match
+# never lies wholly inside a text; one that isn't between top-level blocks makes the batch
+# fail to parse, and the reader falls back to reading value by value.
+_BLOCK_BREAK = re.compile(r'\}[ \t\n\r]*,[ \t\n\r]*(?=\{[ \t\n\r]*["}])')
+_BATCH_WINDOW = 1 << 16  # where to look for the last block break: the buffer's last 64 KiB
 
-    ``on_blocks(header_so_far)`` is called when the ``blocks`` list starts; if it
-    returns None the blocks are skipped. With ``spans``, the start and end
-    character offsets of every handed block are appended to it, so a later read
-    can pick single blocks out without parsing the rest. Returns the header
-    fields and whether the blocks were handed over.
+
+def _last_break(buf: str, start: int) -> int:
+    """Return where the last block break in ``buf[start:]`` starts (its '}'), or -1."""
+    found = -1
+    window = max(start, len(buf) - _BATCH_WINDOW)
+    for match in _BLOCK_BREAK.finditer(buf, window):
+        found = match.start()
+    if found < 0 and window > start:  # a block longer than the window: look through the rest
+        for match in _BLOCK_BREAK.finditer(buf, start, window + 64):
+            found = match.start()
+    return found
+
+
+def _read_blocks(js: "_JsonStream", sink: Optional[Callable[[int, List[object]], None]],
+                 runs: Optional["array.array[int]"]) -> None:
+    """Read the blocks list after its '[', handing the blocks to ``sink`` in batches.
+
+    Most of the list is decoded a batch at a time: every block whose end is in the
+    buffer, by one ``json.loads`` (twice as fast as a value at a time). What that
+    can't take (a block longer than the buffer, a break look-alike inside a text,
+    the list's last blocks, invalid JSON) is read value by value, which also gives
+    invalid JSON its exact line and column. With ``runs``, each handed batch appends
+    (first character, end character, first index, count): the text between holds
+    just its blocks and the commas between them.
+    """
+    index = 0
+    pending: List[object] = []  # blocks read value by value, not handed over yet
+    pending_start = pending_end = 0
+    no_batch_before = 0  # a batch up to here failed to parse, or no break was found before here
+    loads = json.loads
+
+    def hand(blocks: List[object], start: int, end: int) -> None:
+        nonlocal index
+        if runs is not None:
+            runs.extend((start, end, index, len(blocks)))
+        if sink is not None:
+            sink(index, blocks)
+        index += len(blocks)
+
+    if js.peek() == "]":
+        js.pos += 1
+        return
+    while True:
+        if js.dropped + js.pos >= no_batch_before:
+            if len(js.buf) - js.pos < js.chunk // 2:
+                js._more()
+            cut = _last_break(js.buf, js.pos)
+            if cut < 0:
+                no_batch_before = js.dropped + len(js.buf)  # read on value by value, then look again
+            else:
+                try:
+                    batch = loads("[" + js.buf[js.pos: cut + 1] + "]")
+                except ValueError:
+                    no_batch_before = js.dropped + cut + 1
+                else:
+                    if pending:
+                        hand(pending, pending_start, pending_end)
+                        pending = []
+                    hand(batch, js.dropped + js.pos, js.dropped + cut + 1)
+                    js.pos = _BLOCK_BREAK.match(js.buf, cut).end()  # type: ignore[union-attr]
+                    continue
+        if not pending:
+            pending_start = js.dropped + js.pos
+        pending.append(js.value())
+        pending_end = js.dropped + js.pos
+        c = js.peek()
+        if c == "]":
+            js.pos += 1
+            hand(pending, pending_start, pending_end)
+            return
+        js.take(",")
+        js.peek()
+        if len(pending) >= _BATCH_BLOCKS:
+            hand(pending, pending_start, pending_end)
+            pending = []
+
+
+def _stream_history(fp: io.TextIOBase, name: str,
+                    on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, List[object]], None]]],
+                    chunk: int = 1 << 20, runs: Optional["array.array[int]"] = None
+                    ) -> Tuple[Dict[str, object], bool]:
+    """Read a pager history object, handing its blocks in batches to the sink ``on_blocks`` returns.
+
+    ``on_blocks(header_so_far)`` is called when the ``blocks`` list starts and
+    returns ``sink(first_index, blocks)``, or None to skip the blocks. With
+    ``runs``, where each handed batch lies in the text is noted (see _read_blocks),
+    so a later read can decode single batches without parsing the rest. Returns
+    the header fields and whether the blocks were handed over.
     """
     js = _JsonStream(fp, name, chunk)
     if js.peek() != "{":
@@ -1420,32 +1761,7 @@ def _stream_history(fp: io.TextIOBase, name: str,
                 js.take("[")
                 sink = on_blocks(header)
                 handed = sink is not None
-                index = 0
-                if js.peek() == "]":
-                    js.pos += 1
-                else:
-                    record = spans.append if spans is not None and sink is not None else None
-                    while True:
-                        if record is not None:
-                            record(js.dropped + js.pos)
-                        item = js.value()
-                        if record is not None:
-                            record(js.dropped + js.pos)
-                        if sink is not None:
-                            sink(index, item)
-                        index += 1
-                        # Fast path: the separator and the next value's start are in the buffer.
-                        sep = _ARRAY_SEP.match(js.buf, js.pos)
-                        if sep is not None and sep.end() < len(js.buf):
-                            js.pos = sep.end()
-                            if sep.group(1) == "]":
-                                break
-                            continue
-                        c = js.peek()
-                        if c == "]":
-                            js.pos += 1
-                            break
-                        js.take(",")
+                _read_blocks(js, sink, runs if handed else None)
             else:
                 header[key] = js.value()
             c = js.peek()
@@ -1466,7 +1782,7 @@ class HistorySource:
     def __init__(self, path: str) -> None:
         self.path = path
         self.name = "<stdin>" if path == "-" else path
-        self.spans: "array.array[int]" = array.array("q")  # start, end of each block, last full stream
+        self.runs: "array.array[int]" = array.array("q")  # where the batches of the last full stream lie
         self.skipped: List[int] = []  # block positions the scorer skipped (page-index blocks)
         self._stdin: Optional[str] = None
         if path == "-":
@@ -1481,7 +1797,7 @@ class HistorySource:
         """Return a source over ``text`` held in memory (a transcript converted to pager JSON)."""
         source = cls.__new__(cls)
         source.path, source.name, source._stdin = name, name, text
-        source.spans, source.skipped = array.array("q"), []
+        source.runs, source.skipped = array.array("q"), []
         return source
 
     def read_text(self) -> str:
@@ -1505,15 +1821,15 @@ class HistorySource:
         except OSError as exc:
             raise PagerError(f"{self.path}: can't read ({exc.strerror})") from None
 
-    def stream(self, on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, object], None]]]
+    def stream(self, on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, List[object]], None]]]
                ) -> Tuple[Dict[str, object], bool]:
-        """Stream the history once (see _stream_history), noting where each block lies."""
-        spans = array.array("q")
+        """Stream the history once (see _stream_history), noting where each batch of blocks lies."""
+        runs = array.array("q")
         try:
             with self.open() as fp:
-                header, handed = _stream_history(fp, self.name, on_blocks, spans=spans)
+                header, handed = _stream_history(fp, self.name, on_blocks, runs=runs)
                 if handed:
-                    self.spans = spans
+                    self.runs = runs
                 return header, handed
         except PagerError as exc:
             message = str(exc)
@@ -1523,34 +1839,37 @@ class HistorySource:
 
 
     def blocks_at(self, items: Iterable[int]) -> Iterator[Tuple[int, object]]:
-        """Yield ``(item, block)`` for the given ascending block positions, parsing only those.
+        """Yield ``(item, block)`` for the given ascending block positions.
 
-        Reads the history again and slices each block out by the offsets the last
-        full stream noted; the file must not have changed in between.
+        Reads the history again and decodes only the batches (see _read_blocks) that
+        hold a wanted block, found by the offsets the last full stream noted; the
+        file must not have changed in between.
         """
-        spans = self.spans
+        runs = self.runs
+        firsts = runs[2::4]
         changed = f"{self.name}: the history changed while the pass was reading it"
         with self.open() as fp:
-            buf, base = "", 0  # buf holds characters base .. base + len(buf) of the file
+            at = 0  # characters of the file read so far
+            current, blocks = -1, []  # the decoded run
             for item in items:
-                start, end = spans[2 * item], spans[2 * item + 1]
-                if end > base + len(buf):  # refill: keep from the block's start, read on to its end
-                    skip = start - base - len(buf)
-                    while skip > 0:  # the block starts beyond what is read: pass over the gap
-                        data = fp.read(min(skip, 1 << 20))
+                run = bisect_right(firsts, item) - 1
+                if run != current:
+                    start, end, count = runs[4 * run], runs[4 * run + 1], runs[4 * run + 3]
+                    while at < start:  # pass over the gap before the run
+                        data = fp.read(min(start - at, 1 << 20))
                         if not data:
                             raise PagerError(changed)
-                        skip -= len(data)
-                    buf, base = buf[max(0, start - base):], max(start, base)
-                    while base + len(buf) < end:
-                        data = fp.read(max(1 << 20, end - base - len(buf)))
-                        if not data:
-                            raise PagerError(changed)
-                        buf += data
-                try:
-                    yield item, json.loads(buf[start - base: end - base])
-                except json.JSONDecodeError:
-                    raise PagerError(changed) from None
+                        at += len(data)
+                    text = fp.read(end - start)
+                    at += len(text)
+                    try:
+                        blocks = json.loads("[" + text + "]")
+                    except ValueError:
+                        raise PagerError(changed) from None
+                    if len(text) != end - start or len(blocks) != count:
+                        raise PagerError(changed)
+                    current = run
+                yield item, blocks[item - firsts[run]]
 
 
 def load_and_plan(source, params: Params,
@@ -1572,28 +1891,34 @@ def load_and_plan(source, params: Params,
     chosen: Optional[Intent] = None
     last_user: List[Optional[str]] = [None]
 
-    def on_blocks(header: Dict[str, object]) -> Optional[Callable[[int, object], None]]:
+    def new_scorer(header: Dict[str, object], keywords: List[str]) -> Scorer:
+        given = header.get("current_turn")  # a hint only: checked once the header is read
+        hint = given if _is_int(given) and given >= 0 else None  # type: ignore[operator]
+        return Scorer(keywords, params, pages, stub_text, with_index, reserve, hint)  # type: ignore[arg-type]
+
+    def on_blocks(header: Dict[str, object]) -> Optional[Callable[[int, List[object]], None]]:
         nonlocal scorer, chosen
         if intent is None and "intent_ir" not in header:
             return note_user  # the intent is further on, or is the last user message: read twice
         chosen = _header_intent(header, intent, None)
-        scorer = Scorer(chosen.keywords, params, pages, stub_text, with_index, reserve)
-        return scorer.add
+        scorer = new_scorer(header, chosen.keywords)
+        return scorer.add_batch
 
-    def note_user(_index: int, raw: object) -> None:
-        if type(raw) is dict and raw.get("role") == "user" and isinstance(raw.get("text"), str):
-            if raw.get("stub") is True and pages is not None:
-                page = pages(str(raw.get("id")))
-                last_user[0] = page.text if page is not None else last_user[0]
-            elif raw.get("stub") is not True:
-                last_user[0] = raw["text"]  # type: ignore[assignment]
+    def note_user(_first: int, blocks: List[object]) -> None:
+        for raw in blocks:
+            if type(raw) is dict and raw.get("role") == "user" and isinstance(raw.get("text"), str):
+                if raw.get("stub") is True and pages is not None:
+                    page = pages(str(raw.get("id")))
+                    last_user[0] = page.text if page is not None else last_user[0]
+                elif raw.get("stub") is not True:
+                    last_user[0] = raw["text"]  # type: ignore[assignment]
 
     try:
         header, _ = source.stream(on_blocks)
         if scorer is None:
             chosen = _header_intent(header, intent, last_user[0])
-            scorer = Scorer(chosen.keywords, params, pages, stub_text, with_index, reserve)
-            source.stream(lambda _header: scorer.add)  # type: ignore[union-attr]
+            scorer = new_scorer(header, chosen.keywords)
+            source.stream(lambda _header: scorer.add_batch)  # type: ignore[union-attr]
         current = _header_current_turn(header)
         decisions = scorer.finish(current)
         source.skipped = scorer.skipped
@@ -1601,7 +1926,8 @@ def load_and_plan(source, params: Params,
         message = str(exc)
         raise PagerError(message if message.startswith(source.name + ":") else f"{source.name}: {message}") from None
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
-                    params, header, scorer.tokens_before, scorer.tokens_after, chosen.source)  # type: ignore[union-attr]
+                    params, header, scorer.tokens_before, scorer.tokens_after, chosen.source,  # type: ignore[union-attr]
+                    scorer.texts)
 
 
 # --- edges: transcript formats ---
@@ -3626,10 +3952,12 @@ class PageStore:
 
     def put(self, pages: Iterable[StoredPage]) -> None:
         """Insert or replace pages (inside the caller's transaction)."""
-        self._db.executemany(
-            "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(p.block, p.turn, p.role, p.kind, p.tokens, json.dumps(list(p.keywords)), p.sha256,
-              p.paged_at, p.summary, p.text) for p in pages])
+        self.put_rows([(p.block, p.turn, p.role, p.kind, p.tokens, json.dumps(list(p.keywords)), p.sha256,
+                        p.paged_at, p.summary, p.text) for p in pages])
+
+    def put_rows(self, rows: List[tuple]) -> None:
+        """Insert or replace rows in the table's column order, keywords as a JSON list."""
+        self._db.executemany("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def commit(self) -> None:
         self._db.execute("COMMIT")
@@ -3824,7 +4152,7 @@ def normalize_now(text: Optional[str]) -> str:
 def final_directives(state: ContractState, plan: PassPlan) -> Dict[str, str]:
     """Return every known block's directive once this pass is recorded."""
     final = dict(state.directives)
-    final.update((d.block, d.action) for d in plan.decisions)
+    final.update(zip(_column(plan.decisions, "block"), _column(plan.decisions, "action")))
     return final
 
 
@@ -3846,36 +4174,73 @@ class _Materializer:
 
     def run(self, source: HistorySource) -> None:
         """Store new pages' text, and write every surviving block if emitting."""
+        if self.emit is None:
+            self._store_pages(source)
+            return
         decisions = self.plan.decisions
-        emit = self.emit is not None
-        wanted = [k for k, d in enumerate(decisions)
-                  if (d.action == "page" and not d.stub) or (emit and d.action == "retain")]
-        items = _decision_items(len(decisions), source.skipped)
-        raws = source.blocks_at(items[k] for k in wanted)
-        next_raw = iter(raws)
-        pending_k = iter(wanted)
-        k_raw = next(pending_k, None)
+        texts = self.plan.texts
+        wanted = [k for k, d in enumerate(decisions) if d.action == "retain" or
+                  (d.action == "page" and not d.stub and (texts is None or texts[k] is None))]
+        raws = self._raws(source, wanted)
         for k, d in enumerate(decisions):
-            raw = None
-            if k == k_raw:
-                item, raw = next(next_raw)
-                if type(raw) is not dict or raw.get("id") != d.block:
-                    raise PagerError(f"{source.name}: blocks[{item}] changed while the pass was reading the history")
-                k_raw = next(pending_k, None)
-            elif not (emit and d.action == "page"):
+            raw = raws.get(k)
+            if raw is None and d.action != "page":
                 continue
-            page = self._page(d, raw)
-            if emit:
-                self._write(self._emitted(d, raw, page))
+            text = raw["text"] if raw is not None else texts[k] if texts is not None else None  # type: ignore[index]
+            page = self._page(d, text)  # type: ignore[arg-type]
+            self._write(self._emitted(d, raw, page))
         self.flush()
 
-    def _page(self, d: Decision, raw: Optional[Dict[str, object]]) -> Optional[StoredPage]:
+    def _raws(self, source: HistorySource, wanted: List[int]) -> Dict[int, Dict[str, object]]:
+        """Return decision index -> block object, for the wanted decisions, read again from the history."""
+        decisions = self.plan.decisions
+        items = _decision_items(len(decisions), source.skipped) if source.skipped else None
+        raws: Dict[int, Dict[str, object]] = {}
+        for k, (item, raw) in zip(wanted, source.blocks_at(items[k] if items else k for k in wanted)):
+            if type(raw) is not dict or raw.get("id") != decisions[k].block:  # type: ignore[union-attr]
+                raise PagerError(f"{source.name}: blocks[{item}] changed while the pass was reading the history")
+            raws[k] = raw  # type: ignore[assignment]
+        return raws
+
+    def _store_pages(self, source: HistorySource) -> None:
+        """Store every new page's text: from what the first read kept, else read again."""
+        decisions = self.plan.decisions
+        block, turn, role, kind, tokens, matched, action, stub = (_column(decisions, name) for name in (
+            "block", "turn", "role", "kind", "tokens", "matched", "action", "stub"))
+        pages = [k for k, a in enumerate(action) if a == "page" and not stub[k]]
+        texts = self.plan.texts
+        if texts is None:
+            texts = [None] * len(block)
+        missing = [k for k in pages if texts[k] is None]
+        if missing:
+            for k, raw in self._raws(source, missing).items():
+                texts[k] = raw["text"]  # type: ignore[assignment,index]
+        known, now = self.known, self.now
+        listed = {m: json.dumps(list(m)) for m in set(map(matched.__getitem__, pages))}
+        sha256 = hashlib.sha256
+        rows = []
+        for k in pages:
+            text = texts[k]
+            sha = sha256(text.encode("utf-8")).hexdigest()  # type: ignore[union-attr]
+            if known.get(block[k]) == sha:
+                continue  # stored by an earlier pass, unchanged
+            rows.append((block[k], turn[k], role[k], kind[k], tokens[k], listed[matched[k]], sha, now, "", text))
+            if len(rows) >= _BATCH_BLOCKS:
+                self._put_rows(rows)
+                rows = []
+        self._put_rows(rows)
+
+    def _put_rows(self, rows: List[tuple]) -> None:
+        if rows and self.store is not None:
+            self.store.put_rows(rows)
+        self.stored += len(rows)
+
+    def _page(self, d: Decision, text: Optional[str]) -> Optional[StoredPage]:
         """Return the stored page of a paged or stub block, storing a newly paged one's text."""
         if d.stub:
             return self.store.get(d.block) if self.store is not None else None
         if d.action != "page":
             return None
-        text = raw["text"]  # type: ignore[index]
         sha = text_sha256(text)  # type: ignore[arg-type]
         if self.known.get(d.block) == sha and self.store is not None:
             return self.store.get(d.block) if self.emit is not None else None
@@ -4129,16 +4494,45 @@ _RECORD = ('{"block": %s, "kind": %s, "role": %s, "turn": %d, "tokens": %d, "mat
            '"similarity": %.6f, "own": %.6f, "neighbour": %.6f, "recency": %.6f, "delta_t": %d, "R": %.6f, "action": "%s", "reason": %s, "stub": %s}')
 
 
-def _write_records(stream, decisions: List[Decision]) -> None:
+# record_line's format with the numbers already formatted (by _formatted, "%.6f")
+_RECORD_S = ('{"block": %s, "kind": %s, "role": %s, "turn": %d, "tokens": %d, "matched": [%s], '
+             '"similarity": %s, "own": %s, "neighbour": %s, "recency": %s, "delta_t": %d, "R": %s, '
+             '"action": "%s", "reason": %s, "stub": %s}')
+
+
+def _formatted(values: Sequence[float], spec: str) -> List[str]:
+    """Return ``spec % v`` for each value, formatting each distinct value once.
+
+    Formatting a float costs several times a dictionary lookup, and a pass repeats
+    its values: sim 0 for most blocks, one recency per turn.
+    """
+    text = {v: spec % v for v in set(values)}
+    return list(map(text.__getitem__, values))
+
+
+def _write_records(stream, decisions: Sequence[Decision]) -> None:
+    """Write record_line of every decision, a batch of lines at a time, from the columns."""
+    enc = _encode_str
+    columns = [_column(decisions, name) for name in Decision._fields]
+    block, turn, role, kind, tokens, matched, sim, own, near, rec, delta_t, r, action, reason, stub = columns
+    # The few distinct roles, kinds, reasons and match tuples are encoded once each.
+    text_of: Dict[object, str] = {None: "null"}
+    for value in chain(set(role), set(kind), set(reason)):
+        if value is not None:
+            text_of[value] = enc(value)
+    list_of = {m: ", ".join([enc(k) for k in m]) for m in set(matched)}
+    flag = {False: "false", True: "true"}
     write = stream.write
-    batch: List[str] = []
-    for d in decisions:
-        batch.append(record_line(d))
-        if len(batch) == 4096:
-            write("\n".join(batch) + "\n")
-            batch = []
-    if batch:
-        write("\n".join(batch) + "\n")
+    for start in range(0, len(block), _BATCH_BLOCKS):
+        stop = start + _BATCH_BLOCKS
+        rows = zip(map(enc, block[start:stop]), map(text_of.__getitem__, kind[start:stop]),
+                   map(text_of.__getitem__, role[start:stop]), turn[start:stop], tokens[start:stop],
+                   map(list_of.__getitem__, matched[start:stop]), _formatted(sim[start:stop], "%.6f"),
+                   _formatted(own[start:stop], "%.6f"), _formatted(near[start:stop], "%.6f"),
+                   _formatted(rec[start:stop], "%.6f"), delta_t[start:stop], _formatted(r[start:stop], "%.6f"),
+                   action[start:stop], map(text_of.__getitem__, reason[start:stop]),
+                   map(flag.__getitem__, stub[start:stop]))
+        write("\n".join([_RECORD_S % row for row in rows]) + "\n")
     stream.flush()
 
 
@@ -4171,7 +4565,7 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
             settings["pager-keep-recent"] = params.keep_recent
 
         def render(state: ContractState) -> bytearray:
-            return encode_statements(state, iter_statements(plan, state, now, settings))
+            return encode_batches(state, statement_batches(plan, state, now, settings))
 
         if args.dry_run:
             state = contract_state(args.contract)
@@ -4293,7 +4687,8 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, sto
     emitted = None
     with LockedContract(args.contract) as locked:
         state = locked.state
-        needs_text = any(d.action == "page" and not d.stub for d in plan.decisions)
+        needs_text = any(a == "page" and not stub for a, stub in zip(_column(plan.decisions, "action"),
+                                                                     _column(plan.decisions, "stub")))
         if store is None and needs_text:
             store = PageStore.open(store_path, create=True, stub_words=plan.params.stub_words)
         stored = 0
@@ -4308,6 +4703,8 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, sto
                 work = _Materializer(plan, store, now, plan.params.stub_words, hint, blocks_file)
                 work.run(reading.source)
                 stored = work.stored
+            if plan.texts is not None:
+                plan.texts.clear()  # stored: let the memory go before the contract is rendered
             final = final_directives(state, plan)
             if args.emit and transcript is not None:
                 compacted = emit(transcript, _transcript_directives(plan, store, hint))

@@ -96,22 +96,52 @@ def test_intent_after_blocks_is_read(cli, tmp_path):
     assert (tmp_path / "a.limn").read_bytes() == (tmp_path / "b.limn").read_bytes()
 
 
-@settings(max_examples=40, deadline=None)
+# Texts full of what a batch boundary looks like ('}, {"'), so the batch reader must
+# reject look-alikes inside strings and fall back to reading value by value.
+_TRICKY_TEXT = st.text(st.sampled_from(list('}{,"[] :\\n\u00e9x')), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
 @given(st.lists(st.fixed_dictionaries({
     "id": st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters='"\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029'),
                   min_size=1, max_size=12),
     "turn": st.integers(0, 50), "role": st.sampled_from(["user", "assistant"]),
-    "text": st.text(max_size=80)}), max_size=12, unique_by=lambda b: b["id"]),
-    st.integers(1, 9), st.booleans())
+    "text": st.one_of(st.text(max_size=80), _TRICKY_TEXT)},
+    optional={"meta": st.lists(st.fixed_dictionaries({"a": _TRICKY_TEXT}), max_size=2)}),
+    max_size=12, unique_by=lambda b: b["id"]),
+    st.integers(1, 90), st.booleans())
 def test_streaming_reader_agrees_with_json_loads(blocks, chunk, indent):
+    """The batched reader hands over exactly the blocks json.loads sees, in order and in batches
+    that start where the previous one ended, and the batches it notes can be decoded again."""
+    import array
     import io
     import pager
-    doc = json.dumps({"current_turn": 60, "intent_ir": ["x"], "blocks": blocks}, indent=1 if indent else None)
-    got = []
-    header, handed = pager._stream_history(io.StringIO(doc), "h.json", lambda h: (lambda i, b: got.append(b)),
-                                           chunk=chunk)
-    assert handed and header == {"current_turn": 60, "intent_ir": ["x"]}
+    doc = json.dumps({"current_turn": 60, "intent_ir": ["x"], "blocks": blocks, "after": 1},
+                     indent=1 if indent else None)
+    got, firsts, runs = [], [], array.array("q")
+    header, handed = pager._stream_history(io.StringIO(doc), "h.json",
+                                           lambda h: (lambda i, bs: (firsts.append(i), got.extend(bs))),
+                                           chunk=chunk, runs=runs)
+    assert handed and header == {"current_turn": 60, "intent_ir": ["x"], "after": 1}
     assert got == blocks
+    assert firsts == [sum(runs[4 * r + 3] for r in range(k)) for k in range(len(firsts))]
+    for r in range(len(runs) // 4):
+        start, end, first, count = runs[4 * r: 4 * r + 4]
+        assert json.loads("[" + doc[start:end] + "]") == blocks[first: first + count]
+
+
+def test_batched_reader_reads_a_large_history_in_few_batches(tmp_path):
+    """A history of plain blocks is decoded a batch at a time, not value by value."""
+    import array
+    import io
+    import pager
+    blocks = [{"id": f"b{i}", "turn": i, "role": "user", "text": "x}, {\"y" * (i % 7)} for i in range(20000)]
+    doc = json.dumps({"blocks": blocks})
+    sizes, runs = [], array.array("q")
+    pager._stream_history(io.StringIO(doc), "h.json", lambda h: (lambda i, bs: sizes.append(len(bs))),
+                          chunk=1 << 16, runs=runs)
+    assert sum(sizes) == 20000
+    assert len(sizes) < 100 and sorted(sizes)[len(sizes) // 2] > 500
 
 
 def test_help_lists_exit_codes_and_an_example(cli):
