@@ -37,9 +37,14 @@ import tempfile
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import chain, compress, repeat
+from itertools import accumulate, chain, compress, repeat
 from operator import contains
 from typing import Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Sequence, Tuple
+
+try:  # CPython nearly always has zlib; without it kept texts stay uncompressed
+    import zlib
+except ImportError:  # pragma: no cover
+    zlib = None  # type: ignore[assignment]
 
 try:  # advisory locks are POSIX; elsewhere the append still happens in one write
     import fcntl
@@ -477,14 +482,14 @@ class Scorer:
         # The text of each block that may end up paged, else None: a block is sure to be
         # evicted when nothing can raise its sim above 0 (no match of its own, none just
         # before it, no unit) and its recency alone scores under the evict cut.
-        self.texts: List[Optional[str]] = []
+        self.texts = KeptTexts()
         self._seen: set = set()  # ids so far: a set, not a dict of positions, to keep 100k-block passes small
         self.skipped: List[int] = []  # positions of page-index blocks, which get no decision
         self._shared: Dict[object, object] = {}  # one copy of each role, kind and match tuple
         self.max_turn: Optional[int] = None
         self.current_turn = current_turn  # when the header gave it before the blocks
         self._recent_hits = [False] * NEIGHBOUR_WINDOW  # whether each of the last blocks matched
-        self._surely_evicted: Dict[int, bool] = {}  # delta_t -> recency alone is under the evict cut
+        self._old_age = _evicting_age(params)  # a block this many turns old scores under the evict cut on age alone
         self.tokens_before = 0  # what the history costs as it arrived (stubs at their own size)
         self.tokens_after: Optional[int] = None  # set by finish when a budget is fitted
 
@@ -492,11 +497,7 @@ class Scorer:
         """Return True if a block of ``turn`` with sim 0 scores under the evict cut, whatever comes later."""
         # current_turn is at least every turn seen, so recency can only fall from this bound.
         latest = self.current_turn if self.current_turn is not None else self.max_turn
-        delta_t = latest - turn if latest is not None and latest > turn else 0
-        sure = self._surely_evicted.get(delta_t)
-        if sure is None:
-            sure = self._surely_evicted[delta_t] = self.params.beta * recency(delta_t) < self.params.evict_cut
-        return sure
+        return self._old_age is not None and latest is not None and latest - turn >= self._old_age
 
     def _keep_text(self, text: str, turn: int, matched: tuple, unit: Optional[str]) -> Optional[str]:
         near = any(self._recent_hits) if self.weighted else False
@@ -607,6 +608,7 @@ class Scorer:
                            and "" not in roles and "" not in ids):
             for index, raw in enumerate(batch, first):
                 self.add(index, raw)
+            self.texts.seal()
             return
         joined = "\x00".join(ids)
         seen = self._seen
@@ -614,6 +616,7 @@ class Scorer:
                 or len(set(ids)) != len(ids)):
             for index, raw in enumerate(batch, first):
                 self.add(index, raw)  # names the bad id, or the first duplicate
+            self.texts.seal()
             return
         seen.update(ids)
         lengths = list(map(len, texts))
@@ -650,6 +653,7 @@ class Scorer:
         young = {t: not self._evicted_by_age(t) for t in set(turns)}
         self.texts.extend([text if h or n or young[t] else None
                            for text, h, n, t in zip(texts, hit[window:], near, turns)])
+        self.texts.seal()
 
     def _batch_hits(self, texts: Sequence[str]) -> List[Tuple[str, ...]]:
         """Return each text's matched terms, as ``_hits`` (weighted) or whole tokens (plain) would.
@@ -769,6 +773,11 @@ class Scorer:
             index = next(i for i, t in enumerate(turns) if t > current_turn)
             position = _decision_items(index + 1, self.skipped)[index]
             raise PagerError(f"blocks[{position}].turn ({turns[index]}) lies after current_turn ({current_turn})")
+        self.texts.seal()
+        reserved = 0
+        if self.params.budget is not None and self.reserve is not None:
+            reserved = self.reserve(self._seen)
+        self._seen = set()  # the ids are in the decisions now: let the set go before they are built
         own, neighbour = self._similarities()
         n = len(self._ids)
         recency_of = {t: recency(current_turn - t) for t in set(turns)}
@@ -805,10 +814,86 @@ class Scorer:
         if units:
             _join_units(decisions, units)
         if self.params.budget is not None:
-            reserved = self.reserve(self._seen) if self.reserve is not None else 0
             room = max(0, self.params.budget - reserved)
             self.tokens_after = fit_budget(decisions, stub_tokens, room, units or None) + reserved
         return decisions
+
+
+def _evicting_age(params: Params) -> Optional[int]:
+    """Return the least delta_t at which ``beta * recency`` alone is under the evict cut (None: never).
+
+    Recency only falls with age, so every older block with sim 0 is evicted too.
+    """
+    if params.evict_cut <= 0.0:
+        return None
+    if params.beta * recency(0) < params.evict_cut:
+        return 0
+    # beta / (1 + ln(1 + dt)) < cut  <=>  dt > exp(beta / cut - 1) - 1; then step to the exact integer.
+    guess = math.exp(min(params.beta / params.evict_cut - 1.0, 700.0)) - 1.0
+    if guess > _MAX_COUNT:
+        return None
+    age = max(0, int(guess) - 2)
+    while params.beta * recency(age) >= params.evict_cut:
+        age += 1
+    return age
+
+
+class KeptTexts:
+    """The text of each block that may yet be paged (None for the rest), by decision index.
+
+    The first read keeps them so the page store needn't parse the history again.
+    Texts arrive a batch at a time (``extend`` or ``append``, then ``seal``) and are
+    kept as one zlib-compressed UTF-8 string per batch, a fraction of their size.
+    """
+
+    def __init__(self) -> None:
+        self._blobs: List[bytes] = []      # per sealed batch: its texts' UTF-8, joined and compressed
+        self._blob = array.array("q")      # per decision: its batch's blob, or -1 for no text
+        self._start = array.array("q")     # per decision: where its text starts in the blob
+        self._size = array.array("q")      # per decision: its text's size in bytes
+        self._pending: List[Optional[str]] = []
+        self._open = (-1, b"")             # the last blob decompressed
+
+    def __len__(self) -> int:
+        return len(self._blob) + len(self._pending)
+
+    def append(self, text: Optional[str]) -> None:
+        self._pending.append(text)
+
+    def extend(self, texts: Iterable[Optional[str]]) -> None:
+        self._pending.extend(texts)
+
+    def seal(self) -> None:
+        """Compress the texts given since the last seal into one blob."""
+        if not self._pending:
+            return
+        encoded = [t.encode("utf-8", "surrogatepass") if t is not None else None for t in self._pending]
+        self._pending = []
+        sizes = [len(b) if b is not None else 0 for b in encoded]
+        kept = [b for b in encoded if b is not None]
+        blob = len(self._blobs) if kept else -1
+        self._blob.extend([blob if b is not None else -1 for b in encoded])
+        self._start.extend(list(accumulate(sizes, initial=0))[:-1])
+        self._size.extend(sizes)
+        if kept:
+            joined = b"".join(kept)
+            self._blobs.append(zlib.compress(joined, 1) if zlib is not None else joined)
+
+    def get(self, k: int) -> Optional[str]:
+        """Return the text of decision ``k``, or None if it was not kept."""
+        self.seal()
+        blob = self._blob[k]
+        if blob < 0:
+            return None
+        if self._open[0] != blob:
+            data = self._blobs[blob]
+            self._open = (blob, zlib.decompress(data) if zlib is not None else data)
+        start = self._start[k]
+        return self._open[1][start: start + self._size[k]].decode("utf-8", "surrogatepass")
+
+    def clear(self) -> None:
+        """Let every kept text go."""
+        self.__init__()  # type: ignore[misc]
 
 
 _REQUIRED = operator.itemgetter("id", "turn", "role", "text")
@@ -978,7 +1063,7 @@ class PassPlan:
     intent_source: str = "intent_ir"    # where the keywords came from (see Intent)
     # Per decision, the text of a block that may be paged, kept from the read (else None);
     # the page store takes new pages' text from here instead of reading the history again.
-    texts: Optional[List[Optional[str]]] = dataclasses.field(default=None, repr=False, compare=False)
+    texts: Optional["KeptTexts"] = dataclasses.field(default=None, repr=False, compare=False)
 
     def pressure(self) -> Optional[Tuple[float, float]]:
         """Return context pressure (tokens / budget) before and after the pass, or None."""
@@ -4179,14 +4264,15 @@ class _Materializer:
             return
         decisions = self.plan.decisions
         texts = self.plan.texts
+        kept = {k: texts.get(k) for k, d in enumerate(decisions) if d.action == "page"} if texts is not None else {}
         wanted = [k for k, d in enumerate(decisions) if d.action == "retain" or
-                  (d.action == "page" and not d.stub and (texts is None or texts[k] is None))]
+                  (d.action == "page" and not d.stub and kept.get(k) is None)]
         raws = self._raws(source, wanted)
         for k, d in enumerate(decisions):
             raw = raws.get(k)
             if raw is None and d.action != "page":
                 continue
-            text = raw["text"] if raw is not None else texts[k] if texts is not None else None  # type: ignore[index]
+            text = raw["text"] if raw is not None else kept.get(k)  # type: ignore[index]
             page = self._page(d, text)  # type: ignore[arg-type]
             self._write(self._emitted(d, raw, page))
         self.flush()
@@ -4208,11 +4294,10 @@ class _Materializer:
         block, turn, role, kind, tokens, matched, action, stub = (_column(decisions, name) for name in (
             "block", "turn", "role", "kind", "tokens", "matched", "action", "stub"))
         pages = [k for k, a in enumerate(action) if a == "page" and not stub[k]]
-        texts = self.plan.texts
-        if texts is None:
-            texts = [None] * len(block)
+        kept = self.plan.texts
+        texts = {k: kept.get(k) for k in pages} if kept is not None else dict.fromkeys(pages)
         missing = [k for k in pages if texts[k] is None]
-        if missing:
+        if missing:  # not kept by the first read (a bound there was loose): read them again
             for k, raw in self._raws(source, missing).items():
                 texts[k] = raw["text"]  # type: ignore[assignment,index]
         known, now = self.known, self.now
@@ -4494,45 +4579,51 @@ _RECORD = ('{"block": %s, "kind": %s, "role": %s, "turn": %d, "tokens": %d, "mat
            '"similarity": %.6f, "own": %.6f, "neighbour": %.6f, "recency": %.6f, "delta_t": %d, "R": %.6f, "action": "%s", "reason": %s, "stub": %s}')
 
 
-# record_line's format with the numbers already formatted (by _formatted, "%.6f")
-_RECORD_S = ('{"block": %s, "kind": %s, "role": %s, "turn": %d, "tokens": %d, "matched": [%s], '
-             '"similarity": %s, "own": %s, "neighbour": %s, "recency": %s, "delta_t": %d, "R": %s, '
-             '"action": "%s", "reason": %s, "stub": %s}')
+# record_line's format, split where the fields go (for _write_records)
+_RECORD_PIECES = ('{"block": ', ', "kind": ', ', "role": ', ', "turn": ', ', "tokens": ', ', "matched": [',
+                  '], "similarity": ', ', "own": ', ', "neighbour": ', ', "recency": ', ', "delta_t": ',
+                  ', "R": ', ', "action": "', '", "reason": ', ', "stub": ')
 
 
 def _formatted(values: Sequence[float], spec: str) -> List[str]:
-    """Return ``spec % v`` for each value, formatting each distinct value once.
+    """Return ``spec % v`` for each value, formatting each distinct value once when values repeat.
 
-    Formatting a float costs several times a dictionary lookup, and a pass repeats
-    its values: sim 0 for most blocks, one recency per turn.
+    Formatting a float costs several dictionary lookups, and a pass repeats many
+    of its numbers: sim 0 for most blocks, one recency per turn.
     """
-    text = {v: spec % v for v in set(values)}
+    distinct = set(values)
+    if len(distinct) * 2 > len(values):
+        return [spec % v for v in values]
+    text = {v: spec % v for v in distinct}
     return list(map(text.__getitem__, values))
 
 
 def _write_records(stream, decisions: Sequence[Decision]) -> None:
-    """Write record_line of every decision, a batch of lines at a time, from the columns."""
+    """Write record_line of every decision, from the columns, a batch of lines at a time."""
     enc = _encode_str
     columns = [_column(decisions, name) for name in Decision._fields]
     block, turn, role, kind, tokens, matched, sim, own, near, rec, delta_t, r, action, reason, stub = columns
     # The few distinct roles, kinds, reasons and match tuples are encoded once each.
-    text_of: Dict[object, str] = {None: "null"}
+    text_of: Dict[object, str] = {None: "null", False: "false", True: "true"}
     for value in chain(set(role), set(kind), set(reason)):
         if value is not None:
             text_of[value] = enc(value)
-    list_of = {m: ", ".join([enc(k) for k in m]) for m in set(matched)}
-    flag = {False: "false", True: "true"}
+    as_text = text_of.__getitem__
+    listed = {m: ", ".join([enc(k) for k in m]) for m in set(matched)}
     write = stream.write
     for start in range(0, len(block), _BATCH_BLOCKS):
-        stop = start + _BATCH_BLOCKS
-        rows = zip(map(enc, block[start:stop]), map(text_of.__getitem__, kind[start:stop]),
-                   map(text_of.__getitem__, role[start:stop]), turn[start:stop], tokens[start:stop],
-                   map(list_of.__getitem__, matched[start:stop]), _formatted(sim[start:stop], "%.6f"),
-                   _formatted(own[start:stop], "%.6f"), _formatted(near[start:stop], "%.6f"),
-                   _formatted(rec[start:stop], "%.6f"), delta_t[start:stop], _formatted(r[start:stop], "%.6f"),
-                   action[start:stop], map(text_of.__getitem__, reason[start:stop]),
-                   map(flag.__getitem__, stub[start:stop]))
-        write("\n".join([_RECORD_S % row for row in rows]) + "\n")
+        part = slice(start, start + _BATCH_BLOCKS)
+        fields = (map(enc, block[part]), map(as_text, kind[part]), map(as_text, role[part]), map(str, turn[part]),
+                  map(str, tokens[part]), map(listed.__getitem__, matched[part]), _formatted(sim[part], "%.6f"),
+                  _formatted(own[part], "%.6f"), _formatted(near[part], "%.6f"), _formatted(rec[part], "%.6f"),
+                  map(str, delta_t[part]), _formatted(r[part], "%.6f"), action[part], map(as_text, reason[part]),
+                  map(as_text, stub[part]))
+        # Each line is the pieces and fields interleaved: one join for the whole batch.
+        woven: List[Iterable[str]] = []
+        for piece, field in zip(_RECORD_PIECES, fields):
+            woven += (repeat(piece), field)
+        woven.append(repeat("}\n"))
+        write("".join(chain.from_iterable(zip(*woven))))
     stream.flush()
 
 
