@@ -116,7 +116,7 @@ _SLOT_OF_WORD = {**{w: w for w in _KEYWORDS},
 FORBIDDEN_IN_QUOTES = frozenset('"\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029')
 _FORBIDDEN_RE = re.compile('["\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]')
 _LINE_BREAK_RE = re.compile('[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]')
-_OTHER_BREAK_RE = re.compile('[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]')  # every line break but LF
+_OTHER_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # every line break but LF
 _NUMBER_RE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?\Z")
 _UNQUOTED_RE = re.compile(r"[a-z0-9 .-]*\Z")
 _WORD_RE = re.compile(r"\w+")
@@ -597,12 +597,12 @@ class Scorer:
         checked and scored a column at a time; any other goes through ``add`` block by
         block, which also names the first bad block exactly.
         """
-        ids: Tuple[str, ...] = ()
+        ids: List[str] = []
         try:
             if set(map(type, batch)) == {dict} and set(map(len, batch)) == {4}:
-                ids, turns, roles, texts = zip(*map(_REQUIRED, batch))
+                ids, turns, roles, texts = (list(map(get, batch)) for get in _REQUIRED)
         except KeyError:
-            ids = ()
+            ids = []
         if not ids or not (set(map(type, ids)) == set(map(type, roles)) == set(map(type, texts)) == {str}
                            and set(map(type, turns)) == {int} and 0 <= min(turns) and max(turns) <= _MAX_COUNT
                            and "" not in roles and "" not in ids):
@@ -896,7 +896,7 @@ class KeptTexts:
         self.__init__()  # type: ignore[misc]
 
 
-_REQUIRED = operator.itemgetter("id", "turn", "role", "text")
+_REQUIRED = [operator.itemgetter(name) for name in ("id", "turn", "role", "text")]
 _BATCH_BLOCKS = 4096  # blocks per add_batch when the whole list is at hand
 _MAX_COUNT = (1 << 63) - 1  # turns and token counts are kept in 64-bit arrays
 
@@ -1357,11 +1357,11 @@ def check_statements(statements: List[str]) -> None:
     empty quoted value. Only when that fails (or for the number form, which has no
     fixed segments) is each statement checked alone.
     """
-    get = _SEGMENTS.get
-    forms = [get(tuple(statement.split('"')[0::2])) for statement in statements]
+    unquoted = map(operator.itemgetter(slice(0, None, 2)), map(operator.methodcaller("split", '"'), statements))
+    forms = list(map(_SEGMENTS.get, map(tuple, unquoted)))  # as check_statement: a form, or None
     text = "\n".join(statements)
     if (None in forms or text.count("\n") != len(statements) - 1 or '""' in text
-            or _OTHER_BREAK_RE.search(text)):
+            or any(map(text.__contains__, _OTHER_BREAKS))):
         for statement in statements:
             check_statement(statement)
 
@@ -1513,12 +1513,24 @@ def statement_batches(plan: PassPlan, state: ContractState, now: str,
         else:
             changed = range(start, stop)  # type: ignore[assignment]
         # Decision.rationale, a batch at a time
-        r3, sim3, rec3 = (_formatted([column[i] for i in changed], "%.3f") for column in (rs, sims, recs))
-        because = [_RATIONALE_NB_S % (r, sim, "%.3f" % owns[i], rec, dts[i]) if nears[i] > owns[i]
-                   else _RATIONALE_S % (r, sim, rec, dts[i]) for i, r, sim, rec in zip(changed, r3, sim3, rec3)]
-        for k, i in enumerate(changed):
-            if reasons[i] != "score":
-                because[k] = f"{reasons[i]}; {because[k]}"
+        if known:
+            r3, sim3, rec3 = (_formatted([column[i] for i in changed], "%.3f") for column in (rs, sims, recs))
+            dt = [dts[i] for i in changed]
+        else:
+            r3, sim3, rec3 = (_formatted(column[start:stop], "%.3f") for column in (rs, sims, recs))
+            dt = dts[start:stop]
+        because = list(map(_RATIONALE_S.__mod__, zip(r3, sim3, rec3, dt)))
+        if known:
+            near_more = [nears[i] > owns[i] for i in changed]
+            flagged = [reasons[i] != "score" for i in changed]
+        else:
+            near_more = map(operator.gt, nears[start:stop], owns[start:stop])
+            flagged = map(operator.ne, reasons[start:stop], repeat("score"))
+        for k in compress(range(len(because)), near_more):  # the neighbour's credit set sim
+            i = changed[k]
+            because[k] = _RATIONALE_NB_S % (r3[k], sim3[k], "%.3f" % owns[i], rec3[k], dt[k])
+        for k in compress(range(len(because)), flagged):  # a protection, a unit or the budget decided
+            because[k] = f"{reasons[changed[k]]}; {because[k]}"
         if known:
             lines: List[str] = []
             for i, why in zip(changed, because):
@@ -1527,8 +1539,8 @@ def statement_batches(plan: PassPlan, state: ContractState, now: str,
                     lines.append(f'remove "{blocks[i]}" from {list_of[previous]} because "{why}"')
                 lines.append(f'add "{blocks[i]}" to {list_of[actions[i]]} because "{why}"')
         else:
-            lines = ['add "%s" to %s because "%s"' % (blocks[i], list_of[actions[i]], why)
-                     for i, why in zip(changed, because)]
+            lines = list(map('add "%s" to %s because "%s"'.__mod__,
+                             zip(blocks[start:stop], map(list_of.__getitem__, actions[start:stop]), because)))
         if lines:
             check_statements(lines)
             yield lines
@@ -1652,7 +1664,7 @@ _DECODER = json.JSONDecoder()
 class _JsonStream:
     """Reads one JSON document from a text stream value by value, in bounded memory."""
 
-    def __init__(self, fp: io.TextIOBase, name: str, chunk: int = 1 << 20) -> None:
+    def __init__(self, fp: io.TextIOBase, name: str, chunk: int = 1 << 19) -> None:
         self.fp, self.name, self.chunk = fp, name, chunk
         self.buf, self.pos, self.eof = "", 0, False
         self.lines_before = 0  # line ends in text already dropped from buf
@@ -1810,7 +1822,7 @@ def _read_blocks(js: "_JsonStream", sink: Optional[Callable[[int, List[object]],
 
 def _stream_history(fp: io.TextIOBase, name: str,
                     on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, List[object]], None]]],
-                    chunk: int = 1 << 20, runs: Optional["array.array[int]"] = None
+                    chunk: int = 1 << 19, runs: Optional["array.array[int]"] = None
                     ) -> Tuple[Dict[str, object], bool]:
     """Read a pager history object, handing its blocks in batches to the sink ``on_blocks`` returns.
 
