@@ -1,0 +1,197 @@
+"""The machinery that makes a 100,000-block pass fast and small: each fast path equals its reference.
+
+The batch reader, the column-at-a-time scorer, the kept texts, the decision table,
+the batch statement check and the batch records are all shortcuts; every test here
+pins one of them to the plain, one-at-a-time behaviour it replaces.
+"""
+
+import io
+import json
+import math
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+# Words that stem to the intent's terms, near misses that must not match, and text outside ASCII.
+_WORDS = ["pager", "pagers", "paging", "retention", "retained", "score", "scores", "scoring", "underscore",
+          "re-score", "score_card", "pagerduty", "x", "the", "Pager", "RETENTION", "éscore", "scoreé", "naïve",
+          "İstanbul", "famili", "family", "families", "{", "}", '"', ",", "\n", "ß"]
+_TEXT = st.lists(st.sampled_from(_WORDS), max_size=12).map(" ".join)
+_BLOCK = st.fixed_dictionaries({
+    "id": st.text("abcdef0123-_ é", min_size=1, max_size=6),
+    "turn": st.integers(0, 30),
+    "role": st.sampled_from(["user", "assistant", "tool", "system"]),
+    "text": _TEXT})
+
+
+def _reference(pager, keywords, params, blocks):
+    """Decisions, kept texts and tokens from feeding the scorer one block at a time (the reference path)."""
+    scorer = pager.Scorer(keywords, params)
+    for index, raw in enumerate(blocks):
+        scorer.add(index, raw)
+    decisions = scorer.finish(None)
+    return list(decisions), [scorer.texts.get(k) for k in range(len(decisions))], scorer.tokens_before
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(_BLOCK, max_size=14, unique_by=lambda b: b["id"]), st.sampled_from(["weighted", "plain"]),
+       st.integers(1, 5))
+def test_batch_scoring_equals_block_by_block_scoring(blocks, similarity, batch):
+    """add_batch (tokens, matches and guards a column at a time) gives exactly what add gives, and
+    on either path every paged block's text is kept from the read."""
+    import pager
+    keywords = ["pager", "retention", "score", "family"]
+    params = pager.Params(similarity=similarity)
+    scorer = pager.Scorer(keywords, params)
+    for first in range(0, len(blocks), batch):
+        scorer.add_batch(first, blocks[first: first + batch])
+    decisions = scorer.finish(None)
+    expected, texts, tokens = _reference(pager, keywords, params, blocks)
+    assert list(decisions) == expected
+    assert scorer.tokens_before == tokens
+    for k, d in enumerate(expected):
+        if d.action == "page":
+            assert scorer.texts.get(k) == texts[k] == blocks[k]["text"]
+
+
+def test_batch_hits_agree_with_block_hits(pager):
+    """The batch keyword search finds a stem only at a token's start, as block_hits does."""
+    texts = ["our retention of the families' scores", "underscore re-score", "PAGERS paging", "famili", "", "ß"]
+    scorer = pager.Scorer(["retention", "score", "pager", "family"], pager.Params())
+    got = scorer._batch_hits(texts)
+    assert got == [pager.block_hits(t.lower(), scorer.terms) for t in texts]
+    assert got[0] == ("retent", "scor", "famili") and got[1] == ("scor",) and got[2] == ("pager",)
+
+
+def test_texts_are_kept_only_for_blocks_that_may_be_paged(pager):
+    """A block with no match, no matching block just before it and an age that alone evicts keeps no text."""
+    blocks = [{"id": f"b{i}", "turn": i, "role": "user", "text": t} for i, t in enumerate(
+        ["noise", "noise", "the pager", "after it", "two after", "three after", "noise", "now"])]
+    plan = pager.plan_pass({"intent_ir": ["pager"], "current_turn": 7, "blocks": blocks})
+    kept = [plan.texts.get(k) is not None for k in range(len(blocks))]
+    # b2 matches, b3 and b4 may borrow from it, b7 is too young to be evicted on age; the rest are not kept.
+    assert kept == [False, False, True, True, True, False, False, True]
+    for k, d in enumerate(plan.decisions):
+        if d.action == "page":
+            assert plan.texts.get(k) == blocks[k]["text"]
+
+
+@pytest.mark.parametrize("alpha, beta, retain_cut, evict_cut", [
+    (0.7, 0.3, 0.55, 0.2), (0.9, 0.1, 0.55, 0.2), (0.3, 0.7, 0.55, 0.2), (0.5, 0.5, 0.9, 0.5),
+    (0.7, 0.3, 0.55, 0.0), (0.7, 0.0, 0.55, 0.2), (0.0, 1.0, 1.0, 1.0), (0.5, 2.0, 0.6, 0.25),
+    (0.5, 50.0, 1.0, 0.9)])
+def test_evicting_age_is_the_first_age_whose_recency_alone_evicts(pager, alpha, beta, retain_cut, evict_cut):
+    params = pager.Params(alpha, beta, retain_cut, evict_cut)
+    age = pager._evicting_age(params)
+    evicted = [beta * pager.recency(dt) < evict_cut for dt in range(0, 5000)]
+    if age is None:
+        assert not any(evicted)
+    else:
+        assert not any(evicted[:age]) and evicted[age]
+        assert all(evicted[age:])  # recency never rises with age
+
+
+@given(st.lists(st.one_of(st.none(), st.text(max_size=30)), max_size=20), st.integers(1, 6))
+def test_kept_texts_give_back_exactly_what_they_were_given(texts, seal_every):
+    """Unicode, lone surrogates, empty strings and gaps survive the compressed store, in any batching."""
+    import pager
+    kept = pager.KeptTexts()
+    for k, text in enumerate(texts):
+        kept.append(text)
+        if k % seal_every == 0:
+            kept.seal()
+    assert len(kept) == len(texts)
+    assert [kept.get(k) for k in range(len(texts))] == texts
+    assert [kept.get(k) for k in reversed(range(len(texts)))] == texts[::-1]
+    kept.clear()
+    assert len(kept) == 0
+
+
+def test_kept_texts_handle_a_lone_surrogate(pager):
+    kept = pager.KeptTexts()
+    kept.extend(["a\ud800b", None, ""])
+    kept.seal()
+    assert [kept.get(0), kept.get(1), kept.get(2)] == ["a\ud800b", None, ""]
+
+
+def test_decision_table_is_a_sequence_of_decisions(pager):
+    plan = pager.plan_pass({"intent_ir": ["pager"], "blocks": [
+        {"id": f"b{i}", "turn": i, "role": "user", "text": "pager" if i % 2 else "noise"} for i in range(5)]})
+    table = plan.decisions
+    rows = list(table)
+    assert isinstance(table, pager.DecisionTable) and len(table) == 5
+    assert all(isinstance(d, pager.Decision) for d in rows)
+    assert table[1] == rows[1] and table[-1] == rows[-1] and table[1:3] == rows[1:3]
+    assert table == rows and rows == table and table == pager.DecisionTable.of(rows)
+    table[0] = rows[0]._replace(action="page", reason="budget-paged")
+    assert table[0].action == "page" and table.action[0] == "page" and table != rows
+    assert pager.DecisionTable.of([]) == []
+
+
+def test_checking_a_list_of_statements_is_checking_each(pager):
+    good = ['add "b1" to paged-blocks because "R=0.4"', "remember a number called pager-alpha with 0.7",
+            'remember a value called last-pager-pass with "2026-05-17T03:08:12+00:00"']
+    pager.check_statements(good)  # the number form has no fixed segments: checked alone, and passes
+    for bad in ['add "b1" to paged-blocks because ""', 'add "b\u2028" to paged-blocks because "x"',
+                'add "b1\nadd" to paged-blocks because "x"', 'add "b1" to lost-blocks because "x"',
+                'add "b1" to paged-blocks because "x\r"', "remember a number called pager-alpha with 1e3"]:
+        with pytest.raises(pager.PagerError) as single:
+            pager.check_statement(bad)
+        with pytest.raises(pager.PagerError) as batch:
+            pager.check_statements(good + [bad])
+        assert str(batch.value) == str(single.value)
+
+
+def test_records_from_the_table_are_the_json_of_each_decision(pager):
+    """The batch writer's lines parse to Decision.to_dict, and equal record_line, line for line."""
+    blocks = [{"id": f"b\"{i}é", "turn": i, "role": "user" if i % 3 else "system", "kind": "active",
+               "text": "pager retention" if i % 2 else "noise " * i} for i in range(40)]
+    plan = pager.plan_pass({"intent_ir": ["pager", "retention"], "blocks": [dict(b, id=f"b{i}") for i, b in
+                                                                          enumerate(blocks)]})
+    out = io.StringIO()
+    pager._write_records(out, plan.decisions)
+    lines = out.getvalue().splitlines()
+    assert lines == [pager.record_line(d) for d in plan.decisions]
+    assert [json.loads(line) for line in lines] == [d.to_dict() for d in plan.decisions]
+
+
+def test_formatted_equals_percent_formatting_whether_values_repeat_or_not(pager):
+    repeated = [0.0, 0.5, 0.0, 1 / 3, 0.0, 0.5] * 10
+    distinct = [i / 7 for i in range(40)]
+    for values in (repeated, distinct, [], [math.pi]):
+        assert pager._formatted(values, "%.6f") == ["%.6f" % v for v in values]
+        assert pager._formatted(values, "%.3f") == ["%.3f" % v for v in values]
+
+
+def test_pages_come_from_the_kept_texts_or_from_a_second_read_alike(tmp_path, monkeypatch, cli):
+    """A page whose text the first read did not keep is read again: the store holds the same rows."""
+    import sqlite3
+    import pager
+    history = tmp_path / "h.json"
+    blocks = [{"id": f"b{i}", "turn": i // 2, "role": ("user", "assistant")[i % 2],
+               "text": ("the pager keeps score" if i % 5 == 0 else "unrelated chatter") + f" #{i}"} for i in range(300)]
+    history.write_text(json.dumps({"intent_ir": ["pager", "score"], "blocks": blocks}))
+
+    def rows(name):
+        db = sqlite3.connect(tmp_path / f"{name}.pages.sqlite3")
+        return db.execute("SELECT block, turn, role, tokens, keywords, sha256, text FROM pages ORDER BY block").fetchall()
+
+    assert cli("--history", history, "--contract", tmp_path / "kept.limn", "--now", "2026-01-01T00:00:00Z").code == 0
+    monkeypatch.setattr(pager.KeptTexts, "get", lambda self, k: None)  # as if nothing had been kept
+    assert cli("--history", history, "--contract", tmp_path / "reread.limn", "--now", "2026-01-01T00:00:00Z").code == 0
+    assert rows("kept") and rows("kept") == rows("reread")
+    assert (tmp_path / "kept.limn").read_text() == (tmp_path / "reread.limn").read_text()
+
+
+def test_invalid_json_deep_in_a_large_history_is_placed_exactly(tmp_path, cli):
+    """A syntax error far past the first batch still gets json's own line and column."""
+    blocks = [{"id": f"b{i}", "turn": i, "role": "user", "text": "x" * 50} for i in range(30000)]
+    text = json.dumps({"intent_ir": ["x"], "blocks": blocks}, indent=1)
+    broken = text.replace('"id": "b25000"', '"id": "b25000" "oops"', 1)
+    (tmp_path / "h.json").write_text(broken)
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(broken)
+    result = cli("--history", tmp_path / "h.json", "--contract", tmp_path / "c.limn")
+    assert result.code == 2
+    assert f"line {expected.value.lineno}, column {expected.value.colno}" in result.err
+    assert not (tmp_path / "c.limn").exists()
