@@ -39,7 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, compress, repeat
 from operator import contains
-from typing import Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Sequence, Tuple
+from typing import Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Sequence, Tuple, Union
 
 try:  # CPython nearly always has zlib; without it kept texts stay uncompressed
     import zlib
@@ -788,10 +788,11 @@ class Scorer:
             owns[i] = score
         for i, score in neighbour.items():
             nears[i] = score
-        sims = array.array("d", [a if a >= b else b for a, b in zip(owns, nears)])
+        # Columns are built from generators, not lists: 100,000 floats in a list cost 3 MB more.
+        sims = array.array("d", map(max, owns, nears))
         alpha, beta = self.params.alpha, self.params.beta
         retain_cut, evict_cut = self.params.retain_cut, self.params.evict_cut
-        rs = array.array("d", [alpha * s + beta * r for s, r in zip(sims, recencies)])
+        rs = array.array("d", (alpha * s + beta * r for s, r in zip(sims, recencies)))
         # Params.classify, inlined: this runs once per block
         actions = ["retain" if r >= retain_cut else "evict" if r < evict_cut else "page" for r in rs]
         reasons = ["score"] * n
@@ -801,7 +802,7 @@ class Scorer:
         for i in self._stubs:
             stubs[i] = True
         decisions = DecisionTable(self._ids, turns, self._roles, self._kinds, self._tokens, self._matched,
-                                  sims, owns, nears, recencies, array.array("q", [current_turn - t for t in turns]),
+                                  sims, owns, nears, recencies, array.array("q", map(current_turn.__sub__, turns)),
                                   rs, actions, reasons, stubs)
         units: List[Optional[str]] = []
         if self._units:
@@ -896,6 +897,7 @@ class KeptTexts:
         self.__init__()  # type: ignore[misc]
 
 
+_PAGE_ROWS = 1024  # page-store rows inserted at a time
 _REQUIRED = [operator.itemgetter(name) for name in ("id", "turn", "role", "text")]
 _BATCH_BLOCKS = 4096  # blocks per add_batch when the whole list is at hand
 _MAX_COUNT = (1 << 63) - 1  # turns and token counts are kept in 64-bit arrays
@@ -1585,12 +1587,38 @@ def render_pass(plan: PassPlan, state: ContractState, now: str,
     return list(iter_statements(plan, state, now, extra_values))
 
 
-def encode_batches(state: ContractState, batches: Iterable[List[str]]) -> bytearray:
-    """Return the bytes to append for lists of statements (see encode_statements)."""
-    out = bytearray(b"\n" if state.needs_newline else b"")
+class Payload:
+    """The bytes a pass appends, held as pieces of a few dozen KiB that one ``writev`` writes.
+
+    Small pieces come from memory the read already freed, where one large buffer
+    would add its whole size to the pass's peak; one system call still writes
+    them all (see LockedContract.append).
+    """
+
+    def __init__(self, pieces: List[bytes]) -> None:
+        self.pieces = pieces
+
+    def __len__(self) -> int:
+        return sum(map(len, self.pieces))
+
+    def count(self, byte: bytes) -> int:
+        """Return how many times the single byte ``byte`` occurs."""
+        return sum(piece.count(byte) for piece in self.pieces)
+
+    def tobytes(self) -> bytes:
+        return b"".join(self.pieces)
+
+
+_PAYLOAD_PIECE = 512  # statements per piece: about 45 KiB, under the allocator's large-block threshold
+
+
+def encode_batches(state: ContractState, batches: Iterable[List[str]]) -> Payload:
+    """Return the bytes to append for lists of statements (see encode_statements), as a Payload."""
+    pieces = [b"\n"] if state.needs_newline else []
     for batch in batches:
-        out += ("\n".join(batch) + "\n").encode("utf-8")
-    return out
+        for start in range(0, len(batch), _PAYLOAD_PIECE):
+            pieces.append(("\n".join(batch[start: start + _PAYLOAD_PIECE]) + "\n").encode("utf-8"))
+    return Payload(pieces)
 
 
 def encode_statements(state: ContractState, statements: Iterable[str]) -> bytearray:
@@ -4155,9 +4183,12 @@ class LockedContract:
             raise
         return self
 
-    def append(self, payload: bytearray) -> None:
-        """Append ``payload`` with one write, flush and fsync."""
-        _write_all(self._fd, payload, self._size, self.path)
+    def append(self, payload: Union[bytes, bytearray, Payload]) -> None:
+        """Append ``payload`` with one write (``writev`` for a Payload's pieces), then fsync."""
+        if isinstance(payload, Payload):
+            _writev_all(self._fd, payload.pieces, self._size, self.path)
+        else:
+            _write_all(self._fd, payload, self._size, self.path)
         os.fsync(self._fd)
         if self._created:
             _fsync_dir(self.path)
@@ -4176,7 +4207,8 @@ class LockedContract:
             os.close(self._fd)  # closing releases the lock
 
 
-def append_to_contract(path: str, render: Callable[[ContractState], bytearray]) -> Tuple[ContractState, bytearray]:
+def append_to_contract(path: str, render: Callable[[ContractState], Union[bytearray, Payload]]
+                       ) -> Tuple[ContractState, Union[bytearray, Payload]]:
     """Lock the contract, render the payload from its current state, and append it atomically.
 
     On any failure the file is left byte-identical (or absent, if it was absent).
@@ -4206,6 +4238,28 @@ def _write_all(fd: int, payload: bytearray, size: int, path: str) -> None:
     try:
         while written < len(payload):
             written += os.write(fd, view[written:])
+    except OSError as exc:
+        os.ftruncate(fd, size)  # never leave half a pass behind
+        raise PagerError(f"{path}: write failed ({exc.strerror}); contract left as it was") from None
+
+
+_IOV_MAX = 1024  # pieces one writev may take (POSIX guarantees at least 16; Linux and macOS take 1024)
+
+
+def _writev_all(fd: int, pieces: List[bytes], size: int, path: str) -> None:
+    """Write every piece, in order, with one writev while they fit in one call; else join them first."""
+    if not hasattr(os, "writev") or len(pieces) > _IOV_MAX:
+        _write_all(fd, b"".join(pieces), size, path)
+        return
+    try:
+        left = [memoryview(piece) for piece in pieces if piece]
+        while left:
+            written = os.writev(fd, left)
+            while left and written >= len(left[0]):  # drop what went out; a short write resumes mid-piece
+                written -= len(left[0])
+                left.pop(0)
+            if written:
+                left[0] = left[0][written:]
     except OSError as exc:
         os.ftruncate(fd, size)  # never leave half a pass behind
         raise PagerError(f"{path}: write failed ({exc.strerror}); contract left as it was") from None
@@ -4307,24 +4361,31 @@ class _Materializer:
             "block", "turn", "role", "kind", "tokens", "matched", "action", "stub"))
         pages = [k for k, a in enumerate(action) if a == "page" and not stub[k]]
         kept = self.plan.texts
-        texts = {k: kept.get(k) for k in pages} if kept is not None else dict.fromkeys(pages)
-        missing = [k for k in pages if texts[k] is None]
-        if missing:  # not kept by the first read (a bound there was loose): read them again
-            for k, raw in self._raws(source, missing).items():
-                texts[k] = raw["text"]  # type: ignore[assignment,index]
         known, now = self.known, self.now
         listed = {m: json.dumps(list(m)) for m in set(map(matched.__getitem__, pages))}
         sha256 = hashlib.sha256
-        rows = []
-        for k in pages:
-            text = texts[k]
-            sha = sha256(text.encode("utf-8")).hexdigest()  # type: ignore[union-attr]
+        rows: List[tuple] = []
+        missing: List[int] = []
+
+        def put(k: int, text: str) -> None:
+            nonlocal rows
+            sha = sha256(text.encode("utf-8")).hexdigest()
             if known.get(block[k]) == sha:
-                continue  # stored by an earlier pass, unchanged
+                return  # stored by an earlier pass, unchanged
             rows.append((block[k], turn[k], role[k], kind[k], tokens[k], listed[matched[k]], sha, now, "", text))
-            if len(rows) >= _BATCH_BLOCKS:
+            if len(rows) >= _PAGE_ROWS:
                 self._put_rows(rows)
                 rows = []
+
+        for k in pages:  # one text at a time: never every page's text at once
+            text = kept.get(k) if kept is not None else None
+            if text is None:
+                missing.append(k)
+            else:
+                put(k, text)
+        if missing:  # not kept by the first read (a bound there was loose): read them again
+            for k, raw in self._raws(source, missing).items():
+                put(k, raw["text"])  # type: ignore[arg-type]
         self._put_rows(rows)
 
     def _put_rows(self, rows: List[tuple]) -> None:
@@ -4667,7 +4728,7 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
         if params.keep_recent is not None:
             settings["pager-keep-recent"] = params.keep_recent
 
-        def render(state: ContractState) -> bytearray:
+        def render(state: ContractState) -> Payload:
             return encode_batches(state, statement_batches(plan, state, now, settings))
 
         if args.dry_run:
@@ -4684,7 +4745,7 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     _write_records(stderr, plan.decisions)
     counts = plan.counts()
     if args.dry_run:
-        stdout.write(payload[lead:].decode("utf-8"))
+        stdout.write(payload.tobytes()[lead:].decode("utf-8"))
     n_statements = payload.count(b"\n") - lead
     conv = reading.conversation
     skipped = conv.skipped_lines if conv is not None else 0
@@ -4778,7 +4839,7 @@ def _write_json_beside(path: str, obj: object) -> str:
 
 
 def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, store: Optional[PageStore],
-                 store_path: str, now: str, render: Callable[[ContractState], bytearray]):
+                 store_path: str, now: str, render: Callable[[ContractState], Payload]):
     """Store new pages, append the contract, write the compacted history: in that order, under the lock.
 
     The store commits before the contract append, so a block the contract lists as
