@@ -31,6 +31,8 @@ import math
 import operator
 import os
 import re
+import shutil
+import signal
 import sqlite3
 import sys
 import tempfile
@@ -39,7 +41,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, compress, repeat
 from operator import contains
-from typing import Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Sequence, Tuple, Union
+from typing import Any, BinaryIO, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Sequence, Tuple, Union
 
 try:  # CPython nearly always has zlib; without it kept texts stay uncompressed
     import zlib
@@ -4514,6 +4516,132 @@ def _write_emitted(path: str, header: Mapping[str, object], blocks_file: io.Text
     return tmp
 
 
+# --- edges: a helper process ---
+
+HELPER_MIN_BLOCKS = 20_000  # passes this large write their records (and render the contract) in a helper
+
+
+class _Helper:
+    """Work run in a forked copy of this process, into an unlinked temporary file.
+
+    A large pass has three independent jobs once it is planned: storing pages,
+    rendering the contract statements, and formatting a JSON record per block.
+    On a machine with more than one core the last two run in helpers while this
+    process stores the pages. A helper never touches the contract, the page
+    store or this process's streams; it writes only its own temporary file and
+    leaves with ``os._exit``. If it fails, ``result`` returns None and the caller
+    does the work itself, so a helper can make a pass faster but never different.
+    """
+
+    def __init__(self, work: Callable[[BinaryIO], None]) -> None:
+        self.file: Optional[BinaryIO] = tempfile.TemporaryFile()
+        for stream in (sys.stdout, sys.stderr):  # nothing buffered here may be written twice
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass
+        self.pid = os.fork()
+        if self.pid == 0:  # the helper
+            code = 1
+            try:
+                work(self.file)
+                self.file.flush()
+                code = 0
+            finally:
+                os._exit(code)
+
+    @classmethod
+    def start(cls, work: Callable[[BinaryIO], None], blocks: int) -> Optional["_Helper"]:
+        """Return a running helper, or None where one would not help (small pass, one core, no fork)."""
+        if blocks < HELPER_MIN_BLOCKS or not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+            return None
+        try:
+            return cls(work)
+        except OSError:
+            return None  # no temporary file or no process to spare: do the work here
+
+    def result(self) -> Optional[BinaryIO]:
+        """Wait for the helper; return its file, rewound, or None if it failed."""
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = 0
+        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+            self.close()
+            return None
+        self.file.seek(0)  # type: ignore[union-attr]
+        return self.file
+
+    def cancel(self) -> None:
+        """Stop the helper (if it still runs) and drop its file."""
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+            self.pid = 0
+        self.close()
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+def _records_helper(decisions: Sequence[Decision], stream) -> Optional[_Helper]:
+    """Start formatting the JSON records in a helper, in the encoding ``stream`` would write them."""
+    encoding, errors = getattr(stream, "encoding", None), getattr(stream, "errors", None)
+    if not encoding or not hasattr(stream, "buffer"):
+        return None
+
+    def work(out: BinaryIO) -> None:
+        text = io.TextIOWrapper(out, encoding=encoding, errors=errors or "strict", newline="\n")
+        _write_records(text, decisions)
+        text.detach()
+
+    return _Helper.start(work, len(decisions))
+
+
+def _write_helper_records(helper: Optional[_Helper], stream, decisions: Sequence[Decision]) -> None:
+    """Copy the records a helper wrote to ``stream``; write them here if there was no helper or it failed."""
+    done = helper.result() if helper is not None else None
+    if done is None:
+        _write_records(stream, decisions)
+        return
+    try:
+        stream.flush()
+        shutil.copyfileobj(done, stream.buffer, 1 << 20)
+        stream.buffer.flush()
+    finally:
+        helper.close()  # type: ignore[union-attr]
+
+
+def _payload_helper(render: Callable[[ContractState], "Payload"], state: ContractState,
+                    blocks: int) -> Optional[_Helper]:
+    """Start rendering the contract payload in a helper (see _Helper)."""
+    def work(out: BinaryIO) -> None:
+        for piece in render(state).pieces:
+            out.write(piece)
+
+    return _Helper.start(work, blocks)
+
+
+def _helper_payload(helper: Optional[_Helper], render: Callable[[ContractState], "Payload"],
+                    state: ContractState) -> "Payload":
+    """Return the payload a helper rendered, read back in pieces; render it here if it failed."""
+    done = helper.result() if helper is not None else None
+    if done is None:
+        return render(state)
+    try:
+        pieces = []
+        while True:
+            piece = done.read(_PAYLOAD_PIECE * 96)
+            if not piece:
+                return Payload(pieces)
+            pieces.append(piece)
+    finally:
+        helper.close()  # type: ignore[union-attr]
+
+
 # --- main ---
 
 HELP_EPILOG = """\
@@ -4731,18 +4859,24 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
         def render(state: ContractState) -> Payload:
             return encode_batches(state, statement_batches(plan, state, now, settings))
 
-        if args.dry_run:
-            state = contract_state(args.contract)
-            payload = render(state)
-            stored = 0
-        else:
-            state, payload, stored, store = _record_pass(args, plan, reading, store, store_path, now, render)
+        records = _records_helper(plan.decisions, stderr)
+        try:
+            if args.dry_run:
+                state = contract_state(args.contract)
+                payload = render(state)
+                stored = 0
+            else:
+                state, payload, stored, store = _record_pass(args, plan, reading, store, store_path, now, render)
+        except BaseException:
+            if records is not None:
+                records.cancel()
+            raise
     finally:
         if store is not None:
             store.close()
     lead = 1 if state.needs_newline else 0  # the line end owed to an unterminated last line
     changes = count_changes(plan, state)
-    _write_records(stderr, plan.decisions)
+    _write_helper_records(records, stderr, plan.decisions)
     counts = plan.counts()
     if args.dry_run:
         stdout.write(payload.tobytes()[lead:].decode("utf-8"))
@@ -4851,6 +4985,7 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, sto
     emitted = None
     with LockedContract(args.contract) as locked:
         state = locked.state
+        rendering = _payload_helper(render, state, len(plan.decisions))
         needs_text = any(a == "page" and not stub for a, stub in zip(_column(plan.decisions, "action"),
                                                                      _column(plan.decisions, "stub")))
         if store is None and needs_text:
@@ -4882,11 +5017,14 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, sto
                     hint = recall_hint("ID", args.contract, args.store)
                     index = _index_block(_paged_pages(final, store, store_path), hint)
                 emitted = _write_emitted(args.emit, plan.header, blocks_file, index)  # type: ignore[arg-type]
-            payload = render(state)
+            payload = _helper_payload(rendering, render, state)
+            rendering = None
             if store is not None:
                 store.commit()
             locked.append(payload)
         except BaseException:
+            if rendering is not None:
+                rendering.cancel()
             if store is not None:
                 store.rollback()
             if emitted is not None:
