@@ -195,3 +195,89 @@ def test_invalid_json_deep_in_a_large_history_is_placed_exactly(tmp_path, cli):
     assert result.code == 2
     assert f"line {expected.value.lineno}, column {expected.value.colno}" in result.err
     assert not (tmp_path / "c.limn").exists()
+
+
+# --- helper processes (large passes) ---
+
+def _big_history(tmp_path, n=400):
+    history = tmp_path / "h.json"
+    blocks = [{"id": f"b{i}", "turn": i // 2, "role": ("user", "assistant", "tool")[i % 3],
+               "text": ("the pager keeps score" if i % 4 == 0 else "unrelated chatter é") + f" #{i}"}
+              for i in range(n)]
+    history.write_text(json.dumps({"intent_ir": ["pager", "score"], "blocks": blocks}), encoding="utf-8")
+    return history
+
+
+def _pass(cli, folder, history):
+    """Run a pass into ``folder``; return everything it wrote, with the folder's name taken out."""
+    import sqlite3
+    folder.mkdir()
+    result = cli("--history", history, "--contract", folder / "c.limn", "--now", "2026-01-01T00:00:00Z")
+    store = folder / "c.pages.sqlite3"
+    rows = sqlite3.connect(store).execute("SELECT * FROM pages ORDER BY block").fetchall() if store.exists() else []
+    return result.code, result.out.replace(str(folder), "F"), result.err, (folder / "c.limn").read_bytes(), rows
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="helpers need fork")
+def test_helpers_change_nothing_but_speed(tmp_path, monkeypatch, cli):
+    """With helper processes the pass writes the same contract, records, summary and store, byte for byte."""
+    import pager
+    history = _big_history(tmp_path)
+    monkeypatch.setattr(pager, "HELPER_MIN_BLOCKS", 10 ** 9)
+    alone = _pass(cli, tmp_path / "alone", history)
+    started = []
+    real = pager._Helper.__init__
+
+    def counting(self, work):
+        started.append(work)
+        real(self, work)
+
+    monkeypatch.setattr(pager, "HELPER_MIN_BLOCKS", 1)
+    monkeypatch.setattr(pager._Helper, "__init__", counting)
+    helped = _pass(cli, tmp_path / "helped", history)
+    assert len(started) == 2 or (__import__("os").cpu_count() or 1) < 2  # records and contract statements
+    assert helped == alone
+    assert alone[0] == 0 and alone[2].count("\n") == 400
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="helpers need fork")
+def test_a_failing_helper_is_replaced_by_the_pass_itself(tmp_path, monkeypatch, cli):
+    import os
+    import pager
+    history = _big_history(tmp_path)
+    monkeypatch.setattr(pager, "HELPER_MIN_BLOCKS", 10 ** 9)
+    alone = _pass(cli, tmp_path / "alone", history)
+    parent = os.getpid()
+    real_records, real_batches = pager._write_records, pager.statement_batches
+
+    def records_failing_in_helper(stream, decisions):
+        if os.getpid() != parent:
+            raise RuntimeError("helper broke")
+        return real_records(stream, decisions)
+
+    def batches_failing_in_helper(*args, **kwargs):
+        if os.getpid() != parent:
+            os._exit(3)
+        return real_batches(*args, **kwargs)
+
+    monkeypatch.setattr(pager, "HELPER_MIN_BLOCKS", 1)
+    monkeypatch.setattr(pager, "_write_records", records_failing_in_helper)
+    monkeypatch.setattr(pager, "statement_batches", batches_failing_in_helper)
+    assert _pass(cli, tmp_path / "again", history) == alone  # the same bytes, done in the pass itself
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="helpers need fork")
+def test_a_pass_that_fails_after_helpers_started_prints_one_line(tmp_path, monkeypatch, cli):
+    """A write failure after the helpers started: one error line, no records, contract unchanged."""
+    import pager
+    history = _big_history(tmp_path)
+    monkeypatch.setattr(pager, "HELPER_MIN_BLOCKS", 1)
+
+    def refuse(self, payload):
+        raise pager.PagerError(f"{self.path}: write failed (No space left on device); contract left as it was")
+
+    monkeypatch.setattr(pager.LockedContract, "append", refuse)
+    result = cli("--history", history, "--contract", tmp_path / "c.limn")
+    assert result.code == 2
+    assert result.err.count("\n") == 1 and result.err.startswith("pager: error: ") and "No space" in result.err
+    assert not (tmp_path / "c.limn").exists()
