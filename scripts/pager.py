@@ -27,6 +27,7 @@ import datetime
 import hashlib
 import io
 import json
+import marshal
 import math
 import operator
 import os
@@ -697,6 +698,47 @@ class Scorer:
         first = _decision_items(len(self._ids), self.skipped)[self._ids.index(block_id)]
         raise PagerError(f"blocks[{index}].id {_show(block_id)} duplicates blocks[{first}].id")
 
+    def export(self) -> tuple:
+        """Return the scorer's columns in types marshal can carry (see merge)."""
+        self.texts.seal()
+        kept = self.texts
+        return (_pack_strings(self._ids), self._turns.tobytes(), _pack_column(self._roles), _pack_column(self._kinds),
+                self._tokens.tobytes(), _pack_column(self._matched), self._lengths.tobytes(),
+                self._stub_tokens.tobytes(), self._guards, self._units, sorted(self._stubs),
+                (kept._blobs, kept._blob.tobytes(), kept._start.tobytes(), kept._size.tobytes()), self.skipped,
+                self.max_turn, self.tokens_before)
+
+    def merge(self, columns: tuple, first_block: int) -> bool:
+        """Append another scorer's export, whose blocks follow this one's from ``blocks[first_block]``.
+
+        Returns False, changing nothing, when an id there was already seen here.
+        """
+        (ids, turns, roles, kinds, tokens, matched, lengths, stub_tokens, guards, units, stubs, kept, skipped,
+         max_turn, tokens_before) = columns
+        ids = _unpack_strings(ids)
+        if not self._seen.isdisjoint(ids):
+            return False
+        self.texts.seal()
+        offset = len(self._ids)
+        self._seen.update(ids)
+        self._ids.extend(ids)
+        self._turns.frombytes(turns)
+        self._roles.extend(_unpack_column(roles))
+        self._kinds.extend(_unpack_column(kinds))
+        self._tokens.frombytes(tokens)
+        self._matched.extend(_unpack_column(matched))
+        self._lengths.frombytes(lengths)
+        self._stub_tokens.frombytes(stub_tokens)
+        self._guards.update((offset + k, v) for k, v in guards.items())
+        self._units.update((offset + k, v) for k, v in units.items())
+        self._stubs.update(offset + k for k in stubs)
+        self.texts.merge(*kept)
+        self.skipped.extend(first_block + k for k in skipped)
+        if max_turn is not None and (self.max_turn is None or max_turn > self.max_turn):
+            self.max_turn = max_turn
+        self.tokens_before += tokens_before
+        return True
+
     @staticmethod
     def _explain(index: int, raw: Dict[str, object]) -> None:
         """Raise the PagerError naming the first missing or mistyped field of a block."""
@@ -894,9 +936,45 @@ class KeptTexts:
         start = self._start[k]
         return self._open[1][start: start + self._size[k]].decode("utf-8", "surrogatepass")
 
+    def merge(self, blobs: List[bytes], blob: bytes, start: bytes, size: bytes) -> None:
+        """Append another KeptTexts' sealed contents (its parts, as Scorer.export gives them)."""
+        self.seal()
+        base = len(self._blobs)
+        their = array.array("q")
+        their.frombytes(blob)
+        self._blob.extend(b + base if b >= 0 else -1 for b in their)
+        self._start.frombytes(start)
+        self._size.frombytes(size)
+        self._blobs.extend(blobs)
+
     def clear(self) -> None:
         """Let every kept text go."""
         self.__init__()  # type: ignore[misc]
+
+
+def _pack_strings(values: List[str]) -> object:
+    """Return a list of strings in a form marshal writes fast: one string, or the list if it can't be."""
+    joined = "\x00".join(values)
+    return joined if joined.count("\x00") == len(values) - 1 and values else values
+
+
+def _unpack_strings(packed: object) -> List[str]:
+    return packed.split("\x00") if isinstance(packed, str) else packed  # type: ignore[return-value]
+
+
+def _pack_column(values: List[object]) -> Tuple[List[object], str, bytes]:
+    """Return a column of few distinct values as (the distinct values, typecode, their indexes as bytes)."""
+    table = list(dict.fromkeys(values))
+    where = {value: k for k, value in enumerate(table)}
+    codes = array.array("H" if len(table) < 1 << 16 else "q", map(where.__getitem__, values))
+    return table, codes.typecode, codes.tobytes()
+
+
+def _unpack_column(packed: Tuple[List[object], str, bytes]) -> List[object]:
+    table, typecode, data = packed
+    codes = array.array(typecode)
+    codes.frombytes(data)
+    return list(map(table.__getitem__, codes))
 
 
 _PAGE_ROWS = 1024  # page-store rows inserted at a time
@@ -1723,6 +1801,14 @@ class _JsonStream:
         self.pos = 0
         return True
 
+    def skip_to(self, offset: int) -> None:
+        """Move to character ``offset`` of the document without parsing what lies before it."""
+        while self.dropped + len(self.buf) < offset:
+            self.pos = len(self.buf)
+            if not self._more():
+                raise PagerError(f"{self.name}: the history changed while the pass was reading it")
+        self.pos = offset - self.dropped
+
     def fail(self, what: str, pos: Optional[int] = None) -> None:
         pos = self.pos if pos is None else pos
         line = self.lines_before + self.buf.count("\n", 0, pos) + 1
@@ -1774,20 +1860,26 @@ _BLOCK_BREAK = re.compile(r'\}[ \t\n\r]*,[ \t\n\r]*(?=\{[ \t\n\r]*["}])')
 _BATCH_WINDOW = 1 << 16  # where to look for the last block break: the buffer's last 64 KiB
 
 
-def _last_break(buf: str, start: int) -> int:
-    """Return where the last block break in ``buf[start:]`` starts (its '}'), or -1."""
+def _last_break(buf: str, start: int, limit: Optional[int] = None) -> int:
+    """Return where the last block break in ``buf[start:]`` starts (its '}'), or -1.
+
+    With ``limit``, only a break whose next block starts at ``limit`` or before counts.
+    """
+    end = len(buf) if limit is None else min(len(buf), limit + 64)  # 64: room for the look-ahead
     found = -1
-    window = max(start, len(buf) - _BATCH_WINDOW)
-    for match in _BLOCK_BREAK.finditer(buf, window):
-        found = match.start()
+    window = max(start, end - _BATCH_WINDOW)
+    for match in _BLOCK_BREAK.finditer(buf, window, end):
+        if limit is None or match.end() <= limit:
+            found = match.start()
     if found < 0 and window > start:  # a block longer than the window: look through the rest
         for match in _BLOCK_BREAK.finditer(buf, start, window + 64):
-            found = match.start()
+            if limit is None or match.end() <= limit:
+                found = match.start()
     return found
 
 
 def _read_blocks(js: "_JsonStream", sink: Optional[Callable[[int, List[object]], None]],
-                 runs: Optional["array.array[int]"]) -> None:
+                 runs: Optional["array.array[int]"], split: Optional["_SplitRead"] = None) -> None:
     """Read the blocks list after its '[', handing the blocks to ``sink`` in batches.
 
     Most of the list is decoded a batch at a time: every block whose end is in the
@@ -1796,7 +1888,8 @@ def _read_blocks(js: "_JsonStream", sink: Optional[Callable[[int, List[object]],
     the list's last blocks, invalid JSON) is read value by value, which also gives
     invalid JSON its exact line and column. With ``runs``, each handed batch appends
     (first character, end character, first index, count): the text between holds
-    just its blocks and the commas between them.
+    just its blocks and the commas between them. With ``split``, a helper reads the
+    list's second half (see _SplitRead) while this reads up to where it starts.
     """
     index = 0
     pending: List[object] = []  # blocks read value by value, not handed over yet
@@ -1815,45 +1908,65 @@ def _read_blocks(js: "_JsonStream", sink: Optional[Callable[[int, List[object]],
     if js.peek() == "]":
         js.pos += 1
         return
-    while True:
-        if js.dropped + js.pos >= no_batch_before:
-            if len(js.buf) - js.pos < js.chunk // 2:
-                js._more()
-            cut = _last_break(js.buf, js.pos)
-            if cut < 0:
-                no_batch_before = js.dropped + len(js.buf)  # read on value by value, then look again
-            else:
-                try:
-                    batch = loads("[" + js.buf[js.pos: cut + 1] + "]")
-                except ValueError:
-                    no_batch_before = js.dropped + cut + 1
-                else:
+    stop = split.begin(js.dropped + js.pos) if split is not None else -1  # where the helper took over
+    try:
+        while True:
+            if stop >= 0 and js.dropped + js.pos >= stop:
+                if js.dropped + js.pos == stop:  # every block before the helper's is read
                     if pending:
                         hand(pending, pending_start, pending_end)
                         pending = []
-                    hand(batch, js.dropped + js.pos, js.dropped + cut + 1)
-                    js.pos = _BLOCK_BREAK.match(js.buf, cut).end()  # type: ignore[union-attr]
-                    continue
-        if not pending:
-            pending_start = js.dropped + js.pos
-        pending.append(js.value())
-        pending_end = js.dropped + js.pos
-        c = js.peek()
-        if c == "]":
-            js.pos += 1
-            hand(pending, pending_start, pending_end)
-            return
-        js.take(",")
-        js.peek()
-        if len(pending) >= _BATCH_BLOCKS:
-            hand(pending, pending_start, pending_end)
-            pending = []
+                    joined = split.join(index, runs)  # type: ignore[union-attr]
+                    if joined is not None:
+                        js.skip_to(joined)  # past the helper's blocks and the list's ']'
+                        return
+                else:
+                    split.cancel()  # type: ignore[union-attr]  # its start was no block's start
+                stop = -1  # read on here
+            if js.dropped + js.pos >= no_batch_before:
+                if len(js.buf) - js.pos < js.chunk // 2:
+                    js._more()
+                cut = _last_break(js.buf, js.pos, stop - js.dropped if stop >= 0 else None)
+                if cut < 0:
+                    no_batch_before = js.dropped + len(js.buf)  # read on value by value, then look again
+                else:
+                    try:
+                        batch = loads("[" + js.buf[js.pos: cut + 1] + "]")
+                    except ValueError:
+                        no_batch_before = js.dropped + cut + 1
+                    else:
+                        if pending:
+                            hand(pending, pending_start, pending_end)
+                            pending = []
+                        hand(batch, js.dropped + js.pos, js.dropped + cut + 1)
+                        js.pos = _BLOCK_BREAK.match(js.buf, cut).end()  # type: ignore[union-attr]
+                        continue
+            if not pending:
+                pending_start = js.dropped + js.pos
+            pending.append(js.value())
+            pending_end = js.dropped + js.pos
+            c = js.peek()
+            if c == "]":
+                js.pos += 1
+                hand(pending, pending_start, pending_end)
+                if stop >= 0:
+                    split.cancel()  # type: ignore[union-attr]  # the list ended before the helper's start
+                return
+            js.take(",")
+            js.peek()
+            if len(pending) >= _BATCH_BLOCKS:
+                hand(pending, pending_start, pending_end)
+                pending = []
+    except BaseException:
+        if stop >= 0:
+            split.cancel()  # type: ignore[union-attr]
+        raise
 
 
 def _stream_history(fp: io.TextIOBase, name: str,
                     on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, List[object]], None]]],
-                    chunk: int = 1 << 19, runs: Optional["array.array[int]"] = None
-                    ) -> Tuple[Dict[str, object], bool]:
+                    chunk: int = 1 << 19, runs: Optional["array.array[int]"] = None,
+                    split: Optional[_SplitRead] = None) -> Tuple[Dict[str, object], bool]:
     """Read a pager history object, handing its blocks in batches to the sink ``on_blocks`` returns.
 
     ``on_blocks(header_so_far)`` is called when the ``blocks`` list starts and
@@ -1888,7 +2001,7 @@ def _stream_history(fp: io.TextIOBase, name: str,
                 js.take("[")
                 sink = on_blocks(header)
                 handed = sink is not None
-                _read_blocks(js, sink, runs if handed else None)
+                _read_blocks(js, sink, runs if handed else None, split if handed else None)
             else:
                 header[key] = js.value()
             c = js.peek()
@@ -1901,6 +2014,132 @@ def _stream_history(fp: io.TextIOBase, name: str,
     if not seen_blocks:
         raise PagerError(f"{name}: blocks is missing")
     return header, handed
+
+
+SPLIT_MIN_BYTES = 8 << 20  # a history file this large has its blocks list read by two processes
+_CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes that continue a character
+
+
+def _chars_before(path: str, offset: int) -> int:
+    """Return how many characters the first ``offset`` bytes of a UTF-8 file hold."""
+    chars = 0
+    with open(path, "rb") as fh:
+        while offset > 0:
+            data = fh.read(min(offset, 1 << 20))
+            if not data:
+                break
+            offset -= len(data)
+            chars += len(data.translate(None, _CONTINUATION))  # one lead byte per character
+    return chars
+
+
+class _SplitRead:
+    """The second half of a large history's blocks list, read by a helper process.
+
+    At the list's start a block break near the file's middle is picked; a helper
+    (see _Helper) reads from that block to the list's end with a scorer of its own
+    and hands back its columns, while this process reads up to that block. If this
+    process reaches that exact character, the helper's part is merged in
+    (``join``); if the break was not between blocks after all, if the helper
+    failed, or if an id of its part was already seen, this process cancels it and
+    reads on itself, so the result (and any error message) is the same either way.
+    """
+
+    def __init__(self, path: str, name: str, make_scorer: Callable[[], "Scorer"]) -> None:
+        self.path, self.name, self.make_scorer = path, name, make_scorer
+        self.scorer: Optional[Scorer] = None  # set when the blocks go to a scorer
+        self.helper: Optional[_Helper] = None
+        self.start_char = -1
+
+    def begin(self, char_pos: int) -> int:
+        """Start the helper for the list that starts at ``char_pos``; return where it starts, or -1."""
+        if self.scorer is None or self.path == "-" or not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+            return -1
+        try:
+            size = os.path.getsize(self.path)
+            if size < SPLIT_MIN_BYTES:
+                return -1
+            start_byte = self._break_after(size // 2)
+            if start_byte < 0:
+                return -1
+            start_char = _chars_before(self.path, start_byte)
+        except (OSError, ValueError):
+            return -1
+        if start_char <= char_pos:
+            return -1
+        scorer = self.make_scorer()
+
+        def work(out: BinaryIO) -> None:
+            scorer.pages = _pages_in_helper  # the page store belongs to the parent: a stub ends the helper
+            scorer._recent_hits = [True] * len(scorer._recent_hits)  # its first blocks may borrow credit
+            runs = array.array("q")
+            with open(self.path, "rb") as raw:
+                raw.seek(start_byte)
+                js = _JsonStream(io.TextIOWrapper(raw, encoding="utf-8", newline=""), self.name)
+                _read_blocks(js, scorer.add_batch, runs)
+                marshal.dump((scorer.export(), runs.tobytes(), js.dropped + js.pos), out)
+
+        self.helper = _Helper.start(work)
+        if self.helper is None:
+            return -1
+        self.start_char = start_char
+        return start_char
+
+    def _break_after(self, offset: int) -> int:
+        """Return the byte offset of the first block that starts after ``offset`` (by its break), or -1."""
+        with open(self.path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read(_BATCH_WINDOW)
+        lead = 0
+        while lead < len(data) and 0x80 <= data[lead] < 0xC0:
+            lead += 1  # start on a character
+        for trim in range(4):  # the window may end inside a character
+            try:
+                text = data[lead: len(data) - trim].decode("utf-8")
+                break
+            except UnicodeDecodeError:
+                continue
+        else:
+            return -1
+        match = _BLOCK_BREAK.search(text)
+        if match is None:
+            return -1
+        return offset + lead + len(text[: match.end()].encode("utf-8"))
+
+    def join(self, index: int, runs: Optional["array.array[int]"]) -> Optional[int]:
+        """Merge the helper's part after block ``index``; return the character just past the list, or None."""
+        helper, self.helper = self.helper, None
+        done = helper.result() if helper is not None else None
+        if done is None:
+            return None
+        try:
+            columns, their_runs, end = marshal.load(done)
+        except (EOFError, ValueError, TypeError):
+            return None
+        finally:
+            helper.close()  # type: ignore[union-attr]
+        if not self.scorer.merge(columns, index):  # type: ignore[union-attr]
+            return None  # an id seen twice: read on here, so the error names both places
+        if runs is not None:
+            part = array.array("q")
+            part.frombytes(their_runs)
+            for k in range(0, len(part), 4):
+                runs.extend((part[k] + self.start_char, part[k + 1] + self.start_char, part[k + 2] + index,
+                             part[k + 3]))
+        return self.start_char + end
+
+    def cancel(self) -> None:
+        if self.helper is not None:
+            self.helper.cancel()
+            self.helper = None
+
+
+class _InParent(Exception):
+    """A helper met what only the parent can handle."""
+
+
+def _pages_in_helper(block: str) -> Optional["StoredPage"]:
+    raise _InParent(block)
 
 
 class HistorySource:
@@ -1948,13 +2187,14 @@ class HistorySource:
         except OSError as exc:
             raise PagerError(f"{self.path}: can't read ({exc.strerror})") from None
 
-    def stream(self, on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, List[object]], None]]]
-               ) -> Tuple[Dict[str, object], bool]:
+    def stream(self, on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, List[object]], None]]],
+               split: Optional[_SplitRead] = None) -> Tuple[Dict[str, object], bool]:
         """Stream the history once (see _stream_history), noting where each batch of blocks lies."""
         runs = array.array("q")
         try:
             with self.open() as fp:
-                header, handed = _stream_history(fp, self.name, on_blocks, runs=runs)
+                header, handed = _stream_history(fp, self.name, on_blocks, runs=runs,
+                                                 split=split if self._stdin is None else None)
                 if handed:
                     self.runs = runs
                 return header, handed
@@ -2023,12 +2263,16 @@ def load_and_plan(source, params: Params,
         hint = given if _is_int(given) and given >= 0 else None  # type: ignore[operator]
         return Scorer(keywords, params, pages, stub_text, with_index, reserve, hint)  # type: ignore[arg-type]
 
+    split = _SplitRead(source.path, source.name, lambda: new_scorer({}, []))
+
     def on_blocks(header: Dict[str, object]) -> Optional[Callable[[int, List[object]], None]]:
         nonlocal scorer, chosen
         if intent is None and "intent_ir" not in header:
             return note_user  # the intent is further on, or is the last user message: read twice
         chosen = _header_intent(header, intent, None)
         scorer = new_scorer(header, chosen.keywords)
+        split.scorer, keywords = scorer, chosen.keywords
+        split.make_scorer = lambda: new_scorer(header, keywords)
         return scorer.add_batch
 
     def note_user(_first: int, blocks: List[object]) -> None:
@@ -2041,11 +2285,13 @@ def load_and_plan(source, params: Params,
                     last_user[0] = raw["text"]  # type: ignore[assignment]
 
     try:
-        header, _ = source.stream(on_blocks)
+        header, _ = source.stream(on_blocks, split)
         if scorer is None:
             chosen = _header_intent(header, intent, last_user[0])
             scorer = new_scorer(header, chosen.keywords)
-            source.stream(lambda _header: scorer.add_batch)  # type: ignore[union-attr]
+            split.scorer, keywords = scorer, chosen.keywords
+            split.make_scorer = lambda: new_scorer(header, keywords)
+            source.stream(lambda _header: scorer.add_batch, split)  # type: ignore[union-attr]
         current = _header_current_turn(header)
         decisions = scorer.finish(current)
         source.skipped = scorer.skipped
@@ -4551,9 +4797,9 @@ class _Helper:
                 os._exit(code)
 
     @classmethod
-    def start(cls, work: Callable[[BinaryIO], None], blocks: int) -> Optional["_Helper"]:
-        """Return a running helper, or None where one would not help (small pass, one core, no fork)."""
-        if blocks < HELPER_MIN_BLOCKS or not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+    def start(cls, work: Callable[[BinaryIO], None]) -> Optional["_Helper"]:
+        """Return a running helper, or None where one cannot help (one core, no fork)."""
+        if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
             return None
         try:
             return cls(work)
@@ -4598,7 +4844,7 @@ def _records_helper(decisions: Sequence[Decision], stream) -> Optional[_Helper]:
         _write_records(text, decisions)
         text.detach()
 
-    return _Helper.start(work, len(decisions))
+    return _Helper.start(work) if len(decisions) >= HELPER_MIN_BLOCKS else None
 
 
 def _write_helper_records(helper: Optional[_Helper], stream, decisions: Sequence[Decision]) -> None:
@@ -4622,7 +4868,7 @@ def _payload_helper(render: Callable[[ContractState], "Payload"], state: Contrac
         for piece in render(state).pieces:
             out.write(piece)
 
-    return _Helper.start(work, blocks)
+    return _Helper.start(work) if blocks >= HELPER_MIN_BLOCKS else None
 
 
 def _helper_payload(helper: Optional[_Helper], render: Callable[[ContractState], "Payload"],
