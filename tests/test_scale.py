@@ -281,3 +281,101 @@ def test_a_pass_that_fails_after_helpers_started_prints_one_line(tmp_path, monke
     assert result.code == 2
     assert result.err.count("\n") == 1 and result.err.startswith("pager: error: ") and "No space" in result.err
     assert not (tmp_path / "c.limn").exists()
+
+
+# --- the split read (large history files) ---
+
+_FORKS = pytest.mark.skipif(not hasattr(__import__("os"), "fork") or (__import__("os").cpu_count() or 1) < 2,
+                            reason="the split read needs fork and two cores")
+
+
+def _write_history(path, blocks, after=None):
+    doc = {"intent_ir": ["pager", "score"], "blocks": blocks}
+    doc.update(after or {})
+    path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def _many(n, **extra):
+    return [dict({"id": f"b{i}", "turn": i // 2, "role": ("user", "assistant", "tool")[i % 3],
+                  "text": ("the pager keeps score ✓ " if i % 4 == 0 else "chatter é😀 ") + "x" * (i % 13)}, **extra)
+            for i in range(n)]
+
+
+def _plans(pager, monkeypatch, path, **kwargs):
+    """Plan the history with the split read and without; return both outcomes and whether the split joined."""
+    joins = []
+    real_join = pager._SplitRead.join
+
+    def join(self, index, runs):
+        result = real_join(self, index, runs)
+        joins.append(result is not None)
+        return result
+
+    monkeypatch.setattr(pager._SplitRead, "join", join)
+    outcomes = []
+    for least in (1, 10 ** 12):
+        monkeypatch.setattr(pager, "SPLIT_MIN_BYTES", least)
+        source = pager.HistorySource(str(path))
+        try:
+            plan = pager.load_and_plan(source, pager.Params(), **kwargs)
+            pages = [k for k, d in enumerate(plan.decisions) if d.action == "page"]
+            outcomes.append((list(plan.decisions), plan.header, [plan.texts.get(k) for k in pages],
+                             [raw for _, raw in source.blocks_at(range(0, len(plan.decisions), 37))]))
+        except pager.PagerError as exc:
+            outcomes.append(str(exc))
+    return outcomes[0], outcomes[1], joins
+
+
+@_FORKS
+def test_split_read_equals_one_read(pager, tmp_path, monkeypatch):
+    """Decisions, header, kept texts and later reads of single blocks agree, multi-byte text included."""
+    blocks = _many(3000)
+    path = _write_history(tmp_path / "h.json", blocks, after={"current_turn": 2000, "note": "after the list"})
+    split, alone, joins = _plans(pager, monkeypatch, path)
+    assert joins == [True]
+    assert split == alone
+    assert split[1] == {"intent_ir": ["pager", "score"], "current_turn": 2000, "note": "after the list"}
+    assert split[3] == blocks[::37]
+
+
+@_FORKS
+def test_split_read_reports_a_duplicate_across_halves_as_one_read_does(pager, tmp_path, monkeypatch):
+    blocks = _many(3000)
+    blocks[2900]["id"] = "b10"
+    split, alone, joins = _plans(pager, monkeypatch, _write_history(tmp_path / "h.json", blocks))
+    assert split == alone and "blocks[2900].id \"b10\" duplicates blocks[10].id" in split
+
+
+@_FORKS
+def test_split_read_reports_bad_json_in_the_second_half_as_one_read_does(pager, tmp_path, monkeypatch):
+    path = _write_history(tmp_path / "h.json", _many(3000))
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace('"id": "b2800"', '"id": "b2800",,', 1), encoding="utf-8")
+    split, alone, joins = _plans(pager, monkeypatch, path)
+    assert split == alone and "invalid JSON at line 1, column" in split
+    assert joins == [False]  # the helper failed on the bad JSON; the pass read on and met it itself
+
+
+@_FORKS
+def test_split_read_leaves_stubs_to_the_pass(pager, tmp_path, monkeypatch):
+    """A stub in the second half needs the page store, which a helper never opens: the pass reads on."""
+    blocks = _many(3000)
+    blocks[2500] = {"id": "b2500", "turn": 1250, "role": "user", "text": "[paged b2500]", "stub": True}
+    page = pager.StoredPage("b2500", 1250, "user", None, 9, ("pager",), "", "", "", "the pager was here")
+    split, alone, joins = _plans(pager, monkeypatch, _write_history(tmp_path / "h.json", blocks),
+                                 pages=lambda block: page if block == "b2500" else None)
+    assert joins == [False] and split == alone
+
+
+@_FORKS
+def test_split_read_falls_back_when_its_start_is_inside_a_block(pager, tmp_path, monkeypatch):
+    """Blocks full of nested objects: a break near the middle may lie inside one; the result is the same."""
+    meta = [{"a": i, "b": "x"} for i in range(40)]
+    cancels = []
+    real_cancel = pager._SplitRead.cancel
+    monkeypatch.setattr(pager._SplitRead, "cancel", lambda self: (cancels.append(self.helper is not None),
+                                                                  real_cancel(self)))
+    split, alone, joins = _plans(pager, monkeypatch, _write_history(tmp_path / "h.json", _many(800, meta=meta)))
+    assert split == alone
+    assert joins == [] and True in cancels  # passed its start mid-block: the helper was stopped
