@@ -760,8 +760,8 @@ class Scorer:
                 raise PagerError(f"{where}.{field} must be {expected} (got {_show(raw[field])})")
         raise AssertionError(f"{where} failed the fast check but no field explains why")  # a bug, not input
 
-    def _similarities(self) -> Tuple[Dict[int, float], Dict[int, float]]:
-        """Return (own, neighbour) scores of the blocks that have any, by position.
+    def _similarities(self) -> Tuple["array.array[float]", "array.array[float]"]:
+        """Return the columns (own, neighbour): each block's own score and its neighbour credit.
 
         Weighted proxy: a keyword counts by its rarity in this history,
         ``idf(k) = ln(1 + (N - df + 0.5) / (df + 0.5))``; ``own`` is the idf share of the
@@ -770,42 +770,39 @@ class Scorer:
         to NEIGHBOUR_WINDOW blocks after a matching such block, gets
         ``NEIGHBOUR_DECAY ** distance * own ** NEIGHBOUR_POWER`` of it. Keywords that occur
         nowhere are left out of the total. Plain proxy: ``own`` is the share of keywords
-        present, no neighbour credit.
+        present, no neighbour credit. Computed a column at a time.
         """
-        n_terms = len(self.terms)
-        hits = [(i, m) for i, m in enumerate(self._matched) if m]
-        if not self.weighted:
-            return {i: len(m) / n_terms for i, m in hits}, {}
         n = len(self._ids)
+        zeros = array.array("d", bytes(8 * n))
+        kinds_of_match = Counter(self._matched)
+        if not self.weighted:
+            share = {m: len(m) / len(self.terms) if m else 0.0 for m in kinds_of_match}
+            return array.array("d", map(share.__getitem__, self._matched)), zeros
         df: Dict[str, int] = dict.fromkeys(self.terms, 0)
-        for matched, count in Counter(m for _, m in hits).items():
+        for matched, count in kinds_of_match.items():
             for term in matched:
                 df[term] += count
         idf = {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
         total = sum(idf[t] for t, d in df.items() if d)
-        own: Dict[int, float] = {}
         if not total:
-            return own, {}
+            return zeros, array.array("d", zeros)
         mean_length = sum(self._lengths) / n or 1.0
-        lengths = self._lengths
-        coverage_of = {m: sum(idf[t] for t in m) / total for m in set(m for _, m in hits)}
-        for i, matched in hits:
-            scaled = coverage_of[matched] / (1.0 - LENGTH_WEIGHT + LENGTH_WEIGHT * lengths[i] / mean_length)
-            own[i] = scaled if scaled < 1.0 else 1.0
+        coverage = {m: sum(idf[t] for t in m) / total for m in kinds_of_match}  # () -> 0.0
+        # coverage / (1.0 - b + b * length / mean_length), capped at 1; 0.0 where nothing matched
+        discount = map((1.0 - LENGTH_WEIGHT).__add__, map(mean_length.__rtruediv__,
+                                                          map(LENGTH_WEIGHT.__mul__, self._lengths)))
+        own = array.array("d", map(min, map(operator.truediv, map(coverage.__getitem__, self._matched), discount),
+                                   repeat(1.0)))
         # Dialogue turns lend and borrow credit; a tool call, a tool result or a system block
         # has its own content (and its unit) to go by, not its position.
-        neighbour: Dict[int, float] = {}
-        steps = [(d, NEIGHBOUR_DECAY ** d) for d in range(1, NEIGHBOUR_WINDOW + 1)]
-        roles, units = self._roles, self._units
-        for i, score in own.items():
-            if roles[i] not in DIALOGUE_ROLES or i in units:
-                continue
-            lent = score ** NEIGHBOUR_POWER
-            for d, factor in steps:
-                credit = lent * factor
-                j = i + d  # forward only: the topic is raised first, the answer follows
-                if j < n and credit > neighbour.get(j, 0.0) and roles[j] in DIALOGUE_ROLES and j not in units:
-                    neighbour[j] = credit
+        talk = array.array("d", map(float, map(DIALOGUE_ROLES.__contains__, self._roles)))  # 1.0 or 0.0
+        for i in self._units:
+            talk[i] = 0.0
+        lent = list(map(operator.mul, map(pow, own, repeat(NEIGHBOUR_POWER)), talk))
+        credits = [repeat(0.0)]
+        for d in range(1, NEIGHBOUR_WINDOW + 1):  # forward only: the topic is raised first, the answer follows
+            credits.append(chain(repeat(0.0, d), map((NEIGHBOUR_DECAY ** d).__rmul__, lent[: n - d])))
+        neighbour = array.array("d", map(operator.mul, map(max, *credits), talk))
         return own, neighbour
 
     def finish(self, current_turn: Optional[int]) -> "DecisionTable":
@@ -822,21 +819,15 @@ class Scorer:
         if self.params.budget is not None and self.reserve is not None:
             reserved = self.reserve(self._seen)
         self._seen = set()  # the ids are in the decisions now: let the set go before they are built
-        own, neighbour = self._similarities()
+        owns, nears = self._similarities()
         n = len(self._ids)
         recency_of = {t: recency(current_turn - t) for t in set(turns)}
         recencies = array.array("d", map(recency_of.__getitem__, turns))
-        owns = array.array("d", bytes(8 * n))
-        nears = array.array("d", bytes(8 * n))
-        for i, score in own.items():
-            owns[i] = score
-        for i, score in neighbour.items():
-            nears[i] = score
-        # Columns are built from generators, not lists: 100,000 floats in a list cost 3 MB more.
+        # Columns are built from iterators, not lists: 100,000 floats in a list cost 3 MB more.
         sims = array.array("d", map(max, owns, nears))
-        alpha, beta = self.params.alpha, self.params.beta
+        alpha, beta = float(self.params.alpha), float(self.params.beta)  # an int weight multiplies the same
         retain_cut, evict_cut = self.params.retain_cut, self.params.evict_cut
-        rs = array.array("d", (alpha * s + beta * r for s, r in zip(sims, recencies)))
+        rs = array.array("d", map(operator.add, map(alpha.__mul__, sims), map(beta.__mul__, recencies)))
         # Params.classify, inlined: this runs once per block
         actions = ["retain" if r >= retain_cut else "evict" if r < evict_cut else "page" for r in rs]
         reasons = ["score"] * n

@@ -379,3 +379,39 @@ def test_split_read_falls_back_when_its_start_is_inside_a_block(pager, tmp_path,
     split, alone, joins = _plans(pager, monkeypatch, _write_history(tmp_path / "h.json", _many(800, meta=meta)))
     assert split == alone
     assert joins == [] and True in cancels  # passed its start mid-block: the helper was stopped
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_BLOCK, min_size=1, max_size=14, unique_by=lambda b: b["id"]),
+       st.sampled_from([(0.7, 0.3), (1, 0), (0, 1), (0.5, 0.5), (2, 1)]), st.sampled_from(["weighted", "plain"]))
+def test_column_scores_follow_the_formula_block_by_block(blocks, weights, similarity):
+    """The column-at-a-time scores equal R = alpha * sim + beta * recency worked out for each block alone,
+    int weights included."""
+    import pager
+    params = pager.Params(alpha=weights[0], beta=weights[1], similarity=similarity, retain_cut=1.0, evict_cut=0.0)
+    plan = pager.plan_pass({"intent_ir": ["pager", "score", "family"], "blocks": blocks}, params)
+    scorer = pager.Scorer(["pager", "score", "family"], params)
+    for block in blocks:
+        scorer.add(0, dict(block, id=block["id"]))
+    n = len(blocks)
+    terms = scorer.terms
+    lengths = [len(b["text"]) for b in blocks]
+    matched = scorer._matched
+    if similarity == "plain":
+        own = [len(m) / len(terms) for m in matched]
+        near = [0.0] * n
+    else:
+        df = {t: sum(t in m for m in matched) for t in terms}
+        idf = {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+        total = sum(idf[t] for t, d in df.items() if d)
+        mean = sum(lengths) / n or 1.0
+        own = [min(1.0, sum(idf[t] for t in m) / total / (1 - 0.25 + 0.25 * length / mean)) if m else 0.0
+               for m, length in zip(matched, lengths)]
+        talk = [b["role"] in ("user", "assistant") for b in blocks]
+        near = [max([0.0] + [own[j - d] ** 1.5 * 0.7 ** d for d in (1, 2) if j - d >= 0 and talk[j - d]])
+                if talk[j] else 0.0 for j in range(n)]
+    current = max(b["turn"] for b in blocks)
+    for d, mine, borrowed, b in zip(plan.decisions, own, near, blocks):
+        sim = max(mine, borrowed)
+        assert d.own == pytest.approx(mine) and d.neighbour == pytest.approx(borrowed)
+        assert d.R == pytest.approx(weights[0] * sim + weights[1] * pager.recency(current - b["turn"]))
