@@ -4330,10 +4330,15 @@ class PageStore:
         if self._db.in_transaction:
             self._db.execute("ROLLBACK")
 
-    def keep_only(self, keep: Iterable[str]) -> int:
-        """Delete every page whose block is not in ``keep``; return how many went."""
+    def keep_only(self, keep: Iterable[str], among: Optional[Iterable[str]] = None) -> int:
+        """Delete every page whose block is not in ``keep``; return how many went.
+
+        With ``among``, only those blocks are candidates (the rows a pass found before
+        it added its own), which spares reading every row back.
+        """
         keep = set(keep)
-        gone = [b for (b,) in self._db.execute("SELECT block FROM pages") if b not in keep]
+        rows = ((b,) for b in among) if among is not None else self._db.execute("SELECT block FROM pages")
+        gone = [b for (b,) in rows if b not in keep]
         if gone:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("DELETE FROM pages WHERE block = ?", [(b,) for b in gone])
@@ -5228,6 +5233,7 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, sto
         if store is None and needs_text:
             store = PageStore.open(store_path, create=True, stub_words=plan.params.stub_words)
         stored = 0
+        work = None
         try:
             if store is not None:
                 store.begin()
@@ -5273,7 +5279,9 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, sto
         if emitted is not None:
             os.replace(emitted, args.emit)
         if store is not None:
-            store.keep_only(b for b, a in final.items() if a == "page")
+            # Rows this pass added are all pages; only rows found before it can be stale.
+            store.keep_only((b for b, a in final.items() if a == "page"),
+                            among=list(work.known) if work is not None else None)
     return state, payload, stored, store
 
 
