@@ -770,39 +770,45 @@ class Scorer:
         to NEIGHBOUR_WINDOW blocks after a matching such block, gets
         ``NEIGHBOUR_DECAY ** distance * own ** NEIGHBOUR_POWER`` of it. Keywords that occur
         nowhere are left out of the total. Plain proxy: ``own`` is the share of keywords
-        present, no neighbour credit. Computed a column at a time.
+        present, no neighbour credit. Only blocks with a match (and the blocks after them)
+        are visited; every other score stays 0.
         """
         n = len(self._ids)
-        zeros = array.array("d", bytes(8 * n))
-        kinds_of_match = Counter(self._matched)
+        own, neighbour = array.array("d", bytes(8 * n)), array.array("d", bytes(8 * n))
+        matched = self._matched
+        hits = list(compress(range(n), matched))  # positions holding a match (a non-empty tuple)
+        if not hits:
+            return own, neighbour
+        kinds_of_match = Counter(map(matched.__getitem__, hits))
         if not self.weighted:
-            share = {m: len(m) / len(self.terms) if m else 0.0 for m in kinds_of_match}
-            return array.array("d", map(share.__getitem__, self._matched)), zeros
+            for i in hits:
+                own[i] = len(matched[i]) / len(self.terms)
+            return own, neighbour
         df: Dict[str, int] = dict.fromkeys(self.terms, 0)
-        for matched, count in kinds_of_match.items():
-            for term in matched:
+        for found, count in kinds_of_match.items():
+            for term in found:
                 df[term] += count
         idf = {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
         total = sum(idf[t] for t, d in df.items() if d)
-        if not total:
-            return zeros, array.array("d", zeros)
         mean_length = sum(self._lengths) / n or 1.0
-        coverage = {m: sum(idf[t] for t in m) / total for m in kinds_of_match}  # () -> 0.0
-        # coverage / (1.0 - b + b * length / mean_length), capped at 1; 0.0 where nothing matched
-        discount = map((1.0 - LENGTH_WEIGHT).__add__, map(mean_length.__rtruediv__,
-                                                          map(LENGTH_WEIGHT.__mul__, self._lengths)))
-        own = array.array("d", map(min, map(operator.truediv, map(coverage.__getitem__, self._matched), discount),
-                                   repeat(1.0)))
+        coverage = {found: sum(idf[t] for t in found) / total for found in kinds_of_match}
+        lengths = self._lengths
+        for i in hits:
+            scaled = coverage[matched[i]] / (1.0 - LENGTH_WEIGHT + LENGTH_WEIGHT * lengths[i] / mean_length)
+            own[i] = scaled if scaled < 1.0 else 1.0
         # Dialogue turns lend and borrow credit; a tool call, a tool result or a system block
         # has its own content (and its unit) to go by, not its position.
-        talk = array.array("d", map(float, map(DIALOGUE_ROLES.__contains__, self._roles)))  # 1.0 or 0.0
-        for i in self._units:
-            talk[i] = 0.0
-        lent = list(map(operator.mul, map(pow, own, repeat(NEIGHBOUR_POWER)), talk))
-        credits = [repeat(0.0)]
-        for d in range(1, NEIGHBOUR_WINDOW + 1):  # forward only: the topic is raised first, the answer follows
-            credits.append(chain(repeat(0.0, d), map((NEIGHBOUR_DECAY ** d).__rmul__, lent[: n - d])))
-        neighbour = array.array("d", map(operator.mul, map(max, *credits), talk))
+        steps = [(d, NEIGHBOUR_DECAY ** d) for d in range(1, NEIGHBOUR_WINDOW + 1)]
+        roles, units, talk = self._roles, self._units, DIALOGUE_ROLES
+        for i in hits:
+            if roles[i] not in talk or i in units:
+                continue
+            lent = own[i] ** NEIGHBOUR_POWER
+            for d, factor in steps:
+                credit = lent * factor
+                j = i + d  # forward only: the topic is raised first, the answer follows
+                if j < n and credit > neighbour[j] and roles[j] in talk and j not in units:
+                    neighbour[j] = credit
         return own, neighbour
 
     def finish(self, current_turn: Optional[int]) -> "DecisionTable":
@@ -823,8 +829,10 @@ class Scorer:
         n = len(self._ids)
         recency_of = {t: recency(current_turn - t) for t in set(turns)}
         recencies = array.array("d", map(recency_of.__getitem__, turns))
-        # Columns are built from iterators, not lists: 100,000 floats in a list cost 3 MB more.
-        sims = array.array("d", map(max, owns, nears))
+        sims = array.array("d", owns)  # sim = max(own, neighbour): the own score, unless the credit is higher
+        for j in compress(range(n), nears):
+            if nears[j] > owns[j]:
+                sims[j] = nears[j]
         alpha, beta = float(self.params.alpha), float(self.params.beta)  # an int weight multiplies the same
         retain_cut, evict_cut = self.params.retain_cut, self.params.evict_cut
         rs = array.array("d", map(operator.add, map(alpha.__mul__, sims), map(beta.__mul__, recencies)))
