@@ -2052,7 +2052,7 @@ class _SplitRead:
 
     def begin(self, char_pos: int) -> int:
         """Start the helper for the list that starts at ``char_pos``; return where it starts, or -1."""
-        if self.scorer is None or self.path == "-" or not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+        if self.scorer is None or self.path == "-" or not _can_help():
             return -1
         try:
             size = os.path.getsize(self.path)
@@ -4771,6 +4771,17 @@ def _write_emitted(path: str, header: Mapping[str, object], blocks_file: io.Text
 HELPER_MIN_BLOCKS = 20_000  # passes this large write their records (and render the contract) in a helper
 
 
+def _can_help() -> bool:
+    """Return True if a helper process can run beside this one: fork, and two cores this process may use."""
+    if not hasattr(os, "fork"):
+        return False
+    try:
+        cores = len(os.sched_getaffinity(0))  # honours taskset and cpusets
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return cores >= 2
+
+
 class _Helper:
     """Work run in a forked copy of this process, into an unlinked temporary file.
 
@@ -4803,7 +4814,7 @@ class _Helper:
     @classmethod
     def start(cls, work: Callable[[BinaryIO], None]) -> Optional["_Helper"]:
         """Return a running helper, or None where one cannot help (one core, no fork)."""
-        if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2:
+        if not _can_help():
             return None
         try:
             return cls(work)

@@ -21,7 +21,8 @@ _STDLIB_FALLBACK = {  # Python 3.9 has no sys.stdlib_module_names
     "__future__", "argparse", "array", "dataclasses", "datetime", "io", "json", "math", "os", "re", "sys",
     "typing", "fcntl", "hashlib", "sqlite3", "stat", "tempfile", "time", "unicodedata", "errno",
     "contextlib", "itertools", "functools", "collections", "heapq", "bisect", "random", "string",
-    "textwrap", "shutil", "signal", "struct", "uuid", "base64", "codecs", "copy", "enum",
+    "textwrap", "shutil", "signal", "struct", "uuid", "base64", "codecs", "copy", "enum", "marshal",
+    "operator", "zlib",
 }
 
 

@@ -235,7 +235,7 @@ def test_helpers_change_nothing_but_speed(tmp_path, monkeypatch, cli):
     monkeypatch.setattr(pager, "HELPER_MIN_BLOCKS", 1)
     monkeypatch.setattr(pager._Helper, "__init__", counting)
     helped = _pass(cli, tmp_path / "helped", history)
-    assert len(started) == 2 or (__import__("os").cpu_count() or 1) < 2  # records and contract statements
+    assert len(started) == 2 or not pager._can_help()  # records and contract statements
     assert helped == alone
     assert alone[0] == 0 and alone[2].count("\n") == 400
 
@@ -285,7 +285,7 @@ def test_a_pass_that_fails_after_helpers_started_prints_one_line(tmp_path, monke
 
 # --- the split read (large history files) ---
 
-_FORKS = pytest.mark.skipif(not hasattr(__import__("os"), "fork") or (__import__("os").cpu_count() or 1) < 2,
+_FORKS = pytest.mark.skipif(not __import__("pager")._can_help(),
                             reason="the split read needs fork and two cores")
 
 
@@ -415,3 +415,17 @@ def test_column_scores_follow_the_formula_block_by_block(blocks, weights, simila
         sim = max(mine, borrowed)
         assert d.own == pytest.approx(mine) and d.neighbour == pytest.approx(borrowed)
         assert d.R == pytest.approx(weights[0] * sim + weights[1] * pager.recency(current - b["turn"]))
+
+
+def test_one_usable_core_means_no_helpers(tmp_path, monkeypatch, cli):
+    """A process pinned to one core (taskset, a cpuset) or without fork runs the whole pass itself."""
+    import os
+    import pager
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert not pager._can_help()
+    monkeypatch.setattr(pager, "HELPER_MIN_BLOCKS", 1)
+    monkeypatch.setattr(pager, "SPLIT_MIN_BYTES", 1)
+    monkeypatch.setattr(pager._Helper, "__init__", lambda self, work: pytest.fail("a helper started"))
+    assert _pass(cli, tmp_path / "one", _big_history(tmp_path))[0] == 0
+    monkeypatch.delattr(os, "fork", raising=False)
+    assert not pager._can_help()
