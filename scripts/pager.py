@@ -4446,6 +4446,9 @@ class LockedContract:
             _fsync_dir(self.path)
         self._appended = True
 
+    def fileno(self) -> int:
+        return self._fd
+
     def __exit__(self, exc_type, exc, tb) -> None:
         self._release(failed=exc_type is not None and not self._appended)
 
@@ -4794,7 +4797,7 @@ class _Helper:
     does the work itself, so a helper can make a pass faster but never different.
     """
 
-    def __init__(self, work: Callable[[BinaryIO], None]) -> None:
+    def __init__(self, work: Callable[[BinaryIO], None], close: Iterable[int] = ()) -> None:
         self.file: Optional[BinaryIO] = tempfile.TemporaryFile()
         for stream in (sys.stdout, sys.stderr):  # nothing buffered here may be written twice
             try:
@@ -4805,6 +4808,8 @@ class _Helper:
         if self.pid == 0:  # the helper
             code = 1
             try:
+                for fd in close:  # the contract's descriptor: its lock must end with this process
+                    os.close(fd)
                 work(self.file)
                 self.file.flush()
                 code = 0
@@ -4812,12 +4817,12 @@ class _Helper:
                 os._exit(code)
 
     @classmethod
-    def start(cls, work: Callable[[BinaryIO], None]) -> Optional["_Helper"]:
+    def start(cls, work: Callable[[BinaryIO], None], close: Iterable[int] = ()) -> Optional["_Helper"]:
         """Return a running helper, or None where one cannot help (one core, no fork)."""
         if not _can_help():
             return None
         try:
-            return cls(work)
+            return cls(work, close)
         except OSError:
             return None  # no temporary file or no process to spare: do the work here
 
@@ -4877,13 +4882,13 @@ def _write_helper_records(helper: Optional[_Helper], stream, decisions: Sequence
 
 
 def _payload_helper(render: Callable[[ContractState], "Payload"], state: ContractState,
-                    blocks: int) -> Optional[_Helper]:
-    """Start rendering the contract payload in a helper (see _Helper)."""
+                    blocks: int, contract_fd: int) -> Optional[_Helper]:
+    """Start rendering the contract payload in a helper (see _Helper), which lets go of the contract."""
     def work(out: BinaryIO) -> None:
         for piece in render(state).pieces:
             out.write(piece)
 
-    return _Helper.start(work) if blocks >= HELPER_MIN_BLOCKS else None
+    return _Helper.start(work, close=[contract_fd]) if blocks >= HELPER_MIN_BLOCKS else None
 
 
 def _helper_payload(helper: Optional[_Helper], render: Callable[[ContractState], "Payload"],
@@ -5246,7 +5251,7 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, sto
     emitted = None
     with LockedContract(args.contract) as locked:
         state = locked.state
-        rendering = _payload_helper(render, state, len(plan.decisions))
+        rendering = _payload_helper(render, state, len(plan.decisions), locked.fileno())
         needs_text = any(a == "page" and not stub for a, stub in zip(_column(plan.decisions, "action"),
                                                                      _column(plan.decisions, "stub")))
         if store is None and needs_text:

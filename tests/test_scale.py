@@ -228,9 +228,9 @@ def test_helpers_change_nothing_but_speed(tmp_path, monkeypatch, cli):
     started = []
     real = pager._Helper.__init__
 
-    def counting(self, work):
+    def counting(self, work, close=()):
         started.append(work)
-        real(self, work)
+        real(self, work, close)
 
     monkeypatch.setattr(pager, "HELPER_MIN_BLOCKS", 1)
     monkeypatch.setattr(pager._Helper, "__init__", counting)
@@ -425,7 +425,39 @@ def test_one_usable_core_means_no_helpers(tmp_path, monkeypatch, cli):
     assert not pager._can_help()
     monkeypatch.setattr(pager, "HELPER_MIN_BLOCKS", 1)
     monkeypatch.setattr(pager, "SPLIT_MIN_BYTES", 1)
-    monkeypatch.setattr(pager._Helper, "__init__", lambda self, work: pytest.fail("a helper started"))
+    monkeypatch.setattr(pager._Helper, "__init__", lambda self, work, close=(): pytest.fail("a helper started"))
     assert _pass(cli, tmp_path / "one", _big_history(tmp_path))[0] == 0
     monkeypatch.delattr(os, "fork", raising=False)
     assert not pager._can_help()
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="helpers need fork")
+def test_the_contract_helper_lets_go_of_the_locked_contract(tmp_path, monkeypatch, cli):
+    """The helper rendering statements closes its copy of the contract's descriptor at once, so the
+    lock ends with the pass even if the pass is killed while the helper still runs."""
+    import os
+    import pager
+    seen = tmp_path / "seen"
+    fds = []
+    real_fileno, real_batches = pager.LockedContract.fileno, pager.statement_batches
+    parent = os.getpid()
+
+    def fileno(self):
+        fds.append(real_fileno(self))
+        return fds[-1]
+
+    def batches(*args, **kwargs):
+        if os.getpid() != parent:
+            try:
+                os.fstat(fds[-1])
+                seen.write_text("open")
+            except OSError:
+                seen.write_text("closed")
+        return real_batches(*args, **kwargs)
+
+    monkeypatch.setattr(pager, "HELPER_MIN_BLOCKS", 1)
+    monkeypatch.setattr(pager.LockedContract, "fileno", fileno)
+    monkeypatch.setattr(pager, "statement_batches", batches)
+    assert _pass(cli, tmp_path / "p", _big_history(tmp_path))[0] == 0
+    if pager._can_help():
+        assert seen.read_text() == "closed"
