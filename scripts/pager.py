@@ -1430,19 +1430,30 @@ def check_statement(statement: str) -> str:
     return _check_statement_slowly(statement, parts)
 
 
+def _statements_pattern() -> str:
+    """Return a regex matching exactly the statements check_statement accepts, each ending in LF."""
+    quoted = '"[^' + "".join(re.escape(c) for c in sorted(FORBIDDEN_IN_QUOTES)) + ']+"'
+    slots = {_Q: quoted, _NUM: _NUMBER_RE.pattern[:-2], _LIST: "|".join(LIST_OF_ACTION.values()),
+             _TEXT: "|".join(TEXT_VALUES), _NUMNAME: "|".join(NUMBER_VALUES)}
+    shapes = sorted(STATEMENT_FORMS, key=lambda shape: shape[0] != "add")  # the common form first
+    forms = [" ".join(f"(?:{slots[w]})" if w in slots else re.escape(w) for w in shape) for shape in shapes]
+    return "(?:(?:" + "|".join(forms) + ")\n)*"
+
+
+_STATEMENTS_RE = re.compile(_statements_pattern())
+
+
 def check_statements(statements: List[str]) -> None:
     """Run check_statement on every statement of the list; raise PagerError for the first bad one.
 
-    The same checks a list at a time: each statement's unquoted segments must be a
-    known form's, and the joined text may hold no line break but the joins and no
-    empty quoted value. Only when that fails (or for the number form, which has no
-    fixed segments) is each statement checked alone.
+    The same checks a list at a time: one regex, built from STATEMENT_FORMS and the
+    vocabulary, must match the joined statements line by line. Only when it does not
+    is each statement checked alone, for the exact message.
     """
-    unquoted = map(operator.itemgetter(slice(0, None, 2)), map(operator.methodcaller("split", '"'), statements))
-    forms = list(map(_SEGMENTS.get, map(tuple, unquoted)))  # as check_statement: a form, or None
-    text = "\n".join(statements)
-    if (None in forms or text.count("\n") != len(statements) - 1 or '""' in text
-            or any(map(text.__contains__, _OTHER_BREAKS))):
+    if not statements:
+        return
+    text = "\n".join(statements) + "\n"
+    if text.count("\n") != len(statements) or _STATEMENTS_RE.fullmatch(text) is None:
         for statement in statements:
             check_statement(statement)
 

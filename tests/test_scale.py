@@ -461,3 +461,31 @@ def test_the_contract_helper_lets_go_of_the_locked_contract(tmp_path, monkeypatc
     assert _pass(cli, tmp_path / "p", _big_history(tmp_path))[0] == 0
     if pager._can_help():
         assert seen.read_text() == "closed"
+
+
+_VALID = ['add "b1" to paged-blocks because "R=0.4"', 'remove "b é" from retained-blocks because "x"',
+          "remember a number called pager-alpha with 0.7", "remember a number called tokens-after with 12",
+          'remember a value called pager-intent-source with "intent_ir"', "remember a list called evicted-blocks",
+          'about "prosecode context pager session contract"']
+_PIECES = ['add', 'remove', 'to', 'from', 'paged-blocks', 'lost-blocks', 'because', '"', '""', ' ', '  ', '\n', '\r',
+           '\u2028', 'x', 'remember', 'a', 'number', 'called', 'pager-alpha', 'with', '0.7', '1e3', '-0', '07',
+           'value', 'last-pager-pass', 'about']
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_VALID), st.lists(st.sampled_from(_PIECES), max_size=9).map("".join),
+                          st.lists(st.sampled_from(_PIECES), max_size=9).map(" ".join)), max_size=6))
+def test_the_batch_check_accepts_exactly_what_check_statement_accepts(statements):
+    import pager
+    errors = []
+    for statement in statements:
+        try:
+            pager.check_statement(statement)
+        except pager.PagerError as exc:
+            errors.append(str(exc))
+    if errors:
+        with pytest.raises(pager.PagerError) as batch:
+            pager.check_statements(statements)
+        assert str(batch.value) == errors[0]
+    else:
+        pager.check_statements(statements)
