@@ -119,7 +119,6 @@ _SLOT_OF_WORD = {**{w: w for w in _KEYWORDS},
 FORBIDDEN_IN_QUOTES = frozenset('"\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029')
 _FORBIDDEN_RE = re.compile('["\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]')
 _LINE_BREAK_RE = re.compile('[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]')
-_OTHER_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # every line break but LF
 _NUMBER_RE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?\Z")
 _UNQUOTED_RE = re.compile(r"[a-z0-9 .-]*\Z")
 _WORD_RE = re.compile(r"\w+")
