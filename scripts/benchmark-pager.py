@@ -207,6 +207,7 @@ def scale(n, repeats):
           f"{SCALE_MEMORY_TARGET:g} x: {'met' if memory_ratio <= SCALE_MEMORY_TARGET else 'MISSED'}")
     print("    (max RSS of the pass's largest process: its helper processes are forks sharing its pages)")
     print("  for context, not the targets:")
+    print(f"    best pass / best load   {full / load:8.2f} x   (each best of {repeats}, not paired)")
     print(f"    interpreter start-up    {start:8.3f} s   (python3 -c pass, best); the best pass without it: "
           f"{(full - start) / load:.2f} x the best json.load")
     print(f"    peak run through runpy  {runpy_peak / 1e6:8.1f} MB  {runpy_peak / size:.2f} x the file "
