@@ -82,6 +82,8 @@ def test_skill_passes_the_reference_validator(tmp_path):
     skill = tmp_path / "prosecode-context-pager"
     shutil.copytree(ROOT, skill, ignore=shutil.ignore_patterns(".git", "*.egg-info", "__pycache__", ".pytest_cache"))
     proc = subprocess.run(["agentskills", "validate", str(skill)], capture_output=True, text=True)
+    if proc.returncode == 127 and not os.environ.get("CI"):  # a shim for another Python (pyenv), not the tool
+        pytest.skip("skills-ref is not installed for this Python")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
