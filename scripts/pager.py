@@ -12,10 +12,29 @@ Example:
     python3 scripts/pager.py --history assets/test-history.json \\
         --contract /tmp/session.limn --now 2026-05-17T03:08:12+00:00
 
-The file has three layers: a pure core (tokenize, score, classify, plan and
-render a pass) that never touches files or the clock, the edges (history
-loading, the contract reader and writer), and a thin ``main``.
-Standard library only; Python 3.9+.
+Standard library only; Python 3.9+. The file reads top to bottom; every
+section uses only what the sections above it define. Search for a banner
+(``# ===== Name =====``) to jump to it:
+
+    Errors and exit codes     PagerError, and the three exit codes
+    Constants                 weights, cuts, actions, the contract vocabulary
+    Shared helpers            value rendering for messages, quotable text
+    Text                      tokens, stems, keyword matches, token estimates
+    Stubs and the page index  what stands in for a paged block
+    Scoring and decisions     Params, Decision, the Scorer, budgets and units
+    The pass plan             intent, PassPlan, plan_pass (pure: no I/O)
+    Liminate statements       the six statement forms, contract state
+    Reading histories         the pager's JSON, streamed in bounded memory
+    Transcripts               one registry entry per format: detect, read,
+                              pair, write back, validate
+    Page store                SQLite file of paged blocks' exact text
+    The contract file         locked, all-or-nothing appends
+    Recording a pass          pages, compacted history, contract, in order
+    Command line              flags, the pass, ``recall``, ``index``, main
+
+The core (Text through Transcripts, except reading files) never touches
+files, the clock, stdout or stderr; files, locks and the clock live in the
+last four sections.
 """
 
 from __future__ import annotations
@@ -27,27 +46,19 @@ import datetime
 import hashlib
 import io
 import json
-import marshal
 import math
 import operator
 import os
 import re
-import shutil
-import signal
 import sqlite3
 import sys
 import tempfile
 from bisect import bisect_right
 from collections import Counter
-from dataclasses import dataclass, field
-from itertools import accumulate, chain, compress, repeat
-from operator import contains
-from typing import Any, BinaryIO, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn, Optional, Sequence, Tuple, Union
-
-try:  # CPython nearly always has zlib; without it kept texts stay uncompressed
-    import zlib
-except ImportError:  # pragma: no cover
-    zlib = None  # type: ignore[assignment]
+from contextlib import contextmanager
+from itertools import chain, compress, repeat
+from typing import (Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn,
+                    Optional, Sequence, Tuple)
 
 try:  # advisory locks are POSIX; elsewhere the append still happens in one write
     import fcntl
@@ -56,7 +67,47 @@ except ImportError:  # pragma: no cover - exercised only on platforms without fc
 
 __version__ = "0.1.0"
 
-# --- constants ---
+# The public API: each name is documented in its docstring and in the README's "Python API".
+__all__ = [
+    # errors and constants
+    "PagerError", "ACTIONS", "FORMATS",
+    # text and scoring
+    "tokenize", "intent_keywords", "estimate_tokens", "recency", "Params", "Decision", "fit_budget",
+    # the pass plan
+    "Intent", "PassPlan", "plan_pass",
+    # stubs and the page index
+    "StoredPage", "stub_summary", "make_stub", "index_lines",
+    # the contract
+    "ContractState", "check_statement", "render_pass", "read_contract_state", "contract_state",
+    # transcripts
+    "Conversation", "detect_format", "load", "conversation_blocks", "emit", "validate",
+    # the page store and the command line
+    "PageStore", "main",
+]
+
+
+# ===== Errors and exit codes =====
+
+
+class PagerError(Exception):
+    r"""An expected failure: bad input, a bad flag, or a contract the pager can't read.
+
+    Its message is always one line, whatever input it echoes: every line break that
+    ``str.splitlines`` knows (U+2028 and NEL included) becomes a space.
+
+    Example:
+        >>> str(PagerError("a\nb\u2028c"))
+        'a b c'
+    """
+
+    def __init__(self, message: object) -> None:
+        super().__init__(" ".join(str(message).splitlines()))
+
+
+EXIT_OK, EXIT_BUG, EXIT_INPUT = 0, 1, 2  # done; an unexpected bug (traceback); bad input (one line)
+
+
+# ===== Constants =====
 
 DEFAULT_ALPHA = 0.7        # weight of intent similarity in R
 DEFAULT_BETA = 0.3         # weight of recency in R
@@ -66,6 +117,7 @@ DEFAULT_EVICT_CUT = 0.20   # R below this removes a block; between the cuts it i
 ACTIONS = ("retain", "page", "evict")
 LIST_OF_ACTION = {"retain": "retained-blocks", "page": "paged-blocks", "evict": "evicted-blocks"}
 ACTION_OF_LIST = {name: action for action, name in LIST_OF_ACTION.items()}
+ACTION_RANK = {"evict": 0, "page": 1, "retain": 2}  # a tool unit takes its strongest member's directive
 
 SIMILARITIES = ("weighted", "plain")  # the default proxy first; plain is the engine issue's
 NEIGHBOUR_DECAY = 0.7      # weighted sim: a block gets this share of an earlier block's match...
@@ -73,13 +125,18 @@ NEIGHBOUR_WINDOW = 2       # ...per step, from up to this many blocks before it 
 NEIGHBOUR_POWER = 1.5      # ...raised to this power: a block that clearly raised the topic lends more
 DIALOGUE_ROLES = frozenset({"user", "assistant"})  # neighbour credit flows between these only
 SYSTEM_ROLES = frozenset({"system", "developer"})  # always retained: the agent's instructions
-ACTION_RANK = {"evict": 0, "page": 1, "retain": 2}  # a tool unit takes its strongest member's directive
 LENGTH_WEIGHT = 0.25       # weighted sim: how much a long block's coverage is discounted (0 = none)
 DEFAULT_STUB_WORDS = 40    # words of block text a page stub keeps
 INDEX_SUMMARY_WORDS = 12   # words of a stub a page-index line keeps
 STORE_SUFFIX = ".pages.sqlite3"  # C.limn -> C.pages.sqlite3 beside the contract
 INDEX_FLAG = "pager_index"  # marks the page-index block --with-index prepends; passes skip it
 RECALL_COMMAND = "python3 scripts/pager.py recall"  # relative to the skill root, as SKILL.md says
+
+PROTECTIONS = ("pinned", "system", "recent")  # reasons a block is kept whatever its score or the budget
+_MAX_COUNT = (1 << 63) - 1  # turns and token counts are kept in 64-bit arrays
+_BATCH_BLOCKS = 4096  # blocks handled a batch at a time (statements, decoded JSON)
+
+_PAGE_ROWS = 1024  # page-store rows inserted at a time
 
 CONTRACT_TOPIC = "prosecode context pager session contract"
 PASS_MARKER = "last-pager-pass"  # the value every pass writes last
@@ -114,23 +171,92 @@ _SLOT_OF_WORD = {**{w: w for w in _KEYWORDS},
                  **{w: _TEXT for w in TEXT_VALUES},
                  **{w: _NUMNAME for w in NUMBER_VALUES}}
 
-# Characters a quoted value can't hold: the quote (Liminate has no escape) and
-# every character Python's str.splitlines() breaks on, which the interpreter uses.
-FORBIDDEN_IN_QUOTES = frozenset('"\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029')
-_FORBIDDEN_RE = re.compile('["\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]')
-_LINE_BREAK_RE = re.compile('[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]')
+# What a quoted value can't hold: the quote (Liminate has no escape) and every character
+# Python's str.splitlines() breaks on, which the interpreter uses to split statements.
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+FORBIDDEN_IN_QUOTES = frozenset('"' + _LINE_BREAKS)
+_FORBIDDEN_RE = re.compile(f'["{_LINE_BREAKS}]')
+_LINE_BREAK_RE = re.compile(f"[{_LINE_BREAKS}]")
+
 _NUMBER_RE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?\Z")
 _UNQUOTED_RE = re.compile(r"[a-z0-9 .-]*\Z")
 _WORD_RE = re.compile(r"\w+")
 
-EXIT_OK, EXIT_BUG, EXIT_INPUT = 0, 1, 2
+
+# ===== Shared helpers =====
 
 
-class PagerError(Exception):
-    """An expected failure: bad input, a bad flag, or a contract the pager can't read."""
+def _show(value: object, limit: int = 60) -> str:
+    """Return a short JSON rendering of a bad value for an error message."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-# --- core: tokens, score, classify ---
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@contextmanager
+def _file_beside(path: Optional[str]) -> Iterator[Optional[io.TextIOBase]]:
+    """Yield a new text file (mode 0600) beside ``path``; when the block succeeds it replaces ``path``.
+
+    The file is flushed and fsynced before the replace. If the block raises, or the
+    replace fails, the file is removed and ``path`` is left as it was. Every file
+    the pager writes whole (the compacted history) goes through here; ``path`` None
+    yields None.
+    """
+    if path is None:
+        yield None
+        return
+    fd, tmp = tempfile.mkstemp(prefix=".pager-emit-", dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def check_quotable(value: str, what: str) -> str:
+    """Return ``value`` if it can stand between quotes in a statement, else raise PagerError."""
+    if not value:
+        raise PagerError(f"{what} must not be empty")
+    bad = _FORBIDDEN_RE.search(value)
+    if bad:
+        name = "a double quote" if bad.group() == '"' else f"a line break (U+{ord(bad.group()):04X})"
+        raise PagerError(f"{what} holds {name}, which a contract line can't carry (got {_show(value)})")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PagerError(f"{what} holds an unpaired surrogate (got {_show(value)})") from None
+    return value
+
+
+# ===== Text: tokens, stems, matches, sizes =====
+
+# English stop words: dropped from intents, so "what did we decide" keeps only "decide".
+STOP_WORDS = frozenset("""
+    a about above after again against all also am an and any are as at be because been before being
+    below between both but by can could d did do does doing done down during each either else ever
+    every few for from further had has have having he her here hers herself him himself his how i if
+    in into is it its itself just ll m may me might more most much must my myself no nor not now o
+    of off on once one only or other others our ours ourselves out over own re s same shall she
+    should so some such t than that the their theirs them themselves then there these they this
+    those through thus to too under until up upon us ve very was we were what whatever when
+    whenever where whereas wherever whether which while who whom whose why will with within without
+    would yet you your yours yourself yourselves aren couldn didn doesn don hadn hasn haven isn
+    mustn shan shouldn wasn weren won wouldn
+""".split())
+
 
 def tokenize(text: str) -> List[str]:
     """Return the lowercase word tokens of ``text``.
@@ -156,20 +282,6 @@ def intent_keywords(items: Iterable[str]) -> List[str]:
                 seen.setdefault(token, None)
     return list(seen)
 
-
-# English stop words: dropped from intents, so "what did we decide" keeps only "decide".
-STOP_WORDS = frozenset("""
-    a about above after again against all also am an and any are as at be because been before being
-    below between both but by can could d did do does doing done down during each either else ever
-    every few for from further had has have having he her here hers herself him himself his how i if
-    in into is it its itself just ll m may me might more most much must my myself no nor not now o
-    of off on once one only or other others our ours ourselves out over own re s same shall she
-    should so some such t than that the their theirs them themselves then there these they this
-    those through thus to too under until up upon us ve very was we were what whatever when
-    whenever where whereas wherever whether which while who whom whose why will with within without
-    would yet you your yours yourself yourselves aren couldn didn doesn don hadn hasn haven isn
-    mustn shan shouldn wasn weren won wouldn
-""".split())
 
 _SUFFIXES = (("ments", 3), ("ment", 3), ("ions", 3), ("ion", 3), ("ingly", 3), ("edly", 3),
              ("ings", 3), ("ing", 3), ("ies", 2), ("ied", 2), ("ed", 3), ("ly", 5), ("s", 3))
@@ -228,7 +340,6 @@ def _needle(stem_: str) -> str:
     return stem_[:-1] if len(stem_) > 1 and stem_[-1] == "i" else stem_
 
 
-
 def block_hits(lowered: str, stems: Iterable[str]) -> Tuple[str, ...]:
     """Return the stems that some whole token of ``lowered`` stems to, in the order given.
 
@@ -263,6 +374,41 @@ def _hits(lowered: str, needles: List[Tuple[str, str]]) -> Tuple[str, ...]:
     return found
 
 
+def _has_token(text: str, word: str) -> bool:
+    """Return True if ``word`` occurs in ``text`` as a whole token (as ``tokenize`` splits it).
+
+    A substring search plus a look at the neighbouring characters is several
+    times faster than tokenizing every block; ``\\w`` is alphanumeric or ``_``.
+
+    Example:
+        >>> _has_token("re-score the block", "score"), _has_token("scores", "score")
+        (True, False)
+    """
+    size, end = len(word), len(text)
+    i = text.find(word)
+    while i >= 0:
+        j = i + size
+        if (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")) and \
+                (j == end or not (text[j].isalnum() or text[j] == "_")):
+            return True
+        i = text.find(word, i + 1)
+    return False
+
+
+def keyword_hits(lowered: str, keywords: Iterable[str]) -> Tuple[str, ...]:
+    """Return the keywords found in ``lowered`` as a whole token or as the stem of one.
+
+    One matcher for both proxies' keywords: plain keywords are whole tokens, weighted
+    ones are stems.
+
+    Example:
+        >>> keyword_hits("the retention score", ["retent", "score", "pager"])
+        ('retent', 'score')
+    """
+    return tuple(k for k in keywords
+                 if k and _needle(k) in lowered and (_has_token(lowered, k) or block_hits(lowered, (k,))))
+
+
 def recency(delta_t: int) -> float:
     """Return the recency term ``1 / (1 + ln(1 + delta_t))``: 1 now, falling slowly with age."""
     return 1.0 / (1.0 + math.log1p(delta_t))
@@ -294,6 +440,99 @@ def estimate_tokens(text: str) -> int:
         return -(-size * 10 // 34) if marks * 8 > size else -(-size // 4)
     wide = len(_NON_LATIN.findall(text))
     return wide + -(-(size - wide) // 4)
+
+
+# ===== Stubs and the page index =====
+
+_SENTENCE_BREAK = re.compile(r"[.!?]\s|\n\s*\n")  # a sentence ends at . ! or ? before a space, or a blank line
+
+
+class StoredPage(NamedTuple):
+    """A paged block's original as the page store keeps it."""
+
+    block: str
+    turn: int
+    role: str
+    kind: Optional[str]
+    tokens: int
+    keywords: Tuple[str, ...]  # the intent keywords it matched when it was paged
+    sha256: str
+    paged_at: str
+    summary: str
+    text: str
+
+
+def with_summary(page: "StoredPage", words: int) -> "StoredPage":
+    """Return ``page`` with its stub summary, computed from its text if it has none yet."""
+    if page.summary:
+        return page
+    return page._replace(summary=stub_summary(page.text, page.keywords, words))
+
+
+def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_WORDS) -> str:
+    """Return up to ``words`` words of ``text``: its best-matching sentence onward, else its start.
+
+    The best sentence holds the most distinct intent keywords (keyword_hits; the
+    earliest wins a tie); with no match the text's first words stand for it.
+    Whitespace is collapsed; a cut summary ends with "...".
+
+    Example:
+        >>> stub_summary("Setup done. The off-by-one in the index helper is fixed now.", ["index"], 6)
+        'The off-by-one in the index helper...'
+    """
+    wanted = list(keywords)
+    if wanted:
+        starts = [0] + [m.end() for m in _SENTENCE_BREAK.finditer(text)]
+        if len(starts) > 1:
+            best, start = 0, 0
+            starts.append(len(text))
+            for begin, end in zip(starts, starts[1:]):
+                hits = len(keyword_hits(text[begin:end].lower(), wanted))
+                if hits > best:
+                    best, start = hits, begin
+                    if hits == len(wanted):
+                        break  # no sentence can hold more
+            text = text[start:]
+    chosen = text.split(None, words)
+    if not chosen:
+        return "(empty)"
+    if len(chosen) > words:
+        return " ".join(chosen[:words]) + "..."
+    return " ".join(chosen)
+
+
+def _shell_word(text: str) -> str:
+    return text if re.fullmatch(r"[\w@%+=:,./-]+", text, re.ASCII) else "'" + text.replace("'", "'\\''") + "'"
+
+
+def recall_hint(block: str, contract: str, store: Optional[str]) -> str:
+    """Return the command that recalls ``block``."""
+    hint = f"{RECALL_COMMAND} {_shell_word(block)} --contract {_shell_word(contract)}"
+    return hint + (f" --store {_shell_word(store)}" if store else "")
+
+
+def make_stub(page: "StoredPage", hint: str) -> str:
+    """Return the one-line stub that stands in for a paged block.
+
+    Example:
+        >>> page = StoredPage("b4", 8, "assistant", None, 19, (), "", "", "Fixed the index helper.", "")
+        >>> make_stub(page, "python3 scripts/pager.py recall b4 --contract C.limn")
+        '[paged b4 | turn 8 | assistant | 19 tokens] Fixed the index helper. (recall: python3 scripts/pager.py recall b4 --contract C.limn)'
+    """
+    return f"[paged {page.block} | turn {page.turn} | {page.role} | {page.tokens} tokens] {page.summary} (recall: {hint})"
+
+
+def index_lines(pages: Iterable["StoredPage"]) -> List[str]:
+    """Return one compact line per paged block: id, turn, tokens and the start of its summary."""
+    lines = []
+    for page in pages:
+        words = page.summary.split(" ")
+        short = page.summary if len(words) <= INDEX_SUMMARY_WORDS else " ".join(words[:INDEX_SUMMARY_WORDS]) + "..."
+        lines.append(f"{page.block} | turn {page.turn} | {page.tokens} tokens | {short}")
+    return lines
+
+
+# ===== Scoring and decisions =====
 
 
 @dataclasses.dataclass(frozen=True)
@@ -389,60 +628,246 @@ def _rationale(d: "Decision") -> str:
     return _RATIONALE % (d.R, d.similarity, d.recency, d.delta_t)
 
 
-def _show(value: object, limit: int = 60) -> str:
-    """Return a short JSON rendering of a bad value for an error message."""
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+class DecisionTable:
+    """The decisions of a pass, one column per Decision field: a sequence of Decision.
+
+    A pass over 100,000 blocks holds one of these instead of 100,000 tuples;
+    indexing or iterating builds each Decision on the way out, and assigning a
+    Decision to an index writes its fields back. The hot paths (contract
+    statements, JSON records, counts) read the columns directly.
+    """
+
+    __slots__ = Decision._fields
+
+    def __init__(self, *columns: Any) -> None:
+        for name, column in zip(Decision._fields, columns):
+            setattr(self, name, column)
+
+    @classmethod
+    def of(cls, decisions: Iterable[Decision]) -> "DecisionTable":
+        """Return a table holding ``decisions``."""
+        rows = list(decisions)
+        columns = [list(column) for column in zip(*rows)] if rows else [[] for _ in Decision._fields]
+        return cls(*columns)
+
+    def columns(self) -> List[Any]:
+        return [getattr(self, name) for name in Decision._fields]
+
+    def __len__(self) -> int:
+        return len(self.block)
+
+    def __iter__(self) -> Iterator[Decision]:
+        return map(tuple.__new__, repeat(Decision), zip(*self.columns()))
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return tuple.__new__(Decision, [column[index] for column in self.columns()])
+
+    def __setitem__(self, index: int, decision: Decision) -> None:
+        for name, value in zip(Decision._fields, decision):
+            getattr(self, name)[index] = value
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (DecisionTable, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"DecisionTable({list(self)!r})"
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _column(decisions: Sequence[Decision], name: str) -> Sequence[Any]:
+    """Return one field of every decision: the table's own column, or gathered from a list."""
+    if isinstance(decisions, DecisionTable):
+        return getattr(decisions, name)
+    return [getattr(d, name) for d in decisions]
 
 
-def check_quotable(value: str, what: str) -> str:
-    """Return ``value`` if it can stand between quotes in a statement, else raise PagerError."""
-    if not value:
-        raise PagerError(f"{what} must not be empty")
-    bad = _FORBIDDEN_RE.search(value)
-    if bad:
-        name = "a double quote" if bad.group() == '"' else f"a line break (U+{ord(bad.group()):04X})"
-        raise PagerError(f"{what} holds {name}, which a contract line can't carry (got {_show(value)})")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise PagerError(f"{what} holds an unpaired surrogate (got {_show(value)})") from None
-    return value
+def _decision_items(count: int, skipped: List[int]) -> List[int]:
+    """Return the block position of each of ``count`` decisions, stepping over skipped positions."""
+    skip, items, item = set(skipped), [], 0
+    for _ in range(count):
+        while item in skip:
+            item += 1
+        items.append(item)
+        item += 1
+    return items
 
 
-def _has_token(text: str, word: str) -> bool:
-    """Return True if ``word`` occurs in ``text`` as a whole token (as ``tokenize`` splits it).
+def _protect_recent(decisions: List[Decision], current_turn: int, keep_recent: Optional[int]) -> None:
+    """Retain the most recent blocks (reason "recent"): the last ``keep_recent``, or the current turn's."""
+    if keep_recent is None:
+        chosen = range(len(decisions) - 1, -1, -1)
+        for i in chosen:
+            if decisions[i].turn != current_turn:
+                break
+            _guard(decisions, i, "recent")
+    else:
+        for i in range(max(0, len(decisions) - keep_recent), len(decisions)):
+            _guard(decisions, i, "recent")
 
-    A substring search plus a look at the neighbouring characters is several
-    times faster than tokenizing every block; ``\\w`` is alphanumeric or ``_``.
+
+def _guard(decisions: List[Decision], i: int, reason: str) -> None:
+    d = decisions[i]
+    if d.reason == "score":
+        decisions[i] = d._replace(action="retain", reason=reason)
+
+
+def _join_units(decisions: List[Decision], units: List[Optional[str]]) -> None:
+    """Give every block of a unit its strongest member's directive (retain > page > evict)."""
+    best: Dict[str, str] = {}
+    actions = _column(decisions, "action")
+    for action, unit in zip(actions, units):
+        if unit is not None and ACTION_RANK[action] >= ACTION_RANK[best.get(unit, "evict")]:
+            best[unit] = action
+    for i, unit in enumerate(units):
+        if unit is not None and actions[i] != best[unit]:
+            decisions[i] = decisions[i]._replace(action=best[unit], reason=f"unit {unit}")
+
+
+def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
+               units: Optional[List[Optional[str]]] = None) -> int:
+    """Fit ``decisions`` (changed in place) into ``budget`` tokens; return the tokens kept.
+
+    What stays costs its tokens verbatim, or its stub's tokens when paged. Protected
+    blocks (pinned, system, recent) always stay verbatim, and so does any unit
+    holding one. A unit (a tool call and its results) competes as one piece: its
+    tokens summed, its R the best of its members. The others compete by R, highest
+    first (ties: later turn, then later position):
+      1. each is kept verbatim while its tokens still fit (one that does not fit is
+         skipped, so a smaller one after it may fit);
+      2. the rest that classification did not evict become stubs while their stub
+         still fits (a block under the evict cut is never worth a stub);
+      3. what is left is evicted.
+    So the budget, not the retain cut, decides what is kept verbatim: under pressure
+    the lowest-R retained blocks are paged and the lowest-R pages evicted first, and
+    with room to spare the best pages (then the most recent of the rest) are kept
+    whole. Every change says so in its reason: "budget-kept", "budget-paged",
+    "budget-evicted". When protected blocks alone exceed the budget the pass still
+    completes (all else evicted) and the caller reports the overflow.
+    """
+    groups: Dict[object, List[int]] = {}
+    for i in range(len(decisions)):
+        key = units[i] if units is not None and units[i] is not None else i
+        groups.setdefault(key, []).append(i)
+    tokens, reasons = _column(decisions, "tokens"), _column(decisions, "reason")
+    rs, turns, actions = _column(decisions, "R"), _column(decisions, "turn"), _column(decisions, "action")
+    left = budget
+    candidates = []
+    for members in groups.values():
+        cost = sum(tokens[i] for i in members)
+        if any(reasons[i] in PROTECTIONS for i in members):
+            left -= cost
+        else:
+            best = max(members, key=lambda i: (rs[i], turns[i], i))
+            candidates.append((-rs[best], -turns[best], -best, members, cost,
+                               sum(stub_tokens[i] for i in members)))
+    candidates.sort(key=lambda c: c[:3])
+    verbatim = set()
+    for *_, members, cost, _stubs in candidates:
+        if cost <= left:
+            left -= cost
+            verbatim.add(members[0])
+    for *_, members, cost, stubs in candidates:
+        if members[0] in verbatim:
+            action = "retain"
+        elif actions[members[0]] != "evict" and stubs <= left:
+            left -= stubs
+            action = "page"
+        else:
+            action = "evict"
+        for i in members:
+            if action != actions[i]:
+                decisions[i] = decisions[i]._replace(action=action, reason="budget-" + {
+                    "retain": "kept", "page": "paged", "evict": "evicted"}[action])
+    return budget - left
+
+
+def _evicting_age(params: Params) -> Optional[int]:
+    """Return the least delta_t at which ``beta * recency`` alone is under the evict cut (None: never).
+
+    Recency only falls with age, so every older block with sim 0 is evicted too.
+    """
+    if params.evict_cut <= 0.0:
+        return None
+    if params.beta * recency(0) < params.evict_cut:
+        return 0
+    # beta / (1 + ln(1 + dt)) < cut  <=>  dt > exp(beta / cut - 1) - 1; then step to the exact integer.
+    guess = math.exp(min(params.beta / params.evict_cut - 1.0, 700.0)) - 1.0
+    if guess > _MAX_COUNT:
+        return None
+    age = max(0, int(guess) - 2)
+    while params.beta * recency(age) >= params.evict_cut:
+        age += 1
+    return age
+
+
+# The fields of a pager-history block: name -> (is the value right?, what it must be).
+_BLOCK_FIELDS: Dict[str, Tuple[Callable[[object], bool], str]] = {
+    "id": (lambda v: type(v) is str, "a string"),
+    "turn": (lambda v: type(v) is int, "an integer"),
+    "role": (lambda v: type(v) is str, "a non-empty string"),
+    "text": (lambda v: type(v) is str, "a string"),
+    "kind": (lambda v: v is None or type(v) is str, "a string"),
+    "pinned": (lambda v: type(v) is bool, "true or false"),
+    "tokens": (lambda v: v is None or type(v) is int, "a non-negative integer"),
+    "stub": (lambda v: type(v) is bool, "true or false"),
+    "unit": (lambda v: v is None or type(v) is str, "a string"),
+    "protected": (lambda v: v is None or type(v) is str, "a string"),
+}
+_REQUIRED_FIELDS = ("id", "turn", "role", "text")
+
+
+def _block_problem(index: int, raw: object) -> Optional[str]:
+    """Return what is wrong with ``raw`` as ``blocks[index]`` of a pager history, or None if nothing.
+
+    The one place the pager-history block rules live: the Scorer, the pager-format
+    reader and the pager-format validator all ask it. The first problem found is
+    named, required fields first.
 
     Example:
-        >>> _has_token("re-score the block", "score"), _has_token("scores", "score")
-        (True, False)
+        >>> _block_problem(3, {"id": "b", "turn": "7a", "role": "user", "text": ""})
+        'blocks[3].turn must be an integer (got "7a")'
     """
-    size, end = len(word), len(text)
-    i = text.find(word)
-    while i >= 0:
-        j = i + size
-        if (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")) and \
-                (j == end or not (text[j].isalnum() or text[j] == "_")):
-            return True
-        i = text.find(word, i + 1)
-    return False
+    where = f"blocks[{index}]"
+    if type(raw) is not dict:
+        return f"{where} must be an object (got {_show(raw)})"
+    for name, (ok, expected) in _BLOCK_FIELDS.items():
+        if name not in raw:
+            if name in _REQUIRED_FIELDS:
+                return f"{where}.{name} is missing"
+        elif not ok(raw[name]):
+            return f"{where}.{name} must be {expected} (got {_show(raw[name])})"
+    turn, tokens = raw["turn"], raw.get("tokens")
+    if turn < 0:
+        return f"{where}.turn must not be negative (got {turn})"
+    if turn > _MAX_COUNT:
+        return f"{where}.turn is too large (got {turn})"
+    if not raw["role"]:
+        return f'{where}.role must be a non-empty string (got "")'
+    if tokens is not None and tokens < 0:
+        return f"{where}.tokens must be a non-negative integer (got {tokens})"
+    if tokens is not None and tokens > _MAX_COUNT:
+        return f"{where}.tokens is too large (got {tokens})"
+    try:
+        check_quotable(raw["id"], f"{where}.id")
+    except PagerError as exc:
+        return str(exc)
+    return None
+
+
+def _duplicate_problem(index: int, block_id: str, seen: Dict[str, int]) -> Optional[str]:
+    """Return the problem if ``block_id`` is in ``seen`` (id -> first index); else note it there and return None."""
+    first = seen.setdefault(block_id, index)
+    return None if first == index else f"blocks[{index}].id {_show(block_id)} duplicates blocks[{first}].id"
 
 
 class Scorer:
     """Scores blocks as they stream in, then classifies them once the whole history is seen.
 
-    Blocks go in through ``add`` (one) or ``add_batch`` (a list; the fast path), which
-    validate each; decisions come out of ``finish``. Only small per-block features are
+    Blocks go in through ``add`` (one) or ``add_all`` (a list), which validate each;
+    decisions come out of ``finish``. Only small per-block features are
     kept in between, column by column, so a caller streaming a large history never
     holds all of its text: just the text of blocks that may still be paged (see
     ``texts``), which saves the page store a second read of the file.
@@ -458,10 +883,6 @@ class Scorer:
         self.weighted = params.similarity == "weighted"
         self.terms = keyword_stems(self.keywords) if self.weighted else self.keywords
         self._needles = [(t, _needle(t)) for t in self.terms]
-        # Per term: its needle and a finder of the tokens that start with it (the needle first,
-        # so the regex engine can search for it; the look-behind then rejects a token's middle).
-        self._finders = [(t, n, re.compile(f"{re.escape(n)}(?<!\\w{re.escape(n)})\\w*").findall)
-                         for t, n in (self._needles if self.weighted else [(k, k) for k in self.terms]) if n]
         self.pages = pages  # id -> the stored original of a paged block, for blocks arriving as stubs
         # Budget mode prices every block as a stub; stub_text renders one (default hint: C.limn).
         if params.budget is not None and stub_text is None:
@@ -484,7 +905,7 @@ class Scorer:
         # The text of each block that may end up paged, else None: a block is sure to be
         # evicted when nothing can raise its sim above 0 (no match of its own, none just
         # before it, no unit) and its recency alone scores under the evict cut.
-        self.texts = KeptTexts()
+        self.texts: List[Optional[str]] = []
         self._seen: set = set()  # ids so far: a set, not a dict of positions, to keep 100k-block passes small
         self.skipped: List[int] = []  # positions of page-index blocks, which get no decision
         self._shared: Dict[object, object] = {}  # one copy of each role, kind and match tuple
@@ -511,7 +932,7 @@ class Scorer:
     def add(self, index: int, raw: object) -> None:
         """Validate ``raw`` (the block at ``blocks[index]``) and record its features."""
         if type(raw) is not dict:
-            raise PagerError(f"blocks[{index}] must be an object (got {_show(raw)})")
+            raise PagerError(_block_problem(index, raw))
         get = raw.get
         block_id, turn, role, text = get("id"), get("turn"), get("role"), get("text")
         if len(raw) == 4:  # the four required fields alone (checked below): nothing optional to read
@@ -523,24 +944,18 @@ class Scorer:
                 return  # the page index a previous --emit --with-index prepended: not conversation
             kind, pinned, tokens = get("kind"), get("pinned", False), get("tokens")
             stub, unit, protected = get("stub", False), get("unit"), get("protected")
+        # The usual block passes this one test; _block_problem decides about any other.
         if not (type(block_id) is str and type(turn) is int and type(role) is str and type(text) is str
-                and (kind is None or type(kind) is str) and type(pinned) is bool
-                and (tokens is None or type(tokens) is int)):
-            self._explain(index, raw)
-        if turn < 0:
-            raise PagerError(f"blocks[{index}].turn must not be negative (got {turn})")
-        if turn > _MAX_COUNT:
-            raise PagerError(f"blocks[{index}].turn is too large (got {turn})")
-        if not role:
-            raise PagerError(f"blocks[{index}].role must be a non-empty string (got \"\")")
+                and (kind is None or type(kind) is str) and type(pinned) is bool and type(stub) is bool
+                and (tokens is None or (type(tokens) is int and 0 <= tokens <= _MAX_COUNT))
+                and (unit is None or type(unit) is str) and (protected is None or type(protected) is str)
+                and 0 <= turn <= _MAX_COUNT and role and block_id and block_id.isascii()
+                and not _FORBIDDEN_RE.search(block_id)):
+            problem = _block_problem(index, raw)
+            if problem is not None:
+                raise PagerError(problem)
         if tokens is None:
             tokens = estimate_tokens(text)
-        elif tokens < 0:
-            raise PagerError(f"blocks[{index}].tokens must be a non-negative integer (got {tokens})")
-        elif tokens > _MAX_COUNT:
-            raise PagerError(f"blocks[{index}].tokens is too large (got {tokens})")
-        if not block_id or not block_id.isascii() or _FORBIDDEN_RE.search(block_id):
-            check_quotable(block_id, f"blocks[{index}].id")
         seen = self._seen
         size = len(seen)
         seen.add(block_id)
@@ -548,9 +963,7 @@ class Scorer:
             self._duplicate(index, block_id)
         self.tokens_before += tokens
         position = len(self._ids)
-        if stub is not False:
-            if stub is not True:
-                raise PagerError(f"blocks[{index}].stub must be true or false (got {_show(stub)})")
+        if stub:
             # Never score a stub as if it were the block: score the original it stands for.
             page = self.pages(block_id) if self.pages is not None else None
             if page is None:
@@ -572,8 +985,6 @@ class Scorer:
         if kind is not None:
             kind = shared.setdefault(kind, kind)  # type: ignore[assignment]
         if unit is not None:
-            if type(unit) is not str:
-                raise PagerError(f"blocks[{index}].unit must be a string (got {_show(unit)})")
             self._units[position] = shared.setdefault(unit, unit)  # type: ignore[assignment]
         if self.stub_text is not None:
             self._stub_tokens.append(self._stub_cost(block_id, turn, role, kind, tokens, matched, text))
@@ -592,96 +1003,10 @@ class Scorer:
         self._lengths.append(len(text))
         self.texts.append(None if stub is True else self._keep_text(text, turn, matched, unit))
 
-    def add_batch(self, first: int, batch: List[object]) -> None:
-        """Validate and record ``batch``, the blocks at ``blocks[first:]``.
-
-        The usual batch (objects with exactly id, turn, role and text, ASCII ids) is
-        checked and scored a column at a time; any other goes through ``add`` block by
-        block, which also names the first bad block exactly.
-        """
-        ids: List[str] = []
-        try:
-            if set(map(type, batch)) == {dict} and set(map(len, batch)) == {4}:
-                ids, turns, roles, texts = (list(map(get, batch)) for get in _REQUIRED)
-        except KeyError:
-            ids = []
-        if not ids or not (set(map(type, ids)) == set(map(type, roles)) == set(map(type, texts)) == {str}
-                           and set(map(type, turns)) == {int} and 0 <= min(turns) and max(turns) <= _MAX_COUNT
-                           and "" not in roles and "" not in ids):
-            for index, raw in enumerate(batch, first):
-                self.add(index, raw)
-            self.texts.seal()
-            return
-        joined = "\x00".join(ids)
-        seen = self._seen
-        if (not joined.isascii() or _FORBIDDEN_RE.search(joined) or not seen.isdisjoint(ids)
-                or len(set(ids)) != len(ids)):
-            for index, raw in enumerate(batch, first):
-                self.add(index, raw)  # names the bad id, or the first duplicate
-            self.texts.seal()
-            return
-        seen.update(ids)
-        lengths = list(map(len, texts))
-        if all(map(str.isascii, texts)):  # estimate_tokens, a column at a time
-            plain_chars = map(len, map(bytes.translate, map(str.encode, texts), repeat(None), repeat(_CODE_MARKS)))
-            tokens = [-(-n * 10 // 34) if (n - k) * 8 > n else -(-n // 4) for n, k in zip(lengths, plain_chars)]
-        else:
-            tokens = list(map(estimate_tokens, texts))
-        matched = self._batch_hits(texts)
-        shared = self._shared
-        roles = list(map(shared.setdefault, roles, roles))
-        position = len(self._ids)
-        for offset, role in enumerate(roles):
-            if role in SYSTEM_ROLES:
-                self._guards[position + offset] = "system"
-        if self.stub_text is not None:
-            self._stub_tokens.extend(map(self._stub_cost, ids, turns, roles, repeat(None), tokens, matched, texts))
-        top = max(turns)
-        if self.max_turn is None or top > self.max_turn:
-            self.max_turn = top
-        self.tokens_before += sum(tokens)
-        self._ids.extend(ids)
-        self._turns.extend(turns)
-        self._roles.extend(roles)
-        self._kinds.extend(repeat(None, len(ids)))
-        self._tokens.extend(tokens)
-        self._matched.extend(matched)
-        self._lengths.extend(lengths)
-        # _keep_text, a column at a time
-        hit = self._recent_hits + list(map(bool, matched))
-        window = len(self._recent_hits)
-        near = map(any, zip(*[hit[j: j + len(ids)] for j in range(window)])) if self.weighted else repeat(False)
-        self._recent_hits = hit[-window:]
-        young = {t: not self._evicted_by_age(t) for t in set(turns)}
-        self.texts.extend([text if h or n or young[t] else None
-                           for text, h, n, t in zip(texts, hit[window:], near, turns)])
-        self.texts.seal()
-
-    def _batch_hits(self, texts: Sequence[str]) -> List[Tuple[str, ...]]:
-        """Return each text's matched terms, as ``_hits`` (weighted) or whole tokens (plain) would.
-
-        Term by term over the whole batch: the texts holding the term's needle at all,
-        the tokens there that start with it (one regex, in C), and which of those
-        tokens count (their stem is the term; plain: they are the term).
-        """
-        out: List[Tuple[str, ...]] = [()] * len(texts)
-        if not self.terms:
-            return out
-        lowered = list(map(str.lower, texts))
-        for term, needle, findall in self._finders:
-            where = list(compress(range(len(lowered)), map(contains, lowered, repeat(needle))))
-            if not where:
-                continue
-            tokens = list(map(findall, map(lowered.__getitem__, where)))
-            if self.weighted:
-                counted = {t for t in set(chain.from_iterable(tokens)) if (_STEMS.get(t) or stem(t)) == term}
-            else:
-                counted = {term}
-            for k, disjoint in zip(where, map(counted.isdisjoint, tokens)):
-                if not disjoint:
-                    out[k] += (term,)
-        setdefault = self._shared.setdefault
-        return [setdefault(found, found) if found else () for found in out]  # type: ignore[misc]
+    def add_all(self, first: int, blocks: List[object]) -> None:
+        """Validate and record ``blocks``, the blocks at ``blocks[first:]``, one at a time."""
+        for index, raw in enumerate(blocks, first):
+            self.add(index, raw)
 
     def _stub_cost(self, block_id: str, turn: int, role: str, kind: Optional[str], tokens: int,
                    matched: Tuple[str, ...], text: str) -> int:
@@ -695,69 +1020,7 @@ class Scorer:
 
     def _duplicate(self, index: int, block_id: str) -> NoReturn:
         first = _decision_items(len(self._ids), self.skipped)[self._ids.index(block_id)]
-        raise PagerError(f"blocks[{index}].id {_show(block_id)} duplicates blocks[{first}].id")
-
-    def export(self) -> tuple:
-        """Return the scorer's columns in types marshal can carry (see merge)."""
-        self.texts.seal()
-        kept = self.texts
-        return (_pack_strings(self._ids), self._turns.tobytes(), _pack_column(self._roles), _pack_column(self._kinds),
-                self._tokens.tobytes(), _pack_column(self._matched), self._lengths.tobytes(),
-                self._stub_tokens.tobytes(), self._guards, self._units, sorted(self._stubs),
-                (kept._blobs, kept._blob.tobytes(), kept._start.tobytes(), kept._size.tobytes()), self.skipped,
-                self.max_turn, self.tokens_before)
-
-    def merge(self, columns: tuple, first_block: int) -> bool:
-        """Append another scorer's export, whose blocks follow this one's from ``blocks[first_block]``.
-
-        Returns False, changing nothing, when an id there was already seen here.
-        """
-        (ids, turns, roles, kinds, tokens, matched, lengths, stub_tokens, guards, units, stubs, kept, skipped,
-         max_turn, tokens_before) = columns
-        ids = _unpack_strings(ids)
-        if not self._seen.isdisjoint(ids):
-            return False
-        self.texts.seal()
-        offset = len(self._ids)
-        self._seen.update(ids)
-        self._ids.extend(ids)
-        self._turns.frombytes(turns)
-        self._roles.extend(_unpack_column(roles))
-        self._kinds.extend(_unpack_column(kinds))
-        self._tokens.frombytes(tokens)
-        self._matched.extend(_unpack_column(matched))
-        self._lengths.frombytes(lengths)
-        self._stub_tokens.frombytes(stub_tokens)
-        self._guards.update((offset + k, v) for k, v in guards.items())
-        self._units.update((offset + k, v) for k, v in units.items())
-        self._stubs.update(offset + k for k in stubs)
-        self.texts.merge(*kept)
-        self.skipped.extend(first_block + k for k in skipped)
-        if max_turn is not None and (self.max_turn is None or max_turn > self.max_turn):
-            self.max_turn = max_turn
-        self.tokens_before += tokens_before
-        return True
-
-    @staticmethod
-    def _explain(index: int, raw: Dict[str, object]) -> None:
-        """Raise the PagerError naming the first missing or mistyped field of a block."""
-        where = f"blocks[{index}]"
-        for field, ok, expected in (
-                ("id", lambda v: type(v) is str, "a string"),
-                ("turn", lambda v: type(v) is int, "an integer"),
-                ("role", lambda v: type(v) is str, "a non-empty string"),
-                ("text", lambda v: type(v) is str, "a string")):
-            if field not in raw:
-                raise PagerError(f"{where}.{field} is missing")
-            if not ok(raw[field]):
-                raise PagerError(f"{where}.{field} must be {expected} (got {_show(raw[field])})")
-        for field, ok, expected in (
-                ("kind", lambda v: v is None or type(v) is str, "a string"),
-                ("pinned", lambda v: type(v) is bool, "true or false"),
-                ("tokens", lambda v: v is None or type(v) is int, "a non-negative integer")):
-            if field in raw and not ok(raw[field]):
-                raise PagerError(f"{where}.{field} must be {expected} (got {_show(raw[field])})")
-        raise AssertionError(f"{where} failed the fast check but no field explains why")  # a bug, not input
+        raise PagerError(_duplicate_problem(index, block_id, {block_id: first}))
 
     def _similarities(self) -> Tuple["array.array[float]", "array.array[float]"]:
         """Return the columns (own, neighbour): each block's own score and its neighbour credit.
@@ -819,7 +1082,6 @@ class Scorer:
             index = next(i for i, t in enumerate(turns) if t > current_turn)
             position = _decision_items(index + 1, self.skipped)[index]
             raise PagerError(f"blocks[{position}].turn ({turns[index]}) lies after current_turn ({current_turn})")
-        self.texts.seal()
         reserved = 0
         if self.params.budget is not None and self.reserve is not None:
             reserved = self.reserve(self._seen)
@@ -862,271 +1124,7 @@ class Scorer:
         return decisions
 
 
-def _evicting_age(params: Params) -> Optional[int]:
-    """Return the least delta_t at which ``beta * recency`` alone is under the evict cut (None: never).
-
-    Recency only falls with age, so every older block with sim 0 is evicted too.
-    """
-    if params.evict_cut <= 0.0:
-        return None
-    if params.beta * recency(0) < params.evict_cut:
-        return 0
-    # beta / (1 + ln(1 + dt)) < cut  <=>  dt > exp(beta / cut - 1) - 1; then step to the exact integer.
-    guess = math.exp(min(params.beta / params.evict_cut - 1.0, 700.0)) - 1.0
-    if guess > _MAX_COUNT:
-        return None
-    age = max(0, int(guess) - 2)
-    while params.beta * recency(age) >= params.evict_cut:
-        age += 1
-    return age
-
-
-class KeptTexts:
-    """The text of each block that may yet be paged (None for the rest), by decision index.
-
-    The first read keeps them so the page store needn't parse the history again.
-    Texts arrive a batch at a time (``extend`` or ``append``, then ``seal``) and are
-    kept as one zlib-compressed UTF-8 string per batch, a fraction of their size.
-    """
-
-    def __init__(self) -> None:
-        self._blobs: List[bytes] = []      # per sealed batch: its texts' UTF-8, joined and compressed
-        self._blob = array.array("q")      # per decision: its batch's blob, or -1 for no text
-        self._start = array.array("q")     # per decision: where its text starts in the blob
-        self._size = array.array("q")      # per decision: its text's size in bytes
-        self._pending: List[Optional[str]] = []
-        self._open = (-1, b"")             # the last blob decompressed
-
-    def __len__(self) -> int:
-        return len(self._blob) + len(self._pending)
-
-    def append(self, text: Optional[str]) -> None:
-        self._pending.append(text)
-
-    def extend(self, texts: Iterable[Optional[str]]) -> None:
-        self._pending.extend(texts)
-
-    def seal(self) -> None:
-        """Compress the texts given since the last seal into one blob."""
-        if not self._pending:
-            return
-        encoded = [t.encode("utf-8", "surrogatepass") if t is not None else None for t in self._pending]
-        self._pending = []
-        sizes = [len(b) if b is not None else 0 for b in encoded]
-        kept = [b for b in encoded if b is not None]
-        blob = len(self._blobs) if kept else -1
-        self._blob.extend([blob if b is not None else -1 for b in encoded])
-        self._start.extend(list(accumulate(sizes, initial=0))[:-1])
-        self._size.extend(sizes)
-        if kept:
-            joined = b"".join(kept)
-            self._blobs.append(zlib.compress(joined, 1) if zlib is not None else joined)
-
-    def get(self, k: int) -> Optional[str]:
-        """Return the text of decision ``k``, or None if it was not kept."""
-        self.seal()
-        blob = self._blob[k]
-        if blob < 0:
-            return None
-        if self._open[0] != blob:
-            data = self._blobs[blob]
-            self._open = (blob, zlib.decompress(data) if zlib is not None else data)
-        start = self._start[k]
-        return self._open[1][start: start + self._size[k]].decode("utf-8", "surrogatepass")
-
-    def merge(self, blobs: List[bytes], blob: bytes, start: bytes, size: bytes) -> None:
-        """Append another KeptTexts' sealed contents (its parts, as Scorer.export gives them)."""
-        self.seal()
-        base = len(self._blobs)
-        their = array.array("q")
-        their.frombytes(blob)
-        self._blob.extend(b + base if b >= 0 else -1 for b in their)
-        self._start.frombytes(start)
-        self._size.frombytes(size)
-        self._blobs.extend(blobs)
-
-    def clear(self) -> None:
-        """Let every kept text go."""
-        self.__init__()  # type: ignore[misc]
-
-
-def _pack_strings(values: List[str]) -> object:
-    """Return a list of strings in a form marshal writes fast: one string, or the list if it can't be."""
-    joined = "\x00".join(values)
-    return joined if joined.count("\x00") == len(values) - 1 and values else values
-
-
-def _unpack_strings(packed: object) -> List[str]:
-    return packed.split("\x00") if isinstance(packed, str) else packed  # type: ignore[return-value]
-
-
-def _pack_column(values: List[object]) -> Tuple[List[object], str, bytes]:
-    """Return a column of few distinct values as (the distinct values, typecode, their indexes as bytes)."""
-    table = list(dict.fromkeys(values))
-    where = {value: k for k, value in enumerate(table)}
-    codes = array.array("H" if len(table) < 1 << 16 else "q", map(where.__getitem__, values))
-    return table, codes.typecode, codes.tobytes()
-
-
-def _unpack_column(packed: Tuple[List[object], str, bytes]) -> List[object]:
-    table, typecode, data = packed
-    codes = array.array(typecode)
-    codes.frombytes(data)
-    return list(map(table.__getitem__, codes))
-
-
-_PAGE_ROWS = 1024  # page-store rows inserted at a time
-_REQUIRED = [operator.itemgetter(name) for name in ("id", "turn", "role", "text")]
-_BATCH_BLOCKS = 4096  # blocks per add_batch when the whole list is at hand
-_MAX_COUNT = (1 << 63) - 1  # turns and token counts are kept in 64-bit arrays
-
-
-class DecisionTable:
-    """The decisions of a pass, one column per Decision field: a sequence of Decision.
-
-    A pass over 100,000 blocks holds one of these instead of 100,000 tuples;
-    indexing or iterating builds each Decision on the way out, and assigning a
-    Decision to an index writes its fields back. The hot paths (contract
-    statements, JSON records, counts) read the columns directly.
-    """
-
-    __slots__ = Decision._fields
-
-    def __init__(self, *columns: Any) -> None:
-        for name, column in zip(Decision._fields, columns):
-            setattr(self, name, column)
-
-    @classmethod
-    def of(cls, decisions: Iterable[Decision]) -> "DecisionTable":
-        """Return a table holding ``decisions``."""
-        rows = list(decisions)
-        columns = [list(column) for column in zip(*rows)] if rows else [[] for _ in Decision._fields]
-        return cls(*columns)
-
-    def columns(self) -> List[Any]:
-        return [getattr(self, name) for name in Decision._fields]
-
-    def __len__(self) -> int:
-        return len(self.block)
-
-    def __iter__(self) -> Iterator[Decision]:
-        return map(tuple.__new__, repeat(Decision), zip(*self.columns()))
-
-    def __getitem__(self, index):  # type: ignore[no-untyped-def]
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        return tuple.__new__(Decision, [column[index] for column in self.columns()])
-
-    def __setitem__(self, index: int, decision: Decision) -> None:
-        for name, value in zip(Decision._fields, decision):
-            getattr(self, name)[index] = value
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (DecisionTable, list, tuple)):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-        return NotImplemented
-
-    def __repr__(self) -> str:
-        return f"DecisionTable({list(self)!r})"
-
-
-def _column(decisions: Sequence[Decision], name: str) -> Sequence[Any]:
-    """Return one field of every decision: the table's own column, or gathered from a list."""
-    if isinstance(decisions, DecisionTable):
-        return getattr(decisions, name)
-    return [getattr(d, name) for d in decisions]
-
-
-def _protect_recent(decisions: List[Decision], current_turn: int, keep_recent: Optional[int]) -> None:
-    """Retain the most recent blocks (reason "recent"): the last ``keep_recent``, or the current turn's."""
-    if keep_recent is None:
-        chosen = range(len(decisions) - 1, -1, -1)
-        for i in chosen:
-            if decisions[i].turn != current_turn:
-                break
-            _guard(decisions, i, "recent")
-    else:
-        for i in range(max(0, len(decisions) - keep_recent), len(decisions)):
-            _guard(decisions, i, "recent")
-
-
-def _guard(decisions: List[Decision], i: int, reason: str) -> None:
-    d = decisions[i]
-    if d.reason == "score":
-        decisions[i] = d._replace(action="retain", reason=reason)
-
-
-def _join_units(decisions: List[Decision], units: List[Optional[str]]) -> None:
-    """Give every block of a unit its strongest member's directive (retain > page > evict)."""
-    best: Dict[str, str] = {}
-    actions = _column(decisions, "action")
-    for action, unit in zip(actions, units):
-        if unit is not None and ACTION_RANK[action] >= ACTION_RANK[best.get(unit, "evict")]:
-            best[unit] = action
-    for i, unit in enumerate(units):
-        if unit is not None and actions[i] != best[unit]:
-            decisions[i] = decisions[i]._replace(action=best[unit], reason=f"unit {unit}")
-
-
-PROTECTIONS = ("pinned", "system", "recent")  # reasons a block is kept whatever its score or the budget
-
-
-def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
-               units: Optional[List[Optional[str]]] = None) -> int:
-    """Fit ``decisions`` (changed in place) into ``budget`` tokens; return the tokens kept.
-
-    What stays costs its tokens verbatim, or its stub's tokens when paged. Protected
-    blocks (pinned, system, recent) always stay verbatim, and so does any unit
-    holding one. A unit (a tool call and its results) competes as one piece: its
-    tokens summed, its R the best of its members. The others compete by R, highest
-    first (ties: later turn, then later position):
-      1. each is kept verbatim while its tokens still fit (one that does not fit is
-         skipped, so a smaller one after it may fit);
-      2. the rest that classification did not evict become stubs while their stub
-         still fits (a block under the evict cut is never worth a stub);
-      3. what is left is evicted.
-    So the budget, not the retain cut, decides what is kept verbatim: under pressure
-    the lowest-R retained blocks are paged and the lowest-R pages evicted first, and
-    with room to spare the best pages (then the most recent of the rest) are kept
-    whole. Every change says so in its reason: "budget-kept", "budget-paged",
-    "budget-evicted". When protected blocks alone exceed the budget the pass still
-    completes (all else evicted) and the caller reports the overflow.
-    """
-    groups: Dict[object, List[int]] = {}
-    for i in range(len(decisions)):
-        key = units[i] if units is not None and units[i] is not None else i
-        groups.setdefault(key, []).append(i)
-    tokens, reasons = _column(decisions, "tokens"), _column(decisions, "reason")
-    rs, turns, actions = _column(decisions, "R"), _column(decisions, "turn"), _column(decisions, "action")
-    left = budget
-    candidates = []
-    for members in groups.values():
-        cost = sum(tokens[i] for i in members)
-        if any(reasons[i] in PROTECTIONS for i in members):
-            left -= cost
-        else:
-            best = max(members, key=lambda i: (rs[i], turns[i], i))
-            candidates.append((-rs[best], -turns[best], -best, members, cost,
-                               sum(stub_tokens[i] for i in members)))
-    candidates.sort(key=lambda c: c[:3])
-    verbatim = set()
-    for *_, members, cost, _stubs in candidates:
-        if cost <= left:
-            left -= cost
-            verbatim.add(members[0])
-    for *_, members, cost, stubs in candidates:
-        if members[0] in verbatim:
-            action = "retain"
-        elif actions[members[0]] != "evict" and stubs <= left:
-            left -= stubs
-            action = "page"
-        else:
-            action = "evict"
-        for i in members:
-            if action != actions[i]:
-                decisions[i] = decisions[i]._replace(action=action, reason="budget-" + {
-                    "retain": "kept", "page": "paged", "evict": "evicted"}[action])
-    return budget - left
+# ===== The pass plan =====
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1143,7 +1141,7 @@ class PassPlan:
     intent_source: str = "intent_ir"    # where the keywords came from (see Intent)
     # Per decision, the text of a block that may be paged, kept from the read (else None);
     # the page store takes new pages' text from here instead of reading the history again.
-    texts: Optional["KeptTexts"] = dataclasses.field(default=None, repr=False, compare=False)
+    texts: Optional[List[Optional[str]]] = dataclasses.field(default=None, repr=False, compare=False)
 
     def pressure(self) -> Optional[Tuple[float, float]]:
         """Return context pressure (tokens / budget) before and after the pass, or None."""
@@ -1254,121 +1252,17 @@ def plan_pass(history: Mapping[str, object], params: Params = Params(),
     last_user = next((b.get("text") for b in reversed(blocks) if isinstance(b, dict) and b.get("role") == "user"
                       and isinstance(b.get("text"), str) and not b.get("stub")), None)
     intent = _header_intent(history, intent, last_user)
-    scorer = Scorer(intent.keywords, params, pages.get if pages is not None else None)
-    for first in range(0, len(blocks), _BATCH_BLOCKS):
-        scorer.add_batch(first, blocks[first: first + _BATCH_BLOCKS])
     current = _header_current_turn(history)
+    scorer = Scorer(intent.keywords, params, pages.get if pages is not None else None, current_turn=current)
+    scorer.add_all(0, blocks)
     decisions = scorer.finish(current)
     header = {key: value for key, value in history.items() if key != "blocks"}
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                     params, header, scorer.tokens_before, scorer.tokens_after, intent.source, scorer.texts)
 
 
-# --- core: stubs and the page index ---
+# ===== Liminate statements and contract state =====
 
-_SENTENCE_BREAK = re.compile(r"[.!?]\s|\n\s*\n")  # a sentence ends at . ! or ? before a space, or a blank line
-
-
-class StoredPage(NamedTuple):
-    """A paged block's original as the page store keeps it."""
-
-    block: str
-    turn: int
-    role: str
-    kind: Optional[str]
-    tokens: int
-    keywords: Tuple[str, ...]  # the intent keywords it matched when it was paged
-    sha256: str
-    paged_at: str
-    summary: str
-    text: str
-
-
-def keyword_hits(lowered: str, keywords: Iterable[str]) -> Tuple[str, ...]:
-    """Return the keywords found in ``lowered`` as a whole token or as the stem of one.
-
-    One matcher for both proxies' keywords: plain keywords are whole tokens, weighted
-    ones are stems.
-
-    Example:
-        >>> keyword_hits("the retention score", ["retent", "score", "pager"])
-        ('retent', 'score')
-    """
-    return tuple(k for k in keywords
-                 if k and _needle(k) in lowered and (_has_token(lowered, k) or block_hits(lowered, (k,))))
-
-
-def with_summary(page: "StoredPage", words: int) -> "StoredPage":
-    """Return ``page`` with its stub summary, computed from its text if it has none yet."""
-    if page.summary:
-        return page
-    return page._replace(summary=stub_summary(page.text, page.keywords, words))
-
-
-def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_WORDS) -> str:
-    """Return up to ``words`` words of ``text``: its best-matching sentence onward, else its start.
-
-    The best sentence holds the most distinct intent keywords (keyword_hits; the
-    earliest wins a tie); with no match the text's first words stand for it.
-    Whitespace is collapsed; a cut summary ends with "...".
-
-    Example:
-        >>> stub_summary("Setup done. The off-by-one in the index helper is fixed now.", ["index"], 6)
-        'The off-by-one in the index helper...'
-    """
-    wanted = list(keywords)
-    if wanted:
-        starts = [0] + [m.end() for m in _SENTENCE_BREAK.finditer(text)]
-        if len(starts) > 1:
-            best, start = 0, 0
-            starts.append(len(text))
-            for begin, end in zip(starts, starts[1:]):
-                hits = len(keyword_hits(text[begin:end].lower(), wanted))
-                if hits > best:
-                    best, start = hits, begin
-                    if hits == len(wanted):
-                        break  # no sentence can hold more
-            text = text[start:]
-    chosen = text.split(None, words)
-    if not chosen:
-        return "(empty)"
-    if len(chosen) > words:
-        return " ".join(chosen[:words]) + "..."
-    return " ".join(chosen)
-
-
-def recall_hint(block: str, contract: str, store: Optional[str]) -> str:
-    """Return the command that recalls ``block``."""
-    hint = f"{RECALL_COMMAND} {_shell_word(block)} --contract {_shell_word(contract)}"
-    return hint + (f" --store {_shell_word(store)}" if store else "")
-
-
-def _shell_word(text: str) -> str:
-    return text if re.fullmatch(r"[\w@%+=:,./-]+", text, re.ASCII) else "'" + text.replace("'", "'\\''") + "'"
-
-
-def make_stub(page: "StoredPage", hint: str) -> str:
-    """Return the one-line stub that stands in for a paged block.
-
-    Example:
-        >>> page = StoredPage("b4", 8, "assistant", None, 19, (), "", "", "Fixed the index helper.", "")
-        >>> make_stub(page, "python3 scripts/pager.py recall b4 --contract C.limn")
-        '[paged b4 | turn 8 | assistant | 19 tokens] Fixed the index helper. (recall: python3 scripts/pager.py recall b4 --contract C.limn)'
-    """
-    return f"[paged {page.block} | turn {page.turn} | {page.role} | {page.tokens} tokens] {page.summary} (recall: {hint})"
-
-
-def index_lines(pages: Iterable["StoredPage"]) -> List[str]:
-    """Return one compact line per paged block: id, turn, tokens and the start of its summary."""
-    lines = []
-    for page in pages:
-        words = page.summary.split(" ")
-        short = page.summary if len(words) <= INDEX_SUMMARY_WORDS else " ".join(words[:INDEX_SUMMARY_WORDS]) + "..."
-        lines.append(f"{page.block} | turn {page.turn} | {page.tokens} tokens | {short}")
-    return lines
-
-
-# --- core: statements and the contract state ---
 
 def format_number(value: float) -> str:
     """Return ``value`` as a plain decimal the interpreter stores as a number (no exponent).
@@ -1442,21 +1336,6 @@ def _statements_pattern() -> str:
 _STATEMENTS_RE = re.compile(_statements_pattern())
 
 
-def check_statements(statements: List[str]) -> None:
-    """Run check_statement on every statement of the list; raise PagerError for the first bad one.
-
-    The same checks a list at a time: one regex, built from STATEMENT_FORMS and the
-    vocabulary, must match the joined statements line by line. Only when it does not
-    is each statement checked alone, for the exact message.
-    """
-    if not statements:
-        return
-    text = "\n".join(statements) + "\n"
-    if text.count("\n") != len(statements) or _STATEMENTS_RE.fullmatch(text) is None:
-        for statement in statements:
-            check_statement(statement)
-
-
 def _check_statement_slowly(statement: str, parts: List[str]) -> str:
     """Check word by word: the number form, and a precise message for a bad statement."""
     if len(parts) % 2 == 0:
@@ -1498,12 +1377,31 @@ def _check_statement_slowly(statement: str, parts: List[str]) -> str:
     return form
 
 
+def check_statements(statements: List[str]) -> None:
+    """Run check_statement on every statement of the list; raise PagerError for the first bad one.
+
+    The same checks a list at a time: one regex, built from STATEMENT_FORMS and the
+    vocabulary, must match the joined statements line by line. Only when it does not
+    is each statement checked alone, for the exact message.
+    """
+    if not statements:
+        return
+    text = "\n".join(statements) + "\n"
+    if text.count("\n") != len(statements) or _STATEMENTS_RE.fullmatch(text) is None:
+        for statement in statements:
+            check_statement(statement)
+
+
 def _quoted_values(statement: str) -> List[str]:
     return statement.split('"')[1::2]
 
 
 def _unquoted_words(statement: str) -> List[str]:
     return " ".join(statement.split('"')[0::2]).split()
+
+
+def _parse_number(text: str) -> float:
+    return int(text) if "." not in text else float(text)
 
 
 @dataclasses.dataclass
@@ -1555,10 +1453,6 @@ class ContractState:
             self.values[words[4]] = _parse_number(words[6])
 
 
-def _parse_number(text: str) -> float:
-    return int(text) if "." not in text else float(text)
-
-
 def statement_add(block: str, action: str, because: str) -> str:
     """Return the statement adding ``block`` to the list of ``action``."""
     return f'add "{block}" to {LIST_OF_ACTION[action]} because "{because}"'
@@ -1574,6 +1468,19 @@ def statement_value(name: str, value: object) -> str:
     if name in NUMBER_VALUES:
         return f"remember a number called {name} with {format_number(value)}"  # type: ignore[arg-type]
     return f'remember a value called {name} with "{value}"'
+
+
+def _formatted(values: Sequence[float], spec: str) -> List[str]:
+    """Return ``spec % v`` for each value, formatting each distinct value once when values repeat.
+
+    Formatting a float costs several dictionary lookups, and a pass repeats many
+    of its numbers: sim 0 for most blocks, one recency per turn.
+    """
+    distinct = set(values)
+    if len(distinct) * 2 > len(values):
+        return [spec % v for v in values]
+    text = {v: spec % v for v in distinct}
+    return list(map(text.__getitem__, values))
 
 
 def statement_batches(plan: PassPlan, state: ContractState, now: str,
@@ -1619,7 +1526,7 @@ def statement_batches(plan: PassPlan, state: ContractState, now: str,
             flagged = map(operator.ne, reasons[start:stop], repeat("score"))
         for k in compress(range(len(because)), near_more):  # the neighbour's credit set sim
             i = changed[k]
-            because[k] = _RATIONALE_NB_S % (r3[k], sim3[k], "%.3f" % owns[i], rec3[k], dt[k])
+            because[k] = _RATIONALE_NB_S % (r3[k], sim3[k], f"{owns[i]:.3f}", rec3[k], dt[k])
         for k in compress(range(len(because)), flagged):  # a protection, a unit or the budget decided
             because[k] = f"{reasons[changed[k]]}; {because[k]}"
         if known:
@@ -1702,26 +1609,12 @@ _PAYLOAD_PIECE = 512  # statements per piece: about 45 KiB, under the allocator'
 
 
 def encode_batches(state: ContractState, batches: Iterable[List[str]]) -> Payload:
-    """Return the bytes to append for lists of statements (see encode_statements), as a Payload."""
+    """Return the bytes to append, one line per statement (after a line end if the file lacks one)."""
     pieces = [b"\n"] if state.needs_newline else []
     for batch in batches:
         for start in range(0, len(batch), _PAYLOAD_PIECE):
             pieces.append(("\n".join(batch[start: start + _PAYLOAD_PIECE]) + "\n").encode("utf-8"))
     return Payload(pieces)
-
-
-def encode_statements(state: ContractState, statements: Iterable[str]) -> bytearray:
-    """Return the bytes to append: one line per statement, after a line end if the file lacks one."""
-    out = bytearray(b"\n" if state.needs_newline else b"")
-    batch: List[str] = []
-    for statement in statements:
-        batch.append(statement)
-        if len(batch) == 4096:  # encode in slices: never hold every statement as a str at once
-            out += ("\n".join(batch) + "\n").encode("utf-8")
-            batch = []
-    if batch:
-        out += ("\n".join(batch) + "\n").encode("utf-8")
-    return out
 
 
 def count_changes(plan: PassPlan, state: ContractState) -> Dict[str, int]:
@@ -1772,7 +1665,7 @@ def read_contract_state(text: str) -> ContractState:
     return state
 
 
-# --- edges: history loading ---
+# ===== Reading histories =====
 
 _JSON_WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
@@ -1809,14 +1702,6 @@ class _JsonStream:
         self.buf = self.buf[self.pos:] + data
         self.pos = 0
         return True
-
-    def skip_to(self, offset: int) -> None:
-        """Move to character ``offset`` of the document without parsing what lies before it."""
-        while self.dropped + len(self.buf) < offset:
-            self.pos = len(self.buf)
-            if not self._more():
-                raise PagerError(f"{self.name}: the history changed while the pass was reading it")
-        self.pos = offset - self.dropped
 
     def fail(self, what: str, pos: Optional[int] = None) -> None:
         pos = self.pos if pos is None else pos
@@ -1869,26 +1754,20 @@ _BLOCK_BREAK = re.compile(r'\}[ \t\n\r]*,[ \t\n\r]*(?=\{[ \t\n\r]*["}])')
 _BATCH_WINDOW = 1 << 16  # where to look for the last block break: the buffer's last 64 KiB
 
 
-def _last_break(buf: str, start: int, limit: Optional[int] = None) -> int:
-    """Return where the last block break in ``buf[start:]`` starts (its '}'), or -1.
-
-    With ``limit``, only a break whose next block starts at ``limit`` or before counts.
-    """
-    end = len(buf) if limit is None else min(len(buf), limit + 64)  # 64: room for the look-ahead
+def _last_break(buf: str, start: int) -> int:
+    """Return where the last block break in ``buf[start:]`` starts (its '}'), or -1."""
     found = -1
-    window = max(start, end - _BATCH_WINDOW)
-    for match in _BLOCK_BREAK.finditer(buf, window, end):
-        if limit is None or match.end() <= limit:
-            found = match.start()
+    window = max(start, len(buf) - _BATCH_WINDOW)
+    for match in _BLOCK_BREAK.finditer(buf, window):
+        found = match.start()
     if found < 0 and window > start:  # a block longer than the window: look through the rest
-        for match in _BLOCK_BREAK.finditer(buf, start, window + 64):
-            if limit is None or match.end() <= limit:
-                found = match.start()
+        for match in _BLOCK_BREAK.finditer(buf, start, window + 64):  # 64: room for the look-ahead
+            found = match.start()
     return found
 
 
 def _read_blocks(js: "_JsonStream", sink: Optional[Callable[[int, List[object]], None]],
-                 runs: Optional["array.array[int]"], split: Optional["_SplitRead"] = None) -> None:
+                 runs: Optional["array.array[int]"]) -> None:
     """Read the blocks list after its '[', handing the blocks to ``sink`` in batches.
 
     Most of the list is decoded a batch at a time: every block whose end is in the
@@ -1897,8 +1776,7 @@ def _read_blocks(js: "_JsonStream", sink: Optional[Callable[[int, List[object]],
     the list's last blocks, invalid JSON) is read value by value, which also gives
     invalid JSON its exact line and column. With ``runs``, each handed batch appends
     (first character, end character, first index, count): the text between holds
-    just its blocks and the commas between them. With ``split``, a helper reads the
-    list's second half (see _SplitRead) while this reads up to where it starts.
+    just its blocks and the commas between them.
     """
     index = 0
     pending: List[object] = []  # blocks read value by value, not handed over yet
@@ -1917,65 +1795,44 @@ def _read_blocks(js: "_JsonStream", sink: Optional[Callable[[int, List[object]],
     if js.peek() == "]":
         js.pos += 1
         return
-    stop = split.begin(js.dropped + js.pos) if split is not None else -1  # where the helper took over
-    try:
-        while True:
-            if stop >= 0 and js.dropped + js.pos >= stop:
-                if js.dropped + js.pos == stop:  # every block before the helper's is read
+    while True:
+        if js.dropped + js.pos >= no_batch_before:
+            if len(js.buf) - js.pos < js.chunk // 2:
+                js._more()
+            cut = _last_break(js.buf, js.pos)
+            if cut < 0:
+                no_batch_before = js.dropped + len(js.buf)  # read on value by value, then look again
+            else:
+                try:
+                    batch = loads("[" + js.buf[js.pos: cut + 1] + "]")
+                except ValueError:
+                    no_batch_before = js.dropped + cut + 1
+                else:
                     if pending:
                         hand(pending, pending_start, pending_end)
                         pending = []
-                    joined = split.join(index, runs)  # type: ignore[union-attr]
-                    if joined is not None:
-                        js.skip_to(joined)  # past the helper's blocks and the list's ']'
-                        return
-                else:
-                    split.cancel()  # type: ignore[union-attr]  # its start was no block's start
-                stop = -1  # read on here
-            if js.dropped + js.pos >= no_batch_before:
-                if len(js.buf) - js.pos < js.chunk // 2:
-                    js._more()
-                cut = _last_break(js.buf, js.pos, stop - js.dropped if stop >= 0 else None)
-                if cut < 0:
-                    no_batch_before = js.dropped + len(js.buf)  # read on value by value, then look again
-                else:
-                    try:
-                        batch = loads("[" + js.buf[js.pos: cut + 1] + "]")
-                    except ValueError:
-                        no_batch_before = js.dropped + cut + 1
-                    else:
-                        if pending:
-                            hand(pending, pending_start, pending_end)
-                            pending = []
-                        hand(batch, js.dropped + js.pos, js.dropped + cut + 1)
-                        js.pos = _BLOCK_BREAK.match(js.buf, cut).end()  # type: ignore[union-attr]
-                        continue
-            if not pending:
-                pending_start = js.dropped + js.pos
-            pending.append(js.value())
-            pending_end = js.dropped + js.pos
-            c = js.peek()
-            if c == "]":
-                js.pos += 1
-                hand(pending, pending_start, pending_end)
-                if stop >= 0:
-                    split.cancel()  # type: ignore[union-attr]  # the list ended before the helper's start
-                return
-            js.take(",")
-            js.peek()
-            if len(pending) >= _BATCH_BLOCKS:
-                hand(pending, pending_start, pending_end)
-                pending = []
-    except BaseException:
-        if stop >= 0:
-            split.cancel()  # type: ignore[union-attr]
-        raise
+                    hand(batch, js.dropped + js.pos, js.dropped + cut + 1)
+                    js.pos = _BLOCK_BREAK.match(js.buf, cut).end()  # type: ignore[union-attr]
+                    continue
+        if not pending:
+            pending_start = js.dropped + js.pos
+        pending.append(js.value())
+        pending_end = js.dropped + js.pos
+        c = js.peek()
+        if c == "]":
+            js.pos += 1
+            hand(pending, pending_start, pending_end)
+            return
+        js.take(",")
+        js.peek()
+        if len(pending) >= _BATCH_BLOCKS:
+            hand(pending, pending_start, pending_end)
+            pending = []
 
 
 def _stream_history(fp: io.TextIOBase, name: str,
                     on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, List[object]], None]]],
-                    chunk: int = 1 << 19, runs: Optional["array.array[int]"] = None,
-                    split: Optional[_SplitRead] = None) -> Tuple[Dict[str, object], bool]:
+                    chunk: int = 1 << 19, runs: Optional["array.array[int]"] = None) -> Tuple[Dict[str, object], bool]:
     """Read a pager history object, handing its blocks in batches to the sink ``on_blocks`` returns.
 
     ``on_blocks(header_so_far)`` is called when the ``blocks`` list starts and
@@ -2010,7 +1867,7 @@ def _stream_history(fp: io.TextIOBase, name: str,
                 js.take("[")
                 sink = on_blocks(header)
                 handed = sink is not None
-                _read_blocks(js, sink, runs if handed else None, split if handed else None)
+                _read_blocks(js, sink, runs if handed else None)
             else:
                 header[key] = js.value()
             c = js.peek()
@@ -2023,132 +1880,6 @@ def _stream_history(fp: io.TextIOBase, name: str,
     if not seen_blocks:
         raise PagerError(f"{name}: blocks is missing")
     return header, handed
-
-
-SPLIT_MIN_BYTES = 8 << 20  # a history file this large has its blocks list read by two processes
-_CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes that continue a character
-
-
-def _chars_before(path: str, offset: int) -> int:
-    """Return how many characters the first ``offset`` bytes of a UTF-8 file hold."""
-    chars = 0
-    with open(path, "rb") as fh:
-        while offset > 0:
-            data = fh.read(min(offset, 1 << 20))
-            if not data:
-                break
-            offset -= len(data)
-            chars += len(data.translate(None, _CONTINUATION))  # one lead byte per character
-    return chars
-
-
-class _SplitRead:
-    """The second half of a large history's blocks list, read by a helper process.
-
-    At the list's start a block break near the file's middle is picked; a helper
-    (see _Helper) reads from that block to the list's end with a scorer of its own
-    and hands back its columns, while this process reads up to that block. If this
-    process reaches that exact character, the helper's part is merged in
-    (``join``); if the break was not between blocks after all, if the helper
-    failed, or if an id of its part was already seen, this process cancels it and
-    reads on itself, so the result (and any error message) is the same either way.
-    """
-
-    def __init__(self, path: str, name: str, make_scorer: Callable[[], "Scorer"]) -> None:
-        self.path, self.name, self.make_scorer = path, name, make_scorer
-        self.scorer: Optional[Scorer] = None  # set when the blocks go to a scorer
-        self.helper: Optional[_Helper] = None
-        self.start_char = -1
-
-    def begin(self, char_pos: int) -> int:
-        """Start the helper for the list that starts at ``char_pos``; return where it starts, or -1."""
-        if self.scorer is None or self.path == "-" or not _can_help():
-            return -1
-        try:
-            size = os.path.getsize(self.path)
-            if size < SPLIT_MIN_BYTES:
-                return -1
-            start_byte = self._break_after(size // 2)
-            if start_byte < 0:
-                return -1
-            start_char = _chars_before(self.path, start_byte)
-        except (OSError, ValueError):
-            return -1
-        if start_char <= char_pos:
-            return -1
-        scorer = self.make_scorer()
-
-        def work(out: BinaryIO) -> None:
-            scorer.pages = _pages_in_helper  # the page store belongs to the parent: a stub ends the helper
-            scorer._recent_hits = [True] * len(scorer._recent_hits)  # its first blocks may borrow credit
-            runs = array.array("q")
-            with open(self.path, "rb") as raw:
-                raw.seek(start_byte)
-                js = _JsonStream(io.TextIOWrapper(raw, encoding="utf-8", newline=""), self.name)
-                _read_blocks(js, scorer.add_batch, runs)
-                marshal.dump((scorer.export(), runs.tobytes(), js.dropped + js.pos), out)
-
-        self.helper = _Helper.start(work)
-        if self.helper is None:
-            return -1
-        self.start_char = start_char
-        return start_char
-
-    def _break_after(self, offset: int) -> int:
-        """Return the byte offset of the first block that starts after ``offset`` (by its break), or -1."""
-        with open(self.path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read(_BATCH_WINDOW)
-        lead = 0
-        while lead < len(data) and 0x80 <= data[lead] < 0xC0:
-            lead += 1  # start on a character
-        for trim in range(4):  # the window may end inside a character
-            try:
-                text = data[lead: len(data) - trim].decode("utf-8")
-                break
-            except UnicodeDecodeError:
-                continue
-        else:
-            return -1
-        match = _BLOCK_BREAK.search(text)
-        if match is None:
-            return -1
-        return offset + lead + len(text[: match.end()].encode("utf-8"))
-
-    def join(self, index: int, runs: Optional["array.array[int]"]) -> Optional[int]:
-        """Merge the helper's part after block ``index``; return the character just past the list, or None."""
-        helper, self.helper = self.helper, None
-        done = helper.result() if helper is not None else None
-        if done is None:
-            return None
-        try:
-            columns, their_runs, end = marshal.load(done)
-        except (EOFError, ValueError, TypeError):
-            return None
-        finally:
-            helper.close()  # type: ignore[union-attr]
-        if not self.scorer.merge(columns, index):  # type: ignore[union-attr]
-            return None  # an id seen twice: read on here, so the error names both places
-        if runs is not None:
-            part = array.array("q")
-            part.frombytes(their_runs)
-            for k in range(0, len(part), 4):
-                runs.extend((part[k] + self.start_char, part[k + 1] + self.start_char, part[k + 2] + index,
-                             part[k + 3]))
-        return self.start_char + end
-
-    def cancel(self) -> None:
-        if self.helper is not None:
-            self.helper.cancel()
-            self.helper = None
-
-
-class _InParent(Exception):
-    """A helper met what only the parent can handle."""
-
-
-def _pages_in_helper(block: str) -> Optional["StoredPage"]:
-    raise _InParent(block)
 
 
 class HistorySource:
@@ -2196,14 +1927,13 @@ class HistorySource:
         except OSError as exc:
             raise PagerError(f"{self.path}: can't read ({exc.strerror})") from None
 
-    def stream(self, on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, List[object]], None]]],
-               split: Optional[_SplitRead] = None) -> Tuple[Dict[str, object], bool]:
+    def stream(self, on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, List[object]], None]]]
+               ) -> Tuple[Dict[str, object], bool]:
         """Stream the history once (see _stream_history), noting where each batch of blocks lies."""
         runs = array.array("q")
         try:
             with self.open() as fp:
-                header, handed = _stream_history(fp, self.name, on_blocks, runs=runs,
-                                                 split=split if self._stdin is None else None)
+                header, handed = _stream_history(fp, self.name, on_blocks, runs=runs)
                 if handed:
                     self.runs = runs
                 return header, handed
@@ -2272,17 +2002,13 @@ def load_and_plan(source, params: Params,
         hint = given if _is_int(given) and given >= 0 else None  # type: ignore[operator]
         return Scorer(keywords, params, pages, stub_text, with_index, reserve, hint)  # type: ignore[arg-type]
 
-    split = _SplitRead(source.path, source.name, lambda: new_scorer({}, []))
-
     def on_blocks(header: Dict[str, object]) -> Optional[Callable[[int, List[object]], None]]:
         nonlocal scorer, chosen
         if intent is None and "intent_ir" not in header:
             return note_user  # the intent is further on, or is the last user message: read twice
         chosen = _header_intent(header, intent, None)
         scorer = new_scorer(header, chosen.keywords)
-        split.scorer, keywords = scorer, chosen.keywords
-        split.make_scorer = lambda: new_scorer(header, keywords)
-        return scorer.add_batch
+        return scorer.add_all
 
     def note_user(_first: int, blocks: List[object]) -> None:
         for raw in blocks:
@@ -2294,13 +2020,11 @@ def load_and_plan(source, params: Params,
                     last_user[0] = raw["text"]  # type: ignore[assignment]
 
     try:
-        header, _ = source.stream(on_blocks, split)
+        header, _ = source.stream(on_blocks)
         if scorer is None:
             chosen = _header_intent(header, intent, last_user[0])
             scorer = new_scorer(header, chosen.keywords)
-            split.scorer, keywords = scorer, chosen.keywords
-            split.make_scorer = lambda: new_scorer(header, keywords)
-            source.stream(lambda _header: scorer.add_batch, split)  # type: ignore[union-attr]
+            source.stream(lambda _header: scorer.add_all)  # type: ignore[union-attr]
         current = _header_current_turn(header)
         decisions = scorer.finish(current)
         source.skipped = scorer.skipped
@@ -2312,23 +2036,18 @@ def load_and_plan(source, params: Params,
                     scorer.texts)
 
 
-# --- edges: transcript formats ---
+# ===== Transcripts =====
 #
-# Read agent conversation histories as context-pager blocks and write them back compacted.
+# Agent histories in the formats agents write, read as the pager's blocks and written back
+# compacted in the format of the API they came from. One registry entry per format (_FORMATS,
+# filled by the format sections below) holds how it is detected, read, paired (which blocks must
+# share a directive), written back and validated; the functions at the end of the section
+# (detect_format, load, conversation_blocks, emit, validate) dispatch through it.
 #
-# Formats (see shared/docs/formats.md): the pager's own history JSON (``pager``), OpenAI Chat
-# Completions (``openai``), OpenAI Responses input items (``responses``), Anthropic Messages
-# (``anthropic``), Claude Code session JSONL (``claude-code``) and Codex CLI rollout JSONL
-# (``codex``).  Stdlib only, Python 3.9+, deterministic: the same input gives the same bytes.
-#
-# Public API::
-#
-#     detect_format(text) -> str
-#     load(text, fmt) -> Conversation
-#     conversation_blocks(conv) -> list[dict]  # the blocks to hand to the engine (copies)
-#     emit(conv, decisions) -> object          # same format as read; claude-code -> anthropic,
-#                                              # codex -> responses item list
-#     validate(fmt_out, obj) -> list[str]      # [] means valid for that API
+# Formats: the pager's own history JSON (``pager``), OpenAI Chat Completions (``openai``), OpenAI
+# Responses input items (``responses``), Anthropic Messages (``anthropic``), Claude Code session
+# JSONL (``claude-code``, written back as anthropic) and Codex CLI rollout JSONL (``codex``,
+# written back as responses).
 #
 # Blocks.  Each message becomes one block, or one block per content part when a message holds
 # several (text, image, tool call, tool result, thinking, reasoning).  Every block is a dict with
@@ -2343,20 +2062,21 @@ def load_and_plan(source, params: Params,
 #     or ``instructions`` (Responses);
 #   * any other block (a part of a multi-part message, a message without an id, an OpenAI legacy
 #     function_call): ``m-`` and the first 12 hex digits of
-#     sha256(message role + "\\x00" + part kind + "\\x00" + block text), part kind being one of
+#     sha256(message role + "\x00" + part kind + "\x00" + block text), part kind being one of
 #     text, media, call, thinking, reasoning, other.  Example: ``m-3f2a9c1b7d4e``;
 #   * a stub line written by an earlier pass (see below): the id inside the stub.
 # A repeated id (the same content again, the same stub twice) gets ``~2``, ``~3``... in order of
 # appearance (so removing an earlier copy renumbers the later ones).  Claude Code message ids do
 # not survive a pass: the history is written back as Anthropic Messages, which has no message ids,
 # so those blocks come back with content ids (stubs keep the id they were paged under).  Unit
-# names ``turn:<turn>`` are positional: they group blocks within one pass only.  Native ids are cleaned for the engine's contract lines: a double quote, a line
-# break or a lone surrogate becomes ``_`` and `` | `` becomes `` _ `` (it would end the id inside
-# a stub).  ``turn`` is the 1-based position of the message (Responses/Codex: of the item); an
-# out-of-band system prompt (Anthropic ``system``, Responses ``instructions``) has turn 0.
-# ``role`` is the message role, except ``tool`` for every tool result.  System and developer text
-# is ``protected="system"``.  ``tokens`` is the real output-token count where the format records
-# one (Claude Code), split over the message's blocks in proportion to their text; else None.
+# names ``turn:<turn>`` are positional: they group blocks within one pass only.  Native ids are
+# cleaned for the contract's lines: a double quote, a line break or a lone surrogate becomes
+# ``_`` and `` | `` becomes `` _ `` (it would end the id inside a stub).  ``turn`` is the 1-based
+# position of the message (Responses/Codex: of the item); an out-of-band system prompt (Anthropic
+# ``system``, Responses ``instructions``) has turn 0.  ``role`` is the message role, except
+# ``tool`` for every tool result.  System and developer text is ``protected="system"``.
+# ``tokens`` is the real output-token count where the format records one (Claude Code), split
+# over the message's blocks in proportion to their text; else None.
 #
 # Stubs.  A text part whose text consists only of stub lines ``[paged <ID> | turn <T> | ...``
 # (blank lines between them allowed) was written by an earlier pass: it becomes one block per
@@ -2386,7 +2106,7 @@ def load_and_plan(source, params: Params,
 #
 # Emit rules:
 #   * decisions map block id -> ("retain", None) | ("retain", full_text) | ("page", stub) |
-#     ("evict", None); a missing id means retain, an unknown id or directive is a FormatError;
+#     ("evict", None); a missing id means retain, an unknown id or directive is a PagerError;
 #   * ("retain", full_text) restores a stub block: its line is replaced by full_text as a plain
 #     text part of the same message (a restored tool call or tool result stays text: the call
 #     and its result cannot be rebuilt from a stub).  For any other block, and for an empty
@@ -2415,33 +2135,50 @@ def load_and_plan(source, params: Params,
 #     a stub block retained with its full text gets ``text=full_text`` and loses ``stub``,
 #     evicted blocks vanish; directives apply per block (the pager owns its units).
 
-# transcripts: constants
 
-FORMATS = ("pager", "openai", "responses", "anthropic", "claude-code", "codex")
-# The API format each input format is written back in.
-EMITS_AS = {"pager": "pager", "openai": "openai", "responses": "responses",
-            "anthropic": "anthropic", "claude-code": "anthropic", "codex": "responses"}
-VERBS = ("retain", "page", "evict")
-# Conservative order that settles a unit whose blocks got different directives.
-VERB_RANK = {"evict": 0, "page": 1, "retain": 2}
+class _Format(NamedTuple):
+    """One transcript format: how the pager recognises, reads, pairs, writes back and checks it."""
+
+    name: str
+    emits_as: str       # the format its compacted history is written in (the API it was sent to)
+    jsonl: bool         # one JSON object a line (read from the text), else one JSON document
+    detect: Optional[Callable[[Any], bool]]                   # a whole-file JSON value: this format?
+    detect_line: Optional[Callable[[Dict[str, Any]], bool]]   # a JSONL record: a line of this format?
+    read: Callable[[Any], "Conversation"]                     # the document (or text) -> Conversation
+    pair: Optional[Callable[[List["_Msg"], List[str]], None]]  # pair calls with results; repair the rest
+    units: Optional[Callable[[List["_Msg"]], None]]           # units beyond call-and-result
+    write: Callable[["Conversation", Dict[str, Tuple[str, Optional[str]]]], Any]  # apply directives
+    check: Callable[[Any], List[str]]                         # the API's rules: what it would reject
+
+
+# The registry: format name -> _Format, filled by the format sections below, in FORMATS order.
+_FORMATS: Dict[str, _Format] = {}
+
+
+# --- what the formats share: constants, the model of a conversation, ids, units ---
+
 # Text of the user message put where the APIs need one and the pager left none.
 OMITTED_NOTE = "[earlier conversation omitted by the context pager]"
 # Stub used when a page directive carries no stub text; a later load reads it back.
 STUB_FALLBACK = "[paged {id} | turn {turn} | {role}]"
 # First line of a stub written by a pass: "[paged <ID> | turn <T> | <role> | <N> tokens] ...".
 STUB_LINE_RE = re.compile(r"\[paged (.+?) \| turn (\d+) \| ")
-# Characters a block id must not hold: the engine quotes ids in contract lines.
-ID_UNSAFE_RE = re.compile('["\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\ud800-\udfff]')
+# Characters a block id must not hold: those a quoted contract value can't, and lone surrogates.
+_ID_UNSAFE_RE = re.compile(f'["{_LINE_BREAKS}\ud800-\udfff]')
 # A "|" between spaces, which would end an id inside a stub line.
 ID_PIPE_RE = re.compile(r"(?<= )\|(?= )")
 # Content-derived ids: prefix and how many hex digits of the sha256 are kept.
 CONTENT_ID_PREFIX = "m-"
 CONTENT_ID_DIGITS = 12
+# Key shared by an OpenAI legacy function_call and the function message answering it.
+LEGACY_FUNCTION_KEY = "\0function_call"
+THINKING_TYPES = ("thinking", "redacted_thinking")
+# Text part types across the formats.
+TEXT_PART_TYPES = ("text", "input_text", "output_text", "summary_text", "reasoning_text")
+# What each format looks like: its roles, and the types and keys that tell it apart.
 OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 ANTHROPIC_ROLES = ("user", "assistant")
 RESPONSES_ROLES = ("system", "developer", "user", "assistant")
-# Key shared by an OpenAI legacy function_call and the function message answering it.
-LEGACY_FUNCTION_KEY = "\0function_call"
 # Content block types only Anthropic uses (detection).
 ANTHROPIC_MARKER_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking",
                                      "image", "document", "server_tool_use"})
@@ -2449,7 +2186,6 @@ ANTHROPIC_MARKER_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "red
 OPENAI_MARKER_ROLES = frozenset({"system", "developer", "tool", "function"})
 OPENAI_MARKER_FIELDS = ("tool_calls", "tool_call_id", "function_call")
 OPENAI_MARKER_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
-THINKING_TYPES = ("thinking", "redacted_thinking")
 # Responses call item type -> output item types that may answer it.
 RESPONSES_CALLS = {"function_call": ("function_call_output",),
                    "custom_tool_call": ("custom_tool_call_output",),
@@ -2466,20 +2202,8 @@ CODEX_LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "tur
 CODEX_SKIPPED_ITEMS = ("ghost_snapshot",)
 # Keys that mark a JSONL record as a Claude Code transcript line.
 CLAUDE_MARKER_KEYS = ("uuid", "parentUuid", "sessionId", "leafUuid", "messageId")
-# Text part types across the formats.
-TEXT_PART_TYPES = ("text", "input_text", "output_text", "summary_text", "reasoning_text")
 
-
-class FormatError(PagerError):
-    """Bad input: the message is one line naming the problem and where it is."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(" ".join(str(message).splitlines()))
-
-
-# transcripts: internal representation
-
-@dataclass(eq=False)
+@dataclasses.dataclass(eq=False)
 class _Part:
     """One future block: a content part of a message, with what emit needs to rebuild it."""
     kind: str                      # text | media | call | result | thinking | reasoning | other
@@ -2497,7 +2221,7 @@ class _Part:
     source: Optional["_Part"] = None  # for a stub line: the text part holding the lines
 
 
-@dataclass(eq=False)
+@dataclasses.dataclass(eq=False)
 class _Msg:
     """One message (or Responses item) of the conversation being paged."""
     role: str
@@ -2512,29 +2236,21 @@ class _Msg:
     turn: int = 0
 
 
-@dataclass
+@dataclasses.dataclass
 class Conversation:
     """A loaded history: pager blocks plus what emit needs to rebuild the same format."""
     fmt: str
     blocks: List[Dict[str, Any]]
     skipped_lines: int = 0
-    repairs: List[str] = field(default_factory=list)
-    _msgs: List[_Msg] = field(default_factory=list, repr=False)
-    _head: List[_Msg] = field(default_factory=list, repr=False)
-    _shell: Any = field(default=None, repr=False)
+    repairs: List[str] = dataclasses.field(default_factory=list)
+    _msgs: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
+    _head: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
+    _shell: Any = dataclasses.field(default=None, repr=False)
 
     @property
     def emit_format(self) -> str:
         """Return the format emit() writes for this conversation."""
-        return EMITS_AS[self.fmt]
-
-
-# transcripts: small helpers
-
-def _quote(value: Any) -> str:
-    """Return value as a short one-line JSON literal for messages."""
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 60 else text[:57] + "..."
+        return _FORMATS[self.fmt].emits_as
 
 
 def _type_name(value: Any) -> str:
@@ -2553,14 +2269,14 @@ def _type_name(value: Any) -> str:
 
 
 def _parse_json(text: str, where: str = "input") -> Any:
-    """Return the parsed JSON value or raise a one-line FormatError."""
+    """Return the parsed JSON value or raise a one-line PagerError."""
     try:
         return json.loads(text)
     except ValueError as exc:
         if isinstance(exc, json.JSONDecodeError):
-            raise FormatError("%s: invalid JSON at line %d column %d (%s)"
+            raise PagerError("%s: invalid JSON at line %d column %d (%s)"
                               % (where, exc.lineno, exc.colno, exc.msg)) from None
-        raise FormatError("%s: invalid JSON (%s)" % (where, exc)) from None
+        raise PagerError(f"{where}: invalid JSON ({exc})") from None
 
 
 def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
@@ -2604,12 +2320,12 @@ def _part_text(part: Any) -> str:
         return "[audio]"
     if kind == "document":
         title = part.get("title")
-        return "[document: %s]" % title if isinstance(title, str) and title else "[document]"
+        return f"[document: {title}]" if isinstance(title, str) and title else "[document]"
     if kind in ("file", "input_file"):
         inner = part.get("file") if isinstance(part.get("file"), dict) else part
         name = inner.get("filename")
-        return "[file: %s]" % name if isinstance(name, str) and name else "[file]"
-    return "[%s]" % kind if isinstance(kind, str) else _compact_json(part)
+        return f"[file: {name}]" if isinstance(name, str) and name else "[file]"
+    return f"[{kind}]" if isinstance(kind, str) else _compact_json(part)
 
 
 def _flatten(content: Any) -> str:
@@ -2654,7 +2370,7 @@ def _text_part(where: str, raw: Any, text: str, pos: int) -> _Part:
 
 def _safe_id(value: str) -> str:
     """Return value with what a contract line or a stub can't carry replaced (see docstring)."""
-    return ID_PIPE_RE.sub("_", ID_UNSAFE_RE.sub("_", value))
+    return ID_PIPE_RE.sub("_", _ID_UNSAFE_RE.sub("_", value))
 
 
 def _content_id(role: str, kind: str, text: str) -> str:
@@ -2662,7 +2378,7 @@ def _content_id(role: str, kind: str, text: str) -> str:
 
     Example: _content_id("user", "text", "hi") == "m-" + sha256(b"user\\x00text\\x00hi")[:12]
     """
-    key = "%s\x00%s\x00%s" % (role, kind, text)
+    key = f"{role}\x00{kind}\x00{text}"
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
     return CONTENT_ID_PREFIX + digest[:CONTENT_ID_DIGITS]
 
@@ -2703,74 +2419,137 @@ def _sole(parts: List[_Part], count: int) -> List[_Part]:
     return parts
 
 
-# transcripts: detection
-
-def detect_format(text: str) -> str:
-    """Return the format of a raw history file.
-
-    Rules, first match wins:
-      1. The whole text is one JSON value:
-         a. object with a ``blocks`` list -> ``pager``;
-         b. object with an ``input`` list or string -> ``responses``;
-         c. object with a ``messages`` list -> chat (see 3);
-         d. non-empty list of objects, one of which has a Responses item ``type`` (message,
-            function_call, function_call_output, reasoning, custom_tool_call...) -> ``responses``;
-         e. non-empty list of objects that all have ``role`` -> chat (see 3).
-      2. Otherwise the text is read as JSONL: a line ``{type, payload}`` with a Codex line type
-         counts for ``codex``; a line with a string ``type`` and one of uuid, parentUuid,
-         sessionId, leafUuid, messageId counts for ``claude-code``.  More lines wins; a tie goes
-         to the kind of the first counted line.  No counted line -> FormatError.
-      3. Chat: a top-level ``system`` key -> ``anthropic``; else any OpenAI-only role
-         (system, developer, tool, function), field (tool_calls, tool_call_id, function_call)
-         or part type (image_url, input_audio, file, refusal) -> ``openai``; else any
-         Anthropic-only block type (tool_use, tool_result, thinking, image, document...) ->
-         ``anthropic``; else (plain user/assistant text fits both) -> ``openai``.
-
-    Example: detect_format('{"blocks": []}') == "pager"
-    """
-    if not isinstance(text, str):
-        raise FormatError("input must be text (got %s)" % type(text).__name__)
-    if not text.strip():
-        raise FormatError("input is empty: nothing to detect")
-    whole_error = None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        whole_error = exc
-    else:
-        kind = _detect_json(value)
-        if kind:
-            return kind
-    kind = _detect_jsonl(text)
-    if kind:
-        return kind
-    if isinstance(whole_error, json.JSONDecodeError):
-        raise FormatError("not a known history format: invalid JSON at line %d column %d (%s) "
-                          "and no line is a Claude Code or Codex record"
-                          % (whole_error.lineno, whole_error.colno, whole_error.msg))
-    if whole_error is None and isinstance(value, dict):
-        keys = ", ".join(_quote(k) for k in list(value)[:6])
-        raise FormatError("not a known history format: a JSON object with keys %s matches none "
-                          "of %s" % (keys or "(none)", ", ".join(FORMATS)))
-    raise FormatError("not a known history format: a JSON %s matches none of %s"
-                      % (_type_name(value) if whole_error is None else "text", ", ".join(FORMATS)))
+def _split_tokens(total: int, parts: List[_Part]) -> List[int]:
+    """Return total split over parts in proportion to text length (largest remainder)."""
+    weights = [len(p.text) for p in parts]
+    if sum(weights) == 0:
+        weights = [1] * len(parts)
+    whole = sum(weights)
+    shares = [total * w // whole for w in weights]
+    # Hand the leftover units to the largest remainders; ties go to the earlier part.
+    order = sorted(range(len(parts)), key=lambda i: (-(total * weights[i] % whole), i))
+    for i in order[:total - sum(shares)]:
+        shares[i] += 1
+    return shares
 
 
-def _detect_json(value: Any) -> Optional[str]:
-    """Return the format of a whole-file JSON value, or None."""
+def _drop(msg: _Msg, part: _Part, repairs: List[str], why: str) -> None:
+    """Remove part from msg and report why."""
+    msg.parts.remove(part)
+    msg.repaired = True
+    repairs.append(f"{part.where} {why}; dropped")
+
+
+def _runs(msgs: List[_Msg]) -> List[List[_Msg]]:
+    """Return msgs grouped into runs of consecutive same-role messages."""
+    runs: List[List[_Msg]] = []
+    for msg in msgs:
+        if runs and runs[-1][0].role == msg.role:
+            runs[-1].append(msg)
+        else:
+            runs.append([msg])
+    return runs
+
+
+def _assign_ids(msgs: List[_Msg]) -> None:
+    """Give every part a unique block id (see the module docstring)."""
+    used: set = set()
+
+    def take(want: str) -> str:
+        name, n = want, 1
+        while name in used:
+            n += 1
+            name = f"{want}~{n}"
+        used.add(name)
+        return name
+
+    for msg in msgs:
+        mid = _safe_id(msg.mid) if isinstance(msg.mid, str) and msg.mid else None
+        for part in msg.parts:
+            if part.stub_id is not None:
+                want = _safe_id(part.stub_id)
+            elif part.kind == "call" and part.key and part.key != LEGACY_FUNCTION_KEY:
+                want = _safe_id(part.key)
+            elif part.kind == "result" and part.partner is not None:
+                want = part.partner.bid + ":result"
+            elif part.pos == 0 and mid:
+                want = mid
+            else:
+                want = _content_id(msg.role, part.kind, part.text)
+            part.bid = take(want)
+
+def _assign_units(msgs: List[_Msg], units: Optional[Callable[[List[_Msg]], None]]) -> None:
+    """Group parts that must share one directive: each call with its results, plus the format's ``units``."""
+    for msg in msgs:
+        links: Dict[str, str] = {}
+        for part in msg.parts:
+            if part.kind == "call":
+                part.unit = f"tool:{part.bid}"
+            elif part.link is not None:
+                part.unit = links.setdefault(part.link, f"tool:{part.bid}")
+    if units is not None:
+        units(msgs)
+    for msg in msgs:
+        for part in msg.parts:
+            if part.kind == "result" and part.partner is not None:
+                part.unit = part.partner.unit
+
+
+def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: List[str],
+            skipped: int = 0) -> Conversation:
+    """Pair calls with results, repair, name and group the parts (as ``fmt``'s entry says); return the Conversation."""
+    spec = _FORMATS[fmt]
+    for turn, msg in enumerate(msgs, 1):
+        msg.turn = turn
+    if spec.pair is not None:
+        spec.pair(msgs, repairs)
+    kept = []
+    for msg in msgs:
+        if msg.parts:
+            kept.append(msg)
+        elif not msg.item:  # an emptied item was already reported with its part
+            repairs.append(f"{msg.where} has no content left; dropped")
+    for msg in head + kept:
+        _expand_stubs(msg)
+    _assign_ids(head + kept)
+    _assign_units(kept, spec.units)
+    blocks = []
+    for msg in head + kept:
+        # A stub line is not what the model wrote: the real count goes to the other blocks.
+        live = [p for p in msg.parts if p.stub_id is None]
+        if msg.tokens is not None and live:
+            for part, share in zip(live, _split_tokens(msg.tokens, live)):
+                part.tokens = share
+        for part in msg.parts:
+            blocks.append({"id": part.bid, "turn": msg.turn,
+                           "role": "tool" if part.kind == "result" else msg.role,
+                           "text": part.text, "tokens": part.tokens, "pinned": False,
+                           "protected": "system" if msg.role in SYSTEM_ROLES else None,
+                           "unit": part.unit, "stub": part.stub_id is not None})
+    return Conversation(fmt=fmt, blocks=blocks, skipped_lines=skipped, repairs=repairs,
+                        _msgs=kept, _head=head, _shell=shell)
+
+
+def _is_item_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(x, dict) for x in value)
+
+
+def _is_responses_value(value: Any) -> bool:
+    """Return True for a Responses request body (``input``) or a list holding a Responses item type."""
     if isinstance(value, dict):
-        if isinstance(value.get("blocks"), list):
-            return "pager"
-        if isinstance(value.get("input"), (list, str)) and "messages" not in value:
-            return "responses"
-        if isinstance(value.get("messages"), list):
-            return _chat_kind(value["messages"], "system" in value)
-        return None
-    if isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
-        if any(x.get("type") in RESPONSES_ITEM_TYPES for x in value):
-            return "responses"
-        if all("role" in x for x in value):
-            return _chat_kind(value, False)
+        return (not isinstance(value.get("blocks"), list) and isinstance(value.get("input"), (list, str))
+                and "messages" not in value)
+    return _is_item_list(value) and any(x.get("type") in RESPONSES_ITEM_TYPES for x in value)
+
+
+def _chat_messages(value: Any) -> Optional[Tuple[List[Any], bool]]:
+    """Return (messages, whether a top-level system is given) for a chat-shaped value, else None."""
+    if isinstance(value, dict):
+        if isinstance(value.get("blocks"), list) or _is_responses_value(value):
+            return None
+        return (value["messages"], "system" in value) if isinstance(value.get("messages"), list) else None
+    if _is_item_list(value) and not _is_responses_value(value) and all("role" in x for x in value):
+        return value, False
     return None
 
 
@@ -2794,795 +2573,21 @@ def _chat_kind(messages: List[Any], has_system: bool) -> str:
     return "anthropic" if anthropic else "openai"
 
 
-def _detect_jsonl(text: str) -> Optional[str]:
-    """Return ``codex`` or ``claude-code`` by counting recognisable JSONL lines, or None."""
-    counts = {"codex": 0, "claude-code": 0}
-    first = None
-    for _, obj in _jsonl_records(text)[0]:
-        kind = obj.get("type")
-        if kind in CODEX_LINE_TYPES and "payload" in obj:
-            found = "codex"
-        elif isinstance(kind, str) and any(k in obj for k in CLAUDE_MARKER_KEYS):
-            found = "claude-code"
-        else:
-            continue
-        counts[found] += 1
-        first = first or found
-    if counts["codex"] == counts["claude-code"]:
-        return first
-    return "codex" if counts["codex"] > counts["claude-code"] else "claude-code"
+def _is_chat(kind: str) -> Callable[[Any], bool]:
+    """Return the detector of a chat format: the value is chat-shaped and _chat_kind names ``kind``."""
+    def detect(value: Any) -> bool:
+        found = _chat_messages(value)
+        return found is not None and _chat_kind(*found) == kind
+    return detect
 
 
-# transcripts: loading
+def _is_codex_line(obj: Dict[str, Any]) -> bool:
+    return obj.get("type") in CODEX_LINE_TYPES and "payload" in obj
 
-def load(text: str, fmt: str) -> Conversation:
-    """Return the Conversation read from text in format fmt (see the module docstring)."""
-    if fmt not in FORMATS:
-        raise FormatError('unknown format "%s" (expected one of %s)' % (fmt, ", ".join(FORMATS)))
-    if not isinstance(text, str) or not text.strip():
-        raise FormatError("%s input is empty" % fmt)
-    if fmt == "claude-code":
-        return _load_claude_code(text)
-    if fmt == "codex":
-        return _load_codex(text)
-    value = _parse_json(text)
-    loader = {"pager": _load_pager, "openai": _load_openai, "responses": _load_responses,
-              "anthropic": _load_anthropic}[fmt]
-    return loader(value)
 
-
-def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, style: str,
-            repairs: List[str], skipped: int = 0) -> Conversation:
-    """Pair calls with results, repair, name and group the parts; return the Conversation."""
-    for turn, msg in enumerate(msgs, 1):
-        msg.turn = turn
-    {"anthropic": _pair_anthropic, "openai": _pair_openai,
-     "responses": _pair_responses}[style](msgs, repairs)
-    kept = []
-    for msg in msgs:
-        if msg.parts:
-            kept.append(msg)
-        elif not msg.item:  # an emptied item was already reported with its part
-            repairs.append("%s has no content left; dropped" % msg.where)
-    for msg in head + kept:
-        _expand_stubs(msg)
-    _assign_ids(head + kept)
-    _assign_units(kept, style)
-    blocks = []
-    for msg in head + kept:
-        # A stub line is not what the model wrote: the real count goes to the other blocks.
-        live = [p for p in msg.parts if p.stub_id is None]
-        if msg.tokens is not None and live:
-            for part, share in zip(live, _split_tokens(msg.tokens, live)):
-                part.tokens = share
-        for part in msg.parts:
-            blocks.append({"id": part.bid, "turn": msg.turn,
-                           "role": "tool" if part.kind == "result" else msg.role,
-                           "text": part.text, "tokens": part.tokens, "pinned": False,
-                           "protected": "system" if msg.role in SYSTEM_ROLES else None,
-                           "unit": part.unit, "stub": part.stub_id is not None})
-    return Conversation(fmt=fmt, blocks=blocks, skipped_lines=skipped, repairs=repairs,
-                        _msgs=kept, _head=head, _shell=shell)
-
-
-def _split_tokens(total: int, parts: List[_Part]) -> List[int]:
-    """Return total split over parts in proportion to text length (largest remainder)."""
-    weights = [len(p.text) for p in parts]
-    if sum(weights) == 0:
-        weights = [1] * len(parts)
-    whole = sum(weights)
-    shares = [total * w // whole for w in weights]
-    # Hand the leftover units to the largest remainders; ties go to the earlier part.
-    order = sorted(range(len(parts)), key=lambda i: (-(total * weights[i] % whole), i))
-    for i in order[:total - sum(shares)]:
-        shares[i] += 1
-    return shares
-
-
-def _drop(msg: _Msg, part: _Part, repairs: List[str], why: str) -> None:
-    """Remove part from msg and report why."""
-    msg.parts.remove(part)
-    msg.repaired = True
-    repairs.append("%s %s; dropped" % (part.where, why))
-
-
-def _runs(msgs: List[_Msg]) -> List[List[_Msg]]:
-    """Return msgs grouped into runs of consecutive same-role messages."""
-    runs: List[List[_Msg]] = []
-    for msg in msgs:
-        if runs and runs[-1][0].role == msg.role:
-            runs[-1].append(msg)
-        else:
-            runs.append([msg])
-    return runs
-
-
-def _pair_anthropic(msgs: List[_Msg], repairs: List[str]) -> None:
-    """Pair tool_use with tool_result across adjacent assistant/user runs; repair the rest."""
-    runs = _runs(msgs)
-    for index, run in enumerate(runs):
-        if run[0].role == "assistant":
-            seen = set()
-            for msg in run:
-                for part in list(msg.parts):
-                    if part.kind == "result":
-                        _drop(msg, part, repairs, 'tool_result "%s" sits in an assistant message'
-                              % part.key)
-                    elif part.kind == "call":
-                        if part.key in seen:
-                            _drop(msg, part, repairs, 'tool_use id "%s" repeats in its turn'
-                                  % part.key)
-                        seen.add(part.key)
-            continue
-        before = runs[index - 1] if index else []
-        calls = {p.key: p for m in before for p in m.parts if p.kind == "call"}
-        answered = set()
-        for msg in run:
-            for part in list(msg.parts):
-                if part.kind == "call":
-                    _drop(msg, part, repairs, 'tool_use "%s" sits in a user message' % part.key)
-                elif part.kind == "result":
-                    if part.key in calls and part.key not in answered:
-                        part.partner = calls[part.key]
-                        answered.add(part.key)
-                    else:
-                        _drop(msg, part, repairs, 'tool_result "%s" has no matching tool_use in '
-                              'the previous assistant message' % part.key)
-        for key, call in calls.items():
-            if key not in answered:
-                owner = next(m for m in before if call in m.parts)
-                _drop(owner, call, repairs, 'tool_use "%s" has no tool_result in the next user '
-                      'message' % key)
-    # A final assistant run keeps its unanswered calls: it is awaiting their results.
-
-
-def _pair_openai(msgs: List[_Msg], repairs: List[str]) -> None:
-    """Pair assistant tool_calls with the tool messages that follow them; repair the rest."""
-    owner: Optional[_Msg] = None
-    calls: Dict[str, _Part] = {}
-    answered: set = set()
-    replied = False
-
-    def close(last: bool) -> None:
-        # Unanswered calls survive only in the final assistant message with no replies yet.
-        if last and not replied:
-            return
-        for key, call in calls.items():
-            if key not in answered and owner is not None:
-                _drop(owner, call, repairs, 'tool call "%s" has no tool message answering it'
-                      % ("function_call" if key == LEGACY_FUNCTION_KEY else key))
-
-    for msg in msgs:
-        if msg.role in ("tool", "function"):
-            part = msg.parts[0]
-            if part.key in calls and part.key not in answered:
-                part.partner = calls[part.key]
-                answered.add(part.key)
-                replied = True
-            else:
-                _drop(msg, part, repairs, '%s has no matching tool call in the assistant '
-                      'message before it' % ("function message" if part.key == LEGACY_FUNCTION_KEY
-                                             else '"%s"' % part.key))
-            continue
-        close(False)
-        owner, calls, answered, replied = None, {}, set(), False
-        if msg.role == "assistant":
-            owner = msg
-            for part in list(msg.parts):
-                if part.kind != "call":
-                    continue
-                if part.key in calls:
-                    _drop(msg, part, repairs, 'tool call id "%s" repeats' % part.key)
-                else:
-                    calls[part.key] = part
-    close(True)
-
-
-def _is_model_item(msg: _Msg) -> bool:
-    """Return True for Responses items the model produced (anything but inputs and outputs)."""
-    if not msg.item:
-        return msg.role == "assistant"
-    return msg.raw.get("type") not in RESPONSES_OUTPUTS
-
-
-def _pair_responses(msgs: List[_Msg], repairs: List[str]) -> None:
-    """Pair calls with outputs by call_id (output after call); repair the rest."""
-    calls: Dict[str, Tuple[int, _Msg, _Part]] = {}
-    answered = set()
-    for index, msg in enumerate(msgs):
-        if not msg.item:
-            continue
-        part = msg.parts[0]
-        if part.kind == "call":
-            if part.key in calls:
-                _drop(msg, part, repairs, '"%s" repeats an earlier call' % part.key)
-            else:
-                calls[part.key] = (index, msg, part)
-        elif part.kind == "result":
-            found = calls.get(part.key)
-            fits = found and msg.raw.get("type") in RESPONSES_CALLS[found[1].raw.get("type")]
-            if fits and part.key not in answered:
-                part.partner = found[2]
-                answered.add(part.key)
-            else:
-                _drop(msg, part, repairs, '"%s" has no matching earlier call' % part.key)
-    for key, (index, msg, part) in calls.items():
-        if key in answered:
-            continue
-        later = [m for m in msgs[index + 1:] if m.parts]
-        if any(not _is_model_item(m) for m in later):
-            _drop(msg, part, repairs, '"%s" has no output' % key)
-
-
-def _assign_ids(msgs: List[_Msg]) -> None:
-    """Give every part a unique block id (see the module docstring)."""
-    used: set = set()
-
-    def take(want: str) -> str:
-        name, n = want, 1
-        while name in used:
-            n += 1
-            name = "%s~%d" % (want, n)
-        used.add(name)
-        return name
-
-    for msg in msgs:
-        mid = _safe_id(msg.mid) if isinstance(msg.mid, str) and msg.mid else None
-        for part in msg.parts:
-            if part.stub_id is not None:
-                want = _safe_id(part.stub_id)
-            elif part.kind == "call" and part.key and part.key != LEGACY_FUNCTION_KEY:
-                want = _safe_id(part.key)
-            elif part.kind == "result" and part.partner is not None:
-                want = part.partner.bid + ":result"
-            elif part.pos == 0 and mid:
-                want = mid
-            else:
-                want = _content_id(msg.role, part.kind, part.text)
-            part.bid = take(want)
-
-
-def _assign_units(msgs: List[_Msg], style: str) -> None:
-    """Group parts that must share one directive (see the module docstring)."""
-    for msg in msgs:
-        links: Dict[str, str] = {}
-        for part in msg.parts:
-            if part.kind == "call":
-                part.unit = "tool:%s" % part.bid
-            elif part.link is not None:
-                part.unit = links.setdefault(part.link, "tool:%s" % part.bid)
-    if style == "anthropic":
-        for run in _runs(msgs):
-            parts = [p for m in run for p in m.parts]
-            if run[0].role == "assistant" and any(p.kind == "thinking" for p in parts):
-                unit = "turn:%d" % run[0].turn
-                for part in parts:
-                    if part.kind in ("thinking", "call") or part.link is not None:
-                        part.unit = unit
-    elif style == "responses":
-        for index, msg in enumerate(msgs):
-            if not (msg.item and msg.parts[0].kind == "reasoning"):
-                continue
-            unit = "turn:%d" % msg.turn
-            msg.parts[0].unit = unit
-            for follower in msgs[index + 1:]:
-                if not _is_model_item(follower) or (follower.item and
-                                                    follower.parts[0].kind == "reasoning"):
-                    break
-                for part in follower.parts:
-                    if part.stub_id is None:
-                        part.unit = unit
-    for msg in msgs:
-        for part in msg.parts:
-            if part.kind == "result" and part.partner is not None:
-                part.unit = part.partner.unit
-
-
-# transcripts: loading: pager
-
-def _load_pager(value: Any) -> Conversation:
-    """Return the Conversation for the pager's own history object."""
-    if not isinstance(value, dict) or not isinstance(value.get("blocks"), list):
-        raise FormatError("pager history must be an object with a blocks list")
-    blocks, seen = [], set()
-    for i, raw in enumerate(value["blocks"]):
-        where = "blocks[%d]" % i
-        if not isinstance(raw, dict):
-            raise FormatError("%s must be an object (got %s)" % (where, _type_name(raw)))
-        for name, kinds, label in (("id", str, "a string"), ("role", str, "a string"),
-                                   ("text", str, "a string")):
-            if not isinstance(raw.get(name), kinds):
-                raise FormatError("%s.%s must be %s (got %s)"
-                                  % (where, name, label, _quote(raw.get(name))))
-        turn = raw.get("turn")
-        if not isinstance(turn, int) or isinstance(turn, bool):
-            raise FormatError("%s.turn must be an integer (got %s)" % (where, _quote(turn)))
-        if not raw["id"]:
-            raise FormatError("%s.id must not be empty" % where)
-        if ID_UNSAFE_RE.search(raw["id"]):
-            raise FormatError("%s.id must not hold a double quote, a line break or a lone "
-                              "surrogate (got %s)" % (where, _quote(raw["id"])))
-        if raw["id"] in seen:
-            raise FormatError('%s.id "%s" repeats an earlier block id' % (where, raw["id"]))
-        seen.add(raw["id"])
-        tokens = raw.get("tokens")
-        if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool)):
-            raise FormatError("%s.tokens must be an integer or null (got %s)"
-                              % (where, _quote(tokens)))
-        for name in ("pinned", "stub"):
-            if not isinstance(raw.get(name, False), bool):
-                raise FormatError("%s.%s must be true or false (got %s)"
-                                  % (where, name, _quote(raw.get(name))))
-        for name in ("protected", "unit"):
-            if raw.get(name) is not None and not isinstance(raw.get(name), str):
-                raise FormatError("%s.%s must be a string or null (got %s)"
-                                  % (where, name, _quote(raw.get(name))))
-        protected = raw.get("protected")
-        if protected is None and raw["role"] in SYSTEM_ROLES:
-            protected = "system"
-        blocks.append({"id": raw["id"], "turn": turn, "role": raw["role"], "text": raw["text"],
-                       "tokens": tokens, "pinned": raw.get("pinned", False),
-                       "protected": protected, "unit": raw.get("unit"),
-                       "stub": raw.get("stub", False)})
-    return Conversation(fmt="pager", blocks=blocks, _shell=value)
-
-
-# transcripts: loading: OpenAI chat
-
-def _openai_parts(msg: Dict[str, Any], where: str) -> Tuple[List[_Part], bool]:
-    """Return the content parts of an OpenAI message and whether content was a string."""
-    content = msg.get("content")
-    if content is None:
-        return [], False
-    if isinstance(content, str):
-        return ([_text_part(where + ".content", content, content, 1)]
-                if content.strip() else []), True
-    if not isinstance(content, list):
-        raise FormatError("%s.content must be a string, an array of parts or null (got %s)"
-                          % (where, _type_name(content)))
-    parts = []
-    for j, raw in enumerate(content):
-        w = "%s.content[%d]" % (where, j)
-        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
-            raise FormatError("%s must be an object with a type" % w)
-        text = _part_text(raw)
-        if raw["type"] in ("text", "refusal"):
-            if text.strip():
-                parts.append(_text_part(w, raw, text, j + 1))
-        else:
-            parts.append(_Part("media", raw, w, text=text, pos=j + 1))
-    return parts, False
-
-
-def _load_openai(value: Any) -> Conversation:
-    """Return the Conversation for an OpenAI Chat Completions message list or request body."""
-    if isinstance(value, dict) and isinstance(value.get("messages"), list):
-        shell, messages = value, value["messages"]
-    elif isinstance(value, list):
-        shell, messages = None, value
-    else:
-        raise FormatError("openai input must be a messages array or an object with a messages "
-                          "array")
-    msgs = []
-    for i, raw in enumerate(messages):
-        where = "messages[%d]" % i
-        if not isinstance(raw, dict):
-            raise FormatError("%s must be an object (got %s)" % (where, _type_name(raw)))
-        role = raw.get("role")
-        if role not in OPENAI_ROLES:
-            raise FormatError("%s.role must be one of %s (got %s)"
-                              % (where, ", ".join(OPENAI_ROLES), _quote(role)))
-        if role in ("tool", "function"):
-            key = raw.get("tool_call_id") if role == "tool" else LEGACY_FUNCTION_KEY
-            if not isinstance(key, str):
-                raise FormatError("%s.tool_call_id must be a string (got %s)"
-                                  % (where, _quote(key)))
-            content = raw.get("content")
-            if content is not None and not isinstance(content, (str, list)):
-                raise FormatError("%s.content must be a string or an array of parts" % where)
-            w = where + (".tool_call_id" if role == "tool" else "")
-            part = _Part("result", raw, w, text=_flatten(content), key=key)
-            msgs.append(_Msg(role, where, raw, [part], item=True))
-            continue
-        parts, is_string = _openai_parts(raw, where)
-        content = raw.get("content")
-        # An empty text part was skipped: the raw content must not be written back as is.
-        repaired = isinstance(content, list) and len(parts) < len(content)
-        calls = raw.get("tool_calls") if role == "assistant" else None
-        if calls is not None:
-            if not isinstance(calls, list):
-                raise FormatError("%s.tool_calls must be an array" % where)
-            for j, call in enumerate(calls):
-                w = "%s.tool_calls[%d]" % (where, j)
-                fn = call.get("function") if isinstance(call, dict) else None
-                if not isinstance(fn, dict) or not isinstance(call.get("id"), str):
-                    raise FormatError("%s must be an object with an id and a function" % w)
-                args = fn.get("arguments")
-                text = "%s(%s)" % (fn.get("name"), args if isinstance(args, str)
-                                   else _compact_json(args))
-                parts.append(_Part("call", call, w, text=text, key=call["id"]))
-        legacy = raw.get("function_call") if role == "assistant" else None
-        if isinstance(legacy, dict):
-            text = "%s(%s)" % (legacy.get("name"), legacy.get("arguments"))
-            parts.append(_Part("call", legacy, where + ".function_call", text=text,
-                               key=LEGACY_FUNCTION_KEY))
-        msgs.append(_Msg(role, where, raw, _sole(parts, len(parts)), string_content=is_string,
-                         repaired=repaired))
-    return _finish("openai", msgs, [], shell, "openai", [])
-
-
-# transcripts: loading: Anthropic messages and Claude Code
-
-def _anthropic_parts(content: Any, where: str, repairs: List[str],
-                     start: int = 0) -> Tuple[List[_Part], bool]:
-    """Return the parts of an Anthropic content value and whether it was a string."""
-    if isinstance(content, str):
-        return ([_text_part(where, content, content, start + 1)]
-                if content.strip() else []), True
-    if not isinstance(content, list):
-        raise FormatError("%s must be a string or an array of blocks (got %s)"
-                          % (where, _type_name(content)))
-    parts = []
-    for j, raw in enumerate(content):
-        w = "%s[%d]" % (where, j)
-        pos = start + j + 1
-        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
-            raise FormatError("%s must be an object with a type" % w)
-        kind = raw["type"]
-        if kind == "text":
-            text = raw.get("text")
-            if not isinstance(text, str):
-                raise FormatError("%s.text must be a string (got %s)" % (w, _quote(text)))
-            if text.strip():
-                parts.append(_text_part(w, raw, text, pos))
-            else:
-                repairs.append("%s is an empty text block; dropped" % w)
-        elif kind == "tool_use":
-            if not isinstance(raw.get("id"), str):
-                raise FormatError("%s.id must be a string (got %s)" % (w, _quote(raw.get("id"))))
-            text = "%s(%s)" % (raw.get("name"), _compact_json(raw.get("input", {})))
-            parts.append(_Part("call", raw, w, text=text, key=raw["id"], pos=pos))
-        elif kind == "tool_result":
-            key = raw.get("tool_use_id")
-            if not isinstance(key, str):
-                raise FormatError("%s.tool_use_id must be a string (got %s)" % (w, _quote(key)))
-            text = _flatten(raw.get("content"))
-            if raw.get("is_error"):
-                text = "[error] " + text
-            parts.append(_Part("result", raw, w, text=text, key=key, pos=pos))
-        elif kind in THINKING_TYPES:
-            text = raw.get("thinking") if kind == "thinking" else "[redacted thinking]"
-            parts.append(_Part("thinking", raw, w, text=text if isinstance(text, str) else "",
-                               pos=pos))
-        elif kind == "server_tool_use":
-            text = "%s(%s)" % (raw.get("name"), _compact_json(raw.get("input", {})))
-            parts.append(_Part("other", raw, w, text=text, link=raw.get("id"), pos=pos))
-        elif kind.endswith("_tool_result") and isinstance(raw.get("tool_use_id"), str):
-            text = _flatten(raw.get("content")) or "[%s]" % kind
-            parts.append(_Part("other", raw, w, text=text, link=raw["tool_use_id"], pos=pos))
-        else:
-            parts.append(_Part("media" if kind in ("image", "document") else "other", raw, w,
-                               text=_part_text(raw), pos=pos))
-    return parts, False
-
-
-def _load_anthropic(value: Any) -> Conversation:
-    """Return the Conversation for an Anthropic Messages request body (or message list)."""
-    if isinstance(value, dict) and isinstance(value.get("messages"), list):
-        shell, messages = value, value["messages"]
-    elif isinstance(value, list):
-        shell, messages = None, value
-    else:
-        raise FormatError("anthropic input must be an object with a messages array")
-    repairs: List[str] = []
-    head = []
-    if isinstance(shell, dict) and shell.get("system") not in (None, "", []):
-        system = shell["system"]
-        parts, is_string = _anthropic_parts(system, "system", repairs)
-        if parts:
-            for part in parts:
-                if part.kind != "text":
-                    raise FormatError("%s must be a text block" % part.where)
-            count = 1 if is_string else len(system)
-            head.append(_Msg("system", "system", {"content": system}, _sole(parts, count),
-                             mid="system", string_content=is_string))
-    msgs = []
-    for i, raw in enumerate(messages):
-        where = "messages[%d]" % i
-        if not isinstance(raw, dict):
-            raise FormatError("%s must be an object (got %s)" % (where, _type_name(raw)))
-        role = raw.get("role")
-        if role not in ANTHROPIC_ROLES:
-            raise FormatError("%s.role must be user or assistant (got %s)" % (where, _quote(role)))
-        content = raw.get("content")
-        parts, is_string = _anthropic_parts(content, where + ".content", repairs)
-        count = 1 if is_string else len(content)
-        msgs.append(_Msg(role, where, raw, _sole(parts, count), string_content=is_string))
-    return _finish("anthropic", msgs, head, shell, "anthropic", repairs)
-
-
-def _is_conversation_line(obj: Dict[str, Any]) -> bool:
-    """Return True for a main-chain user/assistant transcript line."""
-    return (obj.get("type") in ("user", "assistant") and isinstance(obj.get("message"), dict)
-            and not obj.get("isSidechain"))
-
-
-def _result_ids(obj: Dict[str, Any]) -> List[str]:
-    """Return the tool_use ids a user line answers."""
-    content = obj["message"].get("content")
-    return [b.get("tool_use_id") for b in content if isinstance(b, dict)
-            and b.get("type") == "tool_result"] if isinstance(content, list) else []
-
-
-def _use_ids(obj: Dict[str, Any]) -> List[str]:
-    """Return the tool_use ids an assistant line calls."""
-    content = obj["message"].get("content")
-    return [b.get("id") for b in content if isinstance(b, dict)
-            and b.get("type") == "tool_use"] if isinstance(content, list) else []
-
-
-def _live_branch(records: List[Tuple[int, Dict[str, Any]]],
-                 repairs: List[str]) -> List[Tuple[int, Dict[str, Any]]]:
-    """Return the live-branch conversation lines of a Claude Code transcript, in file order.
-
-    Walk parentUuid back from the newest main-chain user/assistant line; a compact_boundary is
-    crossed through its logicalParentUuid; meta lines and non-conversation lines on the way are
-    passed through but not kept.  Parallel tool calls fork the chain (a result's parent is its
-    own tool_use line), so lines hanging off the branch are added back when they belong to it:
-    assistant lines sharing a message.id with the branch, and user lines whose every
-    tool_result answers a not-yet-answered tool_use of the branch.
-    """
-    by_uuid: Dict[str, Tuple[int, Dict[str, Any]]] = {}
-    for number, obj in records:
-        uuid = obj.get("uuid")
-        if isinstance(uuid, str) and uuid not in by_uuid:
-            by_uuid[uuid] = (number, obj)
-    leaf = None
-    for number, obj in records:
-        if _is_conversation_line(obj):
-            leaf = (number, obj)
-    if leaf is None:
-        raise FormatError("claude-code transcript has no user or assistant lines outside "
-                          "sidechains")
-    branch: Dict[int, Dict[str, Any]] = {}
-    seen = set()
-    current: Optional[Tuple[int, Dict[str, Any]]] = leaf
-    while current is not None:
-        number, obj = current
-        if number in seen:
-            repairs.append("line %d: parentUuid chain loops back; walk stopped" % number)
-            break
-        seen.add(number)
-        if obj.get("type") == "system" and obj.get("subtype") == "compact_boundary":
-            parent = obj.get("logicalParentUuid")
-        else:
-            if _is_conversation_line(obj) and not obj.get("isMeta"):
-                branch[number] = obj
-            parent = obj.get("parentUuid")
-        if not isinstance(parent, str):
-            break
-        current = by_uuid.get(parent)
-        if current is None:
-            repairs.append('line %d: parent "%s" is not in the file; the branch starts there'
-                           % (number, parent))
-    uuids = {o.get("uuid") for o in branch.values()}
-    message_ids = {o["message"].get("id") for o in branch.values()
-                   if o["type"] == "assistant"} - {None}
-    calls = {i for o in branch.values() if o["type"] == "assistant" for i in _use_ids(o)}
-    answered = {i for o in branch.values() if o["type"] == "user" for i in _result_ids(o)}
-    grew = True
-    while grew:
-        grew = False
-        for number, obj in records:
-            if (number in branch or not _is_conversation_line(obj) or obj.get("isMeta")
-                    or obj.get("parentUuid") not in uuids):
-                continue
-            if obj["type"] == "assistant":
-                if obj["message"].get("id") not in message_ids:
-                    continue
-                calls.update(_use_ids(obj))
-            else:
-                ids = _result_ids(obj)
-                if not ids or any(i not in calls or i in answered for i in ids):
-                    continue
-                answered.update(ids)
-            branch[number] = obj
-            uuids.add(obj.get("uuid"))
-            grew = True
-    return sorted(branch.items())
-
-
-def _load_claude_code(text: str) -> Conversation:
-    """Return the Conversation for a Claude Code session transcript (JSONL)."""
-    records, skipped = _jsonl_records(text)
-    repairs: List[str] = []
-    msgs: List[_Msg] = []
-    by_message_id: Dict[str, _Msg] = {}
-    counts: Dict[int, int] = {}  # id(msg) -> content blocks seen so far
-    for number, obj in _live_branch(records, repairs):
-        message = obj["message"]
-        role = obj["type"]
-        where = "line %d.message.content" % number
-        message_id = message.get("id") if role == "assistant" else None
-        msg = by_message_id.get(message_id) if isinstance(message_id, str) else None
-        if msg is None:
-            msg = _Msg(role, "line %d" % number, {"role": role}, [],
-                       mid=message_id or obj.get("uuid"))
-            msgs.append(msg)
-            if isinstance(message_id, str):
-                by_message_id[message_id] = msg
-        content = message.get("content")
-        start = counts.get(id(msg), 0)
-        parts, is_string = _anthropic_parts(content, where, repairs, start)
-        counts[id(msg)] = start + (1 if is_string else len(content))
-        msg.parts.extend(parts)
-        msg.string_content = is_string and counts[id(msg)] == 1
-        usage = message.get("usage")
-        output = usage.get("output_tokens") if isinstance(usage, dict) else None
-        if isinstance(output, int) and not isinstance(output, bool) and role == "assistant":
-            # Split lines repeat the response's usage; the largest count is the final one.
-            msg.tokens = output if msg.tokens is None else max(msg.tokens, output)
-    for msg in msgs:
-        _sole(msg.parts, counts[id(msg)])
-    return _finish("claude-code", msgs, [], None, "anthropic", repairs, skipped)
-
-
-# transcripts: loading: Responses and Codex
-
-def _responses_msg(item: Any, where: str) -> _Msg:
-    """Return the _Msg for one Responses input item."""
-    if not isinstance(item, dict):
-        raise FormatError("%s must be an object (got %s)" % (where, _type_name(item)))
-    kind = item.get("type")
-    if kind is None and "role" in item:
-        kind = "message"  # EasyInputMessage: {role, content} without a type
-    if not isinstance(kind, str):
-        raise FormatError("%s has no type" % where)
-    if kind == "message":
-        role = item.get("role")
-        if role not in RESPONSES_ROLES:
-            raise FormatError("%s.role must be one of %s (got %s)"
-                              % (where, ", ".join(RESPONSES_ROLES), _quote(role)))
-        content = item.get("content")
-        if isinstance(content, str):
-            parts = [_text_part(where + ".content", content, content, 0)] if content.strip() else []
-            return _Msg(role, where, item, parts, mid=item.get("id"), string_content=True)
-        if not isinstance(content, list):
-            raise FormatError("%s.content must be a string or an array of parts (got %s)"
-                              % (where, _type_name(content)))
-        parts = []
-        for j, raw in enumerate(content):
-            w = "%s.content[%d]" % (where, j)
-            if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
-                raise FormatError("%s must be an object with a type" % w)
-            text = _part_text(raw)
-            if raw["type"] in TEXT_PART_TYPES or raw["type"] == "refusal":
-                if text.strip():
-                    parts.append(_text_part(w, raw, text, j + 1))
-            else:
-                parts.append(_Part("media", raw, w, text=text, pos=j + 1))
-        return _Msg(role, where, item, _sole(parts, len(content)), mid=item.get("id"),
-                    repaired=len(parts) < len(content))
-    call_id = item.get("call_id")
-    if kind in RESPONSES_CALLS and isinstance(call_id, str):
-        if kind == "function_call":
-            text = "%s(%s)" % (item.get("name"), item.get("arguments"))
-        elif kind == "custom_tool_call":
-            text = "%s(%s)" % (item.get("name"), item.get("input"))
-        elif kind == "local_shell_call":
-            action = item.get("action") if isinstance(item.get("action"), dict) else {}
-            command = action.get("command")
-            text = "shell(%s)" % (" ".join(command) if isinstance(command, list)
-                                  else _compact_json(action))
-        else:
-            text = "%s(%s)" % (kind, _compact_json(item.get("action")))
-        return _Msg("assistant", where, item, [_Part("call", item, where + ".call_id",
-                                                     text=text, key=call_id)], item=True)
-    if kind in RESPONSES_OUTPUTS:
-        if not isinstance(call_id, str):
-            raise FormatError("%s.call_id must be a string (got %s)" % (where, _quote(call_id)))
-        return _Msg("tool", where, item, [_Part("result", item, where + ".call_id",
-                                                text=_output_text(item.get("output")),
-                                                key=call_id)], item=True)
-    if kind == "reasoning":
-        texts = [_part_text(p) for key in ("summary", "content")
-                 for p in (item.get(key) if isinstance(item.get(key), list) else [])]
-        text = "\n".join(t for t in texts if t) or "[reasoning]"
-        return _Msg("assistant", where, item, [_Part("reasoning", item, where, text=text)],
-                    mid=item.get("id"), item=True)
-    role = item.get("role") if item.get("role") in RESPONSES_ROLES else "assistant"
-    return _Msg(role, where, item, [_Part("other", item, where, text="[%s]" % kind)],
-                mid=item.get("id") if isinstance(item.get("id"), str) else None, item=True)
-
-
-def _load_responses(value: Any) -> Conversation:
-    """Return the Conversation for a Responses input item list or request body."""
-    head: List[_Msg] = []
-    if isinstance(value, dict) and isinstance(value.get("input"), (list, str)):
-        shell, items = value, value["input"]
-        if isinstance(items, str):  # a bare string input is one user message
-            items = [{"role": "user", "content": items}]
-        instructions = value.get("instructions")
-        if isinstance(instructions, str) and instructions.strip():
-            part = _text_part("instructions", instructions, instructions, 0)
-            head.append(_Msg("system", "instructions", {"content": instructions}, [part],
-                             mid="instructions", string_content=True))
-    elif isinstance(value, list):
-        shell, items = None, value
-    else:
-        raise FormatError("responses input must be an item array or an object with an input "
-                          "array")
-    msgs = [_responses_msg(item, "input[%d]" % i) for i, item in enumerate(items)]
-    return _finish("responses", msgs, head, shell, "responses", [])
-
-
-def _load_codex(text: str) -> Conversation:
-    """Return the Conversation for a Codex CLI rollout (JSONL).
-
-    ``response_item`` payloads are Responses items (ghost_snapshot undo records are skipped);
-    session_meta, turn_context and event_msg lines are skipped.  A ``compacted`` line replaces
-    the history read so far, as Codex does on resume: with ``replacement_history`` the history
-    becomes those items; without it (older rollouts) the earlier user/developer/system
-    messages are kept and the summary ``message`` is appended as a user message.  Lines that
-    do not parse, and lines whose payload is not an object, count as skipped.
-    """
-    records, skipped = _jsonl_records(text)
-    items: List[Tuple[str, Dict[str, Any]]] = []
-    for number, obj in records:
-        kind, payload = obj.get("type"), obj.get("payload")
-        if kind not in ("response_item", "compacted"):
-            continue
-        if not isinstance(payload, dict):
-            skipped += 1
-            continue
-        if kind == "response_item":
-            if payload.get("type") not in CODEX_SKIPPED_ITEMS:
-                items.append(("line %d.payload" % number, payload))
-            continue
-        history = payload.get("replacement_history")
-        if isinstance(history, list):
-            items = [("line %d.payload.replacement_history[%d]" % (number, j), it)
-                     for j, it in enumerate(history)
-                     if not (isinstance(it, dict) and it.get("type") in CODEX_SKIPPED_ITEMS)]
-            continue
-        items = [(w, it) for w, it in items if isinstance(it, dict)
-                 and it.get("type", "message") == "message"
-                 and it.get("role") in ("user", "developer", "system")]
-        summary = payload.get("message")
-        if isinstance(summary, str) and summary.strip():
-            items.append(("line %d.payload.message" % number,
-                          {"type": "message", "role": "user",
-                           "content": [{"type": "input_text", "text": summary}]}))
-    if not items:
-        raise FormatError("codex rollout has no response_item lines: nothing to page")
-    msgs = [_responses_msg(item, where) for where, item in items]
-    return _finish("codex", msgs, [], None, "responses", [], skipped)
-
-
-def conversation_blocks(conv: Conversation) -> List[Dict[str, Any]]:
-    """Return copies of conv's blocks, in order, to hand to the engine.
-
-    Each has exactly the keys id, turn, role, text, tokens, pinned, protected, unit and stub.
-    """
-    return [dict(block) for block in conv.blocks]
-
-
-# transcripts: emitting
-
-def emit(conv: Conversation, decisions: Dict[str, Any]) -> Any:
-    """Return the history rebuilt with decisions applied, in the format conv was read from.
-
-    Example: emit(conv, {"m-3f2a9c1b7d4e": ("page", "[tests ran: 2 failed]"),
-                         "call_7": ("evict", None)})
-    """
-    effective = _effective(conv, decisions)
-    if conv.fmt == "pager":
-        return _emit_pager(conv, effective)
-    if conv.fmt == "openai":
-        return _emit_openai(conv, effective)
-    if conv.fmt in ("anthropic", "claude-code"):
-        return _emit_anthropic(conv, effective)
-    return _emit_responses(conv, effective)
+def _is_claude_line(obj: Dict[str, Any]) -> bool:
+    return (isinstance(obj.get("type"), str) and any(k in obj for k in CLAUDE_MARKER_KEYS)
+            and not _is_codex_line(obj))
 
 
 def _directive(value: Any, block: Dict[str, Any]) -> Tuple[str, Optional[str]]:
@@ -3596,23 +2601,23 @@ def _directive(value: Any, block: Dict[str, Any]) -> Tuple[str, Optional[str]]:
     elif isinstance(value, (list, tuple)) and len(value) == 2:
         verb, stub = value
     else:
-        raise FormatError('decisions["%s"] must be a (directive, stub) pair (got %s)'
-                          % (bid, _quote(value if not isinstance(value, tuple) else list(value))))
-    if verb not in VERBS:
-        raise FormatError('decisions["%s"]: unknown directive %s (expected retain, page or evict)'
-                          % (bid, _quote(verb)))
+        raise PagerError('decisions["%s"] must be a (directive, stub) pair (got %s)'
+                          % (bid, _show(value if not isinstance(value, tuple) else list(value))))
+    if verb not in ACTIONS:
+        raise PagerError('decisions["%s"]: unknown directive %s (expected retain, page or evict)'
+                          % (bid, _show(verb)))
     if verb == "evict":
         return verb, None
     if verb == "retain":
         if stub is not None and not isinstance(stub, str):
-            raise FormatError('decisions["%s"]: retained text must be a string or null (got %s)'
-                              % (bid, _quote(stub)))
+            raise PagerError('decisions["%s"]: retained text must be a string or null (got %s)'
+                              % (bid, _show(stub)))
         # Only a stub block has a text to restore; any other block is written as it was.
         if block["stub"] and stub is not None and stub.strip():
             return "retain", stub
         return "retain", None
     if stub is not None and not isinstance(stub, str):
-        raise FormatError('decisions["%s"]: stub must be a string (got %s)' % (bid, _quote(stub)))
+        raise PagerError(f'decisions["{bid}"]: stub must be a string (got {_show(stub)})')
     if not stub or not stub.strip():
         stub = block["text"] if block["stub"] else STUB_FALLBACK.format(
             id=bid, turn=block["turn"], role=block["role"])
@@ -3623,12 +2628,11 @@ def _effective(conv: Conversation,
                decisions: Dict[str, Any]) -> Dict[str, Tuple[str, Optional[str]]]:
     """Return block id -> (verb, stub) after settling units (see the module docstring)."""
     if not isinstance(decisions, dict):
-        raise FormatError("decisions must map block ids to directives (got %s)"
-                          % _type_name(decisions))
+        raise PagerError(f"decisions must map block ids to directives (got {_type_name(decisions)})")
     known = [b["id"] for b in conv.blocks]
     unknown = sorted(set(decisions) - set(known), key=str)
     if unknown:
-        raise FormatError('decisions: unknown block id %s' % _quote(unknown[0]))
+        raise PagerError(f'decisions: unknown block id {_show(unknown[0])}')
     own = {b["id"]: _directive(decisions.get(b["id"], ("retain", None)), b)
            for b in conv.blocks}
     if conv.fmt == "pager":
@@ -3639,7 +2643,7 @@ def _effective(conv: Conversation,
             units.setdefault(block["unit"], []).append(block["id"])
     effective = dict(own)
     for ids in units.values():
-        verb = max((own[i][0] for i in ids), key=VERB_RANK.__getitem__)
+        verb = max((own[i][0] for i in ids), key=ACTION_RANK.__getitem__)
         if verb == "page":
             stubs: List[str] = []
             for i in ids:
@@ -3702,6 +2706,49 @@ def _rebuild(msg: _Msg, effective: Dict[str, Tuple[str, Optional[str]]],
     return pieces, touched
 
 
+def _content_problem(content: Any, where: str) -> Optional[str]:
+    """Return why a chat content value is empty or malformed, or None."""
+    if isinstance(content, str):
+        return None if content.strip() else f"{where}.content is empty"
+    if isinstance(content, list):
+        if not content:
+            return f"{where}.content is empty"
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                return f"{where}.content[{j}] must be an object with a type"
+            if part["type"] in TEXT_PART_TYPES and not str(part.get("text") or "").strip():
+                return f"{where}.content[{j}] is an empty text part"
+        return None
+    return f"{where}.content must be a string or an array"
+
+
+# --- pager: the pager's own history JSON ---
+
+
+def _is_pager_value(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("blocks"), list)
+
+
+def _load_pager(value: Any) -> Conversation:
+    """Return the Conversation for the pager's own history object (each block checked by _block_problem)."""
+    if not isinstance(value, dict) or not isinstance(value.get("blocks"), list):
+        raise PagerError("pager history must be an object with a blocks list")
+    blocks: List[Dict[str, Any]] = []
+    seen: Dict[str, int] = {}
+    for i, raw in enumerate(value["blocks"]):
+        problem = _block_problem(i, raw) or _duplicate_problem(i, raw["id"], seen)
+        if problem is not None:
+            raise PagerError(problem)
+        protected = raw.get("protected")
+        if protected is None and raw["role"] in SYSTEM_ROLES:
+            protected = "system"
+        blocks.append({"id": raw["id"], "turn": raw["turn"], "role": raw["role"], "text": raw["text"],
+                       "tokens": raw.get("tokens"), "pinned": raw.get("pinned", False),
+                       "protected": protected, "unit": raw.get("unit"),
+                       "stub": raw.get("stub", False)})
+    return Conversation(fmt="pager", blocks=blocks, _shell=value)
+
+
 def _emit_pager(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
     """Return the pager history object with decisions applied."""
     out = dict(conv._shell)
@@ -3721,6 +2768,147 @@ def _emit_pager(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str
             blocks.append(paged)
     out["blocks"] = blocks
     return out
+
+
+def _validate_pager(obj: Any) -> List[str]:
+    """Return the problems of a pager history object: each block's first (see _block_problem)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("blocks"), list):
+        return ["top level must be an object with a blocks array"]
+    problems: List[str] = []
+    seen: Dict[str, int] = {}
+    for i, block in enumerate(obj["blocks"]):
+        problem = _block_problem(i, block) or _duplicate_problem(i, block["id"], seen)
+        if problem is not None:
+            problems.append(problem)
+    return problems
+
+
+_FORMATS["pager"] = _Format(
+    "pager", emits_as="pager", jsonl=False, detect=_is_pager_value, detect_line=None,
+    read=_load_pager, pair=None, units=None, write=_emit_pager, check=_validate_pager)
+
+
+# --- openai: Chat Completions messages ---
+
+
+def _openai_parts(msg: Dict[str, Any], where: str) -> Tuple[List[_Part], bool]:
+    """Return the content parts of an OpenAI message and whether content was a string."""
+    content = msg.get("content")
+    if content is None:
+        return [], False
+    if isinstance(content, str):
+        return ([_text_part(where + ".content", content, content, 1)]
+                if content.strip() else []), True
+    if not isinstance(content, list):
+        raise PagerError("%s.content must be a string, an array of parts or null (got %s)"
+                          % (where, _type_name(content)))
+    parts = []
+    for j, raw in enumerate(content):
+        w = f"{where}.content[{j}]"
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            raise PagerError(f"{w} must be an object with a type")
+        text = _part_text(raw)
+        if raw["type"] in ("text", "refusal"):
+            if text.strip():
+                parts.append(_text_part(w, raw, text, j + 1))
+        else:
+            parts.append(_Part("media", raw, w, text=text, pos=j + 1))
+    return parts, False
+
+
+def _load_openai(value: Any) -> Conversation:
+    """Return the Conversation for an OpenAI Chat Completions message list or request body."""
+    if isinstance(value, dict) and isinstance(value.get("messages"), list):
+        shell, messages = value, value["messages"]
+    elif isinstance(value, list):
+        shell, messages = None, value
+    else:
+        raise PagerError("openai input must be a messages array or an object with a messages "
+                          "array")
+    msgs = []
+    for i, raw in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(raw, dict):
+            raise PagerError(f"{where} must be an object (got {_type_name(raw)})")
+        role = raw.get("role")
+        if role not in OPENAI_ROLES:
+            raise PagerError(f"{where}.role must be one of {', '.join(OPENAI_ROLES)} (got {_show(role)})")
+        if role in ("tool", "function"):
+            key = raw.get("tool_call_id") if role == "tool" else LEGACY_FUNCTION_KEY
+            if not isinstance(key, str):
+                raise PagerError(f"{where}.tool_call_id must be a string (got {_show(key)})")
+            content = raw.get("content")
+            if content is not None and not isinstance(content, (str, list)):
+                raise PagerError(f"{where}.content must be a string or an array of parts")
+            w = where + (".tool_call_id" if role == "tool" else "")
+            part = _Part("result", raw, w, text=_flatten(content), key=key)
+            msgs.append(_Msg(role, where, raw, [part], item=True))
+            continue
+        parts, is_string = _openai_parts(raw, where)
+        content = raw.get("content")
+        # An empty text part was skipped: the raw content must not be written back as is.
+        repaired = isinstance(content, list) and len(parts) < len(content)
+        calls = raw.get("tool_calls") if role == "assistant" else None
+        if calls is not None:
+            if not isinstance(calls, list):
+                raise PagerError(f"{where}.tool_calls must be an array")
+            for j, call in enumerate(calls):
+                w = f"{where}.tool_calls[{j}]"
+                fn = call.get("function") if isinstance(call, dict) else None
+                if not isinstance(fn, dict) or not isinstance(call.get("id"), str):
+                    raise PagerError(f"{w} must be an object with an id and a function")
+                args = fn.get("arguments")
+                text = f"{fn.get('name')}({args if isinstance(args, str) else _compact_json(args)})"
+                parts.append(_Part("call", call, w, text=text, key=call["id"]))
+        legacy = raw.get("function_call") if role == "assistant" else None
+        if isinstance(legacy, dict):
+            text = f"{legacy.get('name')}({legacy.get('arguments')})"
+            parts.append(_Part("call", legacy, where + ".function_call", text=text,
+                               key=LEGACY_FUNCTION_KEY))
+        msgs.append(_Msg(role, where, raw, _sole(parts, len(parts)), string_content=is_string,
+                         repaired=repaired))
+    return _finish("openai", msgs, [], shell, [])
+
+
+def _pair_openai(msgs: List[_Msg], repairs: List[str]) -> None:
+    """Pair assistant tool_calls with the tool messages that follow them; repair the rest."""
+    owner: Optional[_Msg] = None
+    calls: Dict[str, _Part] = {}
+    answered: set = set()
+    replied = False
+
+    def close(last: bool) -> None:
+        # Unanswered calls survive only in the final assistant message with no replies yet.
+        if last and not replied:
+            return
+        for key, call in calls.items():
+            if key not in answered and owner is not None:
+                _drop(owner, call, repairs, 'tool call "%s" has no tool message answering it'
+                      % ("function_call" if key == LEGACY_FUNCTION_KEY else key))
+
+    for msg in msgs:
+        if msg.role in ("tool", "function"):
+            part = msg.parts[0]
+            if part.key in calls and part.key not in answered:
+                part.partner = calls[part.key]
+                answered.add(part.key)
+                replied = True
+            else:
+                what = "function message" if part.key == LEGACY_FUNCTION_KEY else f'"{part.key}"'
+                _drop(msg, part, repairs, f"{what} has no matching tool call in the assistant message before it")
+            continue
+        close(False)
+        owner, calls, answered, replied = None, {}, set(), False
+        if msg.role == "assistant":
+            owner = msg
+            for part in list(msg.parts):
+                if part.kind != "call":
+                    continue
+                if part.key in calls:
+                    _drop(msg, part, repairs, f'tool call id "{part.key}" repeats')
+                else:
+                    calls[part.key] = part
+    close(True)
 
 
 def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
@@ -3776,6 +2964,474 @@ def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[st
         body["messages"] = out
         return body
     return out
+
+
+def _validate_openai(obj: Any) -> List[str]:
+    """Return the problems of an OpenAI Chat Completions message list or request body."""
+    messages = obj.get("messages") if isinstance(obj, dict) else obj
+    if not isinstance(messages, list):
+        return ["top level must be a messages array or an object with a messages array"]
+    if not messages:
+        return ["messages is empty"]
+    problems: List[str] = []
+    open_at, open_ids, answered = -1, [], set()  # the assistant tool_calls awaiting replies
+    legacy_open = False
+    call_ids = set()
+
+    def close() -> None:
+        for cid in open_ids:
+            if cid not in answered:
+                problems.append(f'messages[{open_at}].tool_calls id "{cid}" is not answered by a tool message')
+
+    for i, msg in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(msg, dict):
+            problems.append(f"{where} must be an object")
+            continue
+        role = msg.get("role")
+        if role not in OPENAI_ROLES:
+            problems.append(f"{where}.role {_show(role)} is not a chat role")
+            continue
+        if role == "tool":
+            cid = msg.get("tool_call_id")
+            if cid not in open_ids:
+                problems.append(f"{where}.tool_call_id {_show(cid)} has no matching tool call in the assistant "
+                                "message before it")
+            elif cid in answered:
+                problems.append(f'{where}.tool_call_id "{cid}" is answered twice')
+            answered.add(cid)
+            continue
+        if role == "function":
+            if not legacy_open:
+                problems.append(f"{where} follows no assistant function_call")
+            legacy_open = False
+            continue
+        close()
+        open_at, open_ids, answered, legacy_open = -1, [], set(), False
+        if role != "assistant":
+            problem = _content_problem(msg.get("content"), where)
+            if problem:
+                problems.append(problem)
+            continue
+        calls = msg.get("tool_calls")
+        if calls is not None:
+            if not isinstance(calls, list) or not calls:
+                problems.append(f"{where}.tool_calls must be a non-empty array")
+                calls = []
+            for j, call in enumerate(calls):
+                w = f"{where}.tool_calls[{j}]"
+                fn = call.get("function") if isinstance(call, dict) else None
+                if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) \
+                        or not isinstance(fn.get("arguments"), str):
+                    problems.append(f"{w} needs a function with a name and string arguments")
+                cid = call.get("id") if isinstance(call, dict) else None
+                if not isinstance(cid, str):
+                    problems.append(f"{w}.id must be a string")
+                    continue
+                if cid in call_ids:
+                    problems.append(f'{w}.id "{cid}" repeats an earlier tool call id')
+                call_ids.add(cid)
+                open_ids.append(cid)
+            open_at = i
+        legacy_open = isinstance(msg.get("function_call"), dict)
+        content = msg.get("content")
+        if content in (None, "", []):
+            if not (open_ids or legacy_open or msg.get("refusal")):
+                problems.append(f"{where} is an empty assistant message without tool_calls")
+        else:
+            problem = _content_problem(content, where)
+            if problem:
+                problems.append(problem)
+    # The final assistant message may still await all of its results.
+    if not (open_at == len(messages) - 1 and not answered):
+        close()
+    return problems
+
+
+_FORMATS["openai"] = _Format(
+    "openai", emits_as="openai", jsonl=False, detect=_is_chat("openai"), detect_line=None,
+    read=_load_openai, pair=_pair_openai, units=None, write=_emit_openai, check=_validate_openai)
+
+
+# --- responses: Responses API input items ---
+
+
+def _is_model_item(msg: _Msg) -> bool:
+    """Return True for Responses items the model produced (anything but inputs and outputs)."""
+    if not msg.item:
+        return msg.role == "assistant"
+    return msg.raw.get("type") not in RESPONSES_OUTPUTS
+
+
+def _pair_responses(msgs: List[_Msg], repairs: List[str]) -> None:
+    """Pair calls with outputs by call_id (output after call); repair the rest."""
+    calls: Dict[str, Tuple[int, _Msg, _Part]] = {}
+    answered = set()
+    for index, msg in enumerate(msgs):
+        if not msg.item:
+            continue
+        part = msg.parts[0]
+        if part.kind == "call":
+            if part.key in calls:
+                _drop(msg, part, repairs, f'"{part.key}" repeats an earlier call')
+            else:
+                calls[part.key] = (index, msg, part)
+        elif part.kind == "result":
+            found = calls.get(part.key)
+            fits = found and msg.raw.get("type") in RESPONSES_CALLS[found[1].raw.get("type")]
+            if fits and part.key not in answered:
+                part.partner = found[2]
+                answered.add(part.key)
+            else:
+                _drop(msg, part, repairs, f'"{part.key}" has no matching earlier call')
+    for key, (index, msg, part) in calls.items():
+        if key in answered:
+            continue
+        later = [m for m in msgs[index + 1:] if m.parts]
+        if any(not _is_model_item(m) for m in later):
+            _drop(msg, part, repairs, f'"{key}" has no output')
+
+
+def _responses_units(msgs: List[_Msg]) -> None:
+    """Put a reasoning item, the model items it produced and their outputs in one unit."""
+    for index, msg in enumerate(msgs):
+        if not (msg.item and msg.parts[0].kind == "reasoning"):
+            continue
+        unit = f"turn:{msg.turn}"
+        msg.parts[0].unit = unit
+        for follower in msgs[index + 1:]:
+            if not _is_model_item(follower) or (follower.item and
+                                                follower.parts[0].kind == "reasoning"):
+                break
+            for part in follower.parts:
+                if part.stub_id is None:
+                    part.unit = unit
+
+
+def _responses_msg(item: Any, where: str) -> _Msg:
+    """Return the _Msg for one Responses input item."""
+    if not isinstance(item, dict):
+        raise PagerError(f"{where} must be an object (got {_type_name(item)})")
+    kind = item.get("type")
+    if kind is None and "role" in item:
+        kind = "message"  # EasyInputMessage: {role, content} without a type
+    if not isinstance(kind, str):
+        raise PagerError(f"{where} has no type")
+    if kind == "message":
+        role = item.get("role")
+        if role not in RESPONSES_ROLES:
+            raise PagerError("%s.role must be one of %s (got %s)"
+                              % (where, ", ".join(RESPONSES_ROLES), _show(role)))
+        content = item.get("content")
+        if isinstance(content, str):
+            parts = [_text_part(where + ".content", content, content, 0)] if content.strip() else []
+            return _Msg(role, where, item, parts, mid=item.get("id"), string_content=True)
+        if not isinstance(content, list):
+            raise PagerError("%s.content must be a string or an array of parts (got %s)"
+                              % (where, _type_name(content)))
+        parts = []
+        for j, raw in enumerate(content):
+            w = f"{where}.content[{j}]"
+            if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+                raise PagerError(f"{w} must be an object with a type")
+            text = _part_text(raw)
+            if raw["type"] in TEXT_PART_TYPES or raw["type"] == "refusal":
+                if text.strip():
+                    parts.append(_text_part(w, raw, text, j + 1))
+            else:
+                parts.append(_Part("media", raw, w, text=text, pos=j + 1))
+        return _Msg(role, where, item, _sole(parts, len(content)), mid=item.get("id"),
+                    repaired=len(parts) < len(content))
+    call_id = item.get("call_id")
+    if kind in RESPONSES_CALLS and isinstance(call_id, str):
+        if kind == "function_call":
+            text = f"{item.get('name')}({item.get('arguments')})"
+        elif kind == "custom_tool_call":
+            text = f"{item.get('name')}({item.get('input')})"
+        elif kind == "local_shell_call":
+            action = item.get("action") if isinstance(item.get("action"), dict) else {}
+            command = action.get("command")
+            text = f"shell({' '.join(command) if isinstance(command, list) else _compact_json(action)})"
+        else:
+            text = f"{kind}({_compact_json(item.get('action'))})"
+        return _Msg("assistant", where, item, [_Part("call", item, where + ".call_id",
+                                                     text=text, key=call_id)], item=True)
+    if kind in RESPONSES_OUTPUTS:
+        if not isinstance(call_id, str):
+            raise PagerError(f"{where}.call_id must be a string (got {_show(call_id)})")
+        return _Msg("tool", where, item, [_Part("result", item, where + ".call_id",
+                                                text=_output_text(item.get("output")),
+                                                key=call_id)], item=True)
+    if kind == "reasoning":
+        texts = [_part_text(p) for key in ("summary", "content")
+                 for p in (item.get(key) if isinstance(item.get(key), list) else [])]
+        text = "\n".join(t for t in texts if t) or "[reasoning]"
+        return _Msg("assistant", where, item, [_Part("reasoning", item, where, text=text)],
+                    mid=item.get("id"), item=True)
+    role = item.get("role") if item.get("role") in RESPONSES_ROLES else "assistant"
+    return _Msg(role, where, item, [_Part("other", item, where, text=f"[{kind}]")],
+                mid=item.get("id") if isinstance(item.get("id"), str) else None, item=True)
+
+
+def _load_responses(value: Any) -> Conversation:
+    """Return the Conversation for a Responses input item list or request body."""
+    head: List[_Msg] = []
+    if isinstance(value, dict) and isinstance(value.get("input"), (list, str)):
+        shell, items = value, value["input"]
+        if isinstance(items, str):  # a bare string input is one user message
+            items = [{"role": "user", "content": items}]
+        instructions = value.get("instructions")
+        if isinstance(instructions, str) and instructions.strip():
+            part = _text_part("instructions", instructions, instructions, 0)
+            head.append(_Msg("system", "instructions", {"content": instructions}, [part],
+                             mid="instructions", string_content=True))
+    elif isinstance(value, list):
+        shell, items = None, value
+    else:
+        raise PagerError("responses input must be an item array or an object with an input "
+                          "array")
+    msgs = [_responses_msg(item, f"input[{i}]") for i, item in enumerate(items)]
+    return _finish("responses", msgs, head, shell, [])
+
+
+def _emit_responses(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+    """Return the Responses item list (or request body) with decisions applied."""
+    items = []
+    for msg in conv._msgs:
+        if msg.item:
+            verb, stub = effective[msg.parts[0].bid]
+            if verb == "retain":
+                items.append(msg.raw)
+            elif verb == "page":
+                items.append({"type": "message", "role": "assistant",
+                              "content": [{"type": "output_text", "text": stub}]})
+            continue
+        part_type = "output_text" if msg.role == "assistant" else "input_text"
+        pieces, touched = _rebuild(msg, effective, lambda s: {"type": part_type, "text": s})
+        if not pieces:
+            continue
+        if not touched:
+            items.append(msg.raw)
+            continue
+        # The rewritten message is no longer the stored item its id names.
+        new = {k: v for k, v in msg.raw.items() if k != "id"}
+        if msg.string_content and len(pieces) == 1:
+            new["content"] = pieces[0] if isinstance(pieces[0], str) else pieces[0]["text"]
+        else:
+            new["content"] = [{"type": part_type, "text": p} if isinstance(p, str) else p
+                              for p in pieces]
+        items.append(new)
+    if not items:
+        items = [{"type": "message", "role": "user",
+                  "content": [{"type": "input_text", "text": OMITTED_NOTE}]}]
+    if not isinstance(conv._shell, dict):
+        return items
+    body = dict(conv._shell)
+    body["input"] = items
+    for head in conv._head:
+        pieces, touched = _rebuild(head, effective, lambda s: s)
+        if not pieces:
+            body.pop("instructions", None)
+        elif touched:
+            body["instructions"] = "\n\n".join(pieces)
+    return body
+
+
+def _validate_responses(obj: Any) -> List[str]:
+    """Return the problems of a Responses input item list or request body."""
+    items = obj.get("input") if isinstance(obj, dict) else obj
+    if not isinstance(items, list):
+        return ["top level must be an item array or an object with an input array"]
+    if not items:
+        return ["input is empty"]
+    problems: List[str] = []
+    calls: Dict[str, Tuple[int, str]] = {}
+    answered = set()
+    model_flags = []
+    for i, item in enumerate(items):
+        where = f"input[{i}]"
+        if not isinstance(item, dict):
+            problems.append(f"{where} must be an object")
+            model_flags.append(False)
+            continue
+        kind = item.get("type") or ("message" if "role" in item else None)
+        model_flags.append(kind not in RESPONSES_OUTPUTS and
+                           (kind != "message" or item.get("role") == "assistant"))
+        if kind == "message":
+            if item.get("role") not in RESPONSES_ROLES:
+                problems.append(f"{where}.role {_show(item.get('role'))} is not a message role")
+            problem = _content_problem(item.get("content"), where)
+            if problem:
+                problems.append(problem)
+        elif kind in RESPONSES_CALLS:
+            cid = item.get("call_id")
+            if not isinstance(cid, str):
+                problems.append(f"{where}.call_id must be a string")
+                continue
+            if cid in calls:
+                problems.append(f'{where}.call_id "{cid}" repeats an earlier call')
+            calls[cid] = (i, kind)
+            if kind == "function_call" and not (isinstance(item.get("name"), str)
+                                                and isinstance(item.get("arguments"), str)):
+                problems.append(f"{where} needs a string name and string arguments")
+        elif kind in RESPONSES_OUTPUTS:
+            cid = item.get("call_id")
+            found = calls.get(cid) if isinstance(cid, str) else None
+            if found is None or kind not in RESPONSES_CALLS[found[1]]:
+                problems.append(f'{where}.call_id {_show(cid)} has no earlier matching call')
+            elif cid in answered:
+                problems.append(f'{where}.call_id "{cid}" is answered twice')
+            answered.add(cid)
+        elif not isinstance(kind, str):
+            problems.append(f"{where} has no type")
+    for cid, (index, kind) in calls.items():
+        if cid in answered:
+            continue
+        if not all(model_flags[index + 1:]):
+            problems.append(f'input[{index}] {kind} "{cid}" has no output')
+    return problems
+
+
+_FORMATS["responses"] = _Format(
+    "responses", emits_as="responses", jsonl=False, detect=_is_responses_value, detect_line=None,
+    read=_load_responses, pair=_pair_responses, units=_responses_units, write=_emit_responses, check=_validate_responses)
+
+
+# --- anthropic: Messages API request bodies ---
+
+
+def _anthropic_parts(content: Any, where: str, repairs: List[str],
+                     start: int = 0) -> Tuple[List[_Part], bool]:
+    """Return the parts of an Anthropic content value and whether it was a string."""
+    if isinstance(content, str):
+        return ([_text_part(where, content, content, start + 1)]
+                if content.strip() else []), True
+    if not isinstance(content, list):
+        raise PagerError(f"{where} must be a string or an array of blocks (got {_type_name(content)})")
+    parts = []
+    for j, raw in enumerate(content):
+        w = f"{where}[{j}]"
+        pos = start + j + 1
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            raise PagerError(f"{w} must be an object with a type")
+        kind = raw["type"]
+        if kind == "text":
+            text = raw.get("text")
+            if not isinstance(text, str):
+                raise PagerError(f"{w}.text must be a string (got {_show(text)})")
+            if text.strip():
+                parts.append(_text_part(w, raw, text, pos))
+            else:
+                repairs.append(f"{w} is an empty text block; dropped")
+        elif kind == "tool_use":
+            if not isinstance(raw.get("id"), str):
+                raise PagerError(f"{w}.id must be a string (got {_show(raw.get('id'))})")
+            text = f"{raw.get('name')}({_compact_json(raw.get('input', {}))})"
+            parts.append(_Part("call", raw, w, text=text, key=raw["id"], pos=pos))
+        elif kind == "tool_result":
+            key = raw.get("tool_use_id")
+            if not isinstance(key, str):
+                raise PagerError(f"{w}.tool_use_id must be a string (got {_show(key)})")
+            text = _flatten(raw.get("content"))
+            if raw.get("is_error"):
+                text = "[error] " + text
+            parts.append(_Part("result", raw, w, text=text, key=key, pos=pos))
+        elif kind in THINKING_TYPES:
+            text = raw.get("thinking") if kind == "thinking" else "[redacted thinking]"
+            parts.append(_Part("thinking", raw, w, text=text if isinstance(text, str) else "",
+                               pos=pos))
+        elif kind == "server_tool_use":
+            text = f"{raw.get('name')}({_compact_json(raw.get('input', {}))})"
+            parts.append(_Part("other", raw, w, text=text, link=raw.get("id"), pos=pos))
+        elif kind.endswith("_tool_result") and isinstance(raw.get("tool_use_id"), str):
+            text = _flatten(raw.get("content")) or f"[{kind}]"
+            parts.append(_Part("other", raw, w, text=text, link=raw["tool_use_id"], pos=pos))
+        else:
+            parts.append(_Part("media" if kind in ("image", "document") else "other", raw, w,
+                               text=_part_text(raw), pos=pos))
+    return parts, False
+
+
+def _pair_anthropic(msgs: List[_Msg], repairs: List[str]) -> None:
+    """Pair tool_use with tool_result across adjacent assistant/user runs; repair the rest."""
+    runs = _runs(msgs)
+    for index, run in enumerate(runs):
+        if run[0].role == "assistant":
+            seen = set()
+            for msg in run:
+                for part in list(msg.parts):
+                    if part.kind == "result":
+                        _drop(msg, part, repairs, f'tool_result "{part.key}" sits in an assistant message')
+                    elif part.kind == "call":
+                        if part.key in seen:
+                            _drop(msg, part, repairs, f'tool_use id "{part.key}" repeats in its turn')
+                        seen.add(part.key)
+            continue
+        before = runs[index - 1] if index else []
+        calls = {p.key: p for m in before for p in m.parts if p.kind == "call"}
+        answered = set()
+        for msg in run:
+            for part in list(msg.parts):
+                if part.kind == "call":
+                    _drop(msg, part, repairs, f'tool_use "{part.key}" sits in a user message')
+                elif part.kind == "result":
+                    if part.key in calls and part.key not in answered:
+                        part.partner = calls[part.key]
+                        answered.add(part.key)
+                    else:
+                        _drop(msg, part, repairs, f'tool_result "{part.key}" has no matching tool_use in '
+                              'the previous assistant message')
+        for key, call in calls.items():
+            if key not in answered:
+                owner = next(m for m in before if call in m.parts)
+                _drop(owner, call, repairs, f'tool_use "{key}" has no tool_result in the next user message')
+    # A final assistant run keeps its unanswered calls: it is awaiting their results.
+
+
+def _anthropic_units(msgs: List[_Msg]) -> None:
+    """Put a thinking turn's thinking, its tool calls and their results in one unit."""
+    for run in _runs(msgs):
+        parts = [p for m in run for p in m.parts]
+        if run[0].role == "assistant" and any(p.kind == "thinking" for p in parts):
+            unit = f"turn:{run[0].turn}"
+            for part in parts:
+                if part.kind in ("thinking", "call") or part.link is not None:
+                    part.unit = unit
+
+
+def _load_anthropic(value: Any) -> Conversation:
+    """Return the Conversation for an Anthropic Messages request body (or message list)."""
+    if isinstance(value, dict) and isinstance(value.get("messages"), list):
+        shell, messages = value, value["messages"]
+    elif isinstance(value, list):
+        shell, messages = None, value
+    else:
+        raise PagerError("anthropic input must be an object with a messages array")
+    repairs: List[str] = []
+    head = []
+    if isinstance(shell, dict) and shell.get("system") not in (None, "", []):
+        system = shell["system"]
+        parts, is_string = _anthropic_parts(system, "system", repairs)
+        if parts:
+            for part in parts:
+                if part.kind != "text":
+                    raise PagerError(f"{part.where} must be a text block")
+            count = 1 if is_string else len(system)
+            head.append(_Msg("system", "system", {"content": system}, _sole(parts, count),
+                             mid="system", string_content=is_string))
+    msgs = []
+    for i, raw in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(raw, dict):
+            raise PagerError(f"{where} must be an object (got {_type_name(raw)})")
+        role = raw.get("role")
+        if role not in ANTHROPIC_ROLES:
+            raise PagerError(f"{where}.role must be user or assistant (got {_show(role)})")
+        content = raw.get("content")
+        parts, is_string = _anthropic_parts(content, where + ".content", repairs)
+        count = 1 if is_string else len(content)
+        msgs.append(_Msg(role, where, raw, _sole(parts, count), string_content=is_string))
+    return _finish("anthropic", msgs, head, shell, repairs)
 
 
 def _as_blocks(content: Any) -> List[Any]:
@@ -3863,195 +3519,6 @@ def _emit_anthropic(conv: Conversation, effective: Dict[str, Tuple[str, Optional
     return body
 
 
-def _emit_responses(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
-    """Return the Responses item list (or request body) with decisions applied."""
-    items = []
-    for msg in conv._msgs:
-        if msg.item:
-            verb, stub = effective[msg.parts[0].bid]
-            if verb == "retain":
-                items.append(msg.raw)
-            elif verb == "page":
-                items.append({"type": "message", "role": "assistant",
-                              "content": [{"type": "output_text", "text": stub}]})
-            continue
-        part_type = "output_text" if msg.role == "assistant" else "input_text"
-        pieces, touched = _rebuild(msg, effective, lambda s: {"type": part_type, "text": s})
-        if not pieces:
-            continue
-        if not touched:
-            items.append(msg.raw)
-            continue
-        # The rewritten message is no longer the stored item its id names.
-        new = {k: v for k, v in msg.raw.items() if k != "id"}
-        if msg.string_content and len(pieces) == 1:
-            new["content"] = pieces[0] if isinstance(pieces[0], str) else pieces[0]["text"]
-        else:
-            new["content"] = [{"type": part_type, "text": p} if isinstance(p, str) else p
-                              for p in pieces]
-        items.append(new)
-    if not items:
-        items = [{"type": "message", "role": "user",
-                  "content": [{"type": "input_text", "text": OMITTED_NOTE}]}]
-    if not isinstance(conv._shell, dict):
-        return items
-    body = dict(conv._shell)
-    body["input"] = items
-    for head in conv._head:
-        pieces, touched = _rebuild(head, effective, lambda s: s)
-        if not pieces:
-            body.pop("instructions", None)
-        elif touched:
-            body["instructions"] = "\n\n".join(pieces)
-    return body
-
-
-# transcripts: validation
-
-def validate(fmt_out: str, obj: Any) -> List[str]:
-    """Return the problems that would make the API reject obj; [] means valid.
-
-    fmt_out is openai, responses, anthropic or pager (claude-code and codex name the format
-    they are emitted in).  A tool call with no result is accepted only at the very end of the
-    conversation, where the history is awaiting results.
-    """
-    target = EMITS_AS.get(fmt_out)
-    if target is None:
-        raise FormatError('unknown format "%s" (expected one of %s)'
-                          % (fmt_out, ", ".join(FORMATS)))
-    return {"pager": _validate_pager, "openai": _validate_openai,
-            "responses": _validate_responses, "anthropic": _validate_anthropic}[target](obj)
-
-
-def _validate_pager(obj: Any) -> List[str]:
-    """Return the problems of a pager history object."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("blocks"), list):
-        return ["top level must be an object with a blocks array"]
-    problems, seen = [], set()
-    for i, block in enumerate(obj["blocks"]):
-        where = "blocks[%d]" % i
-        if not isinstance(block, dict):
-            problems.append("%s must be an object" % where)
-            continue
-        bid = block.get("id")
-        if not isinstance(bid, str) or not bid:
-            problems.append("%s.id must be a non-empty string" % where)
-        elif bid in seen:
-            problems.append('%s.id "%s" repeats' % (where, bid))
-        seen.add(bid)
-        turn = block.get("turn")
-        if not isinstance(turn, int) or isinstance(turn, bool):
-            problems.append("%s.turn must be an integer" % where)
-        for name in ("role", "text"):
-            if not isinstance(block.get(name), str):
-                problems.append("%s.%s must be a string" % (where, name))
-        if "stub" in block and not isinstance(block["stub"], bool):
-            problems.append("%s.stub must be true or false" % where)
-        tokens = block.get("tokens")
-        if tokens is not None and (not isinstance(tokens, int) or isinstance(tokens, bool)):
-            problems.append("%s.tokens must be an integer or null" % where)
-    return problems
-
-
-def _content_problem(content: Any, where: str) -> Optional[str]:
-    """Return why a chat content value is empty or malformed, or None."""
-    if isinstance(content, str):
-        return None if content.strip() else "%s.content is empty" % where
-    if isinstance(content, list):
-        if not content:
-            return "%s.content is empty" % where
-        for j, part in enumerate(content):
-            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                return "%s.content[%d] must be an object with a type" % (where, j)
-            if part["type"] in TEXT_PART_TYPES and not str(part.get("text") or "").strip():
-                return "%s.content[%d] is an empty text part" % (where, j)
-        return None
-    return "%s.content must be a string or an array" % where
-
-
-def _validate_openai(obj: Any) -> List[str]:
-    """Return the problems of an OpenAI Chat Completions message list or request body."""
-    messages = obj.get("messages") if isinstance(obj, dict) else obj
-    if not isinstance(messages, list):
-        return ["top level must be a messages array or an object with a messages array"]
-    if not messages:
-        return ["messages is empty"]
-    problems: List[str] = []
-    open_at, open_ids, answered = -1, [], set()  # the assistant tool_calls awaiting replies
-    legacy_open = False
-    call_ids = set()
-
-    def close() -> None:
-        for cid in open_ids:
-            if cid not in answered:
-                problems.append('messages[%d].tool_calls id "%s" is not answered by a tool '
-                                'message' % (open_at, cid))
-
-    for i, msg in enumerate(messages):
-        where = "messages[%d]" % i
-        if not isinstance(msg, dict):
-            problems.append("%s must be an object" % where)
-            continue
-        role = msg.get("role")
-        if role not in OPENAI_ROLES:
-            problems.append("%s.role %s is not a chat role" % (where, _quote(role)))
-            continue
-        if role == "tool":
-            cid = msg.get("tool_call_id")
-            if cid not in open_ids:
-                problems.append('%s.tool_call_id %s has no matching tool call in the assistant '
-                                'message before it' % (where, _quote(cid)))
-            elif cid in answered:
-                problems.append('%s.tool_call_id "%s" is answered twice' % (where, cid))
-            answered.add(cid)
-            continue
-        if role == "function":
-            if not legacy_open:
-                problems.append("%s follows no assistant function_call" % where)
-            legacy_open = False
-            continue
-        close()
-        open_at, open_ids, answered, legacy_open = -1, [], set(), False
-        if role != "assistant":
-            problem = _content_problem(msg.get("content"), where)
-            if problem:
-                problems.append(problem)
-            continue
-        calls = msg.get("tool_calls")
-        if calls is not None:
-            if not isinstance(calls, list) or not calls:
-                problems.append("%s.tool_calls must be a non-empty array" % where)
-                calls = []
-            for j, call in enumerate(calls):
-                w = "%s.tool_calls[%d]" % (where, j)
-                fn = call.get("function") if isinstance(call, dict) else None
-                if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) \
-                        or not isinstance(fn.get("arguments"), str):
-                    problems.append("%s needs a function with a name and string arguments" % w)
-                cid = call.get("id") if isinstance(call, dict) else None
-                if not isinstance(cid, str):
-                    problems.append("%s.id must be a string" % w)
-                    continue
-                if cid in call_ids:
-                    problems.append('%s.id "%s" repeats an earlier tool call id' % (w, cid))
-                call_ids.add(cid)
-                open_ids.append(cid)
-            open_at = i
-        legacy_open = isinstance(msg.get("function_call"), dict)
-        content = msg.get("content")
-        if content in (None, "", []):
-            if not (open_ids or legacy_open or msg.get("refusal")):
-                problems.append("%s is an empty assistant message without tool_calls" % where)
-        else:
-            problem = _content_problem(content, where)
-            if problem:
-                problems.append(problem)
-    # The final assistant message may still await all of its results.
-    if not (open_at == len(messages) - 1 and not answered):
-        close()
-    return problems
-
-
 def _validate_anthropic(obj: Any) -> List[str]:
     """Return the problems of an Anthropic Messages object."""
     if isinstance(obj, dict):
@@ -4067,7 +3534,7 @@ def _validate_anthropic(obj: Any) -> List[str]:
             for j, block in enumerate(system):
                 if not (isinstance(block, dict) and block.get("type") == "text"
                         and str(block.get("text") or "").strip()):
-                    problems.append("system[%d] must be a non-empty text block" % j)
+                    problems.append(f"system[{j}] must be a non-empty text block")
         elif not isinstance(system, str):
             problems.append("system must be a string or an array of text blocks")
     if not messages:
@@ -4075,14 +3542,14 @@ def _validate_anthropic(obj: Any) -> List[str]:
     prev_role, prev_calls = None, []
     use_ids = set()
     for i, msg in enumerate(messages):
-        where = "messages[%d]" % i
+        where = f"messages[{i}]"
         if not isinstance(msg, dict) or msg.get("role") not in ANTHROPIC_ROLES:
-            problems.append("%s must be an object with role user or assistant" % where)
+            problems.append(f"{where} must be an object with role user or assistant")
             prev_role, prev_calls = None, []
             continue
         role = msg["role"]
         if i == 0 and role != "user":
-            problems.append("messages[0].role must be user (got %s)" % role)
+            problems.append(f"messages[0].role must be user (got {role})")
         if role == prev_role:
             problems.append("%s has the same role as messages[%d] (%s); roles must alternate"
                             % (where, i - 1, role))
@@ -4097,41 +3564,35 @@ def _validate_anthropic(obj: Any) -> List[str]:
             answered = set()
             for j, block in enumerate(blocks):
                 if types[j] == "tool_use":
-                    problems.append("%s.content[%d] is a tool_use in a user message" % (where, j))
+                    problems.append(f"{where}.content[{j}] is a tool_use in a user message")
                 if types[j] != "tool_result":
                     continue
                 if any(t != "tool_result" for t in types[:j]):
-                    problems.append("%s.content[%d] tool_result must come before other blocks"
-                                    % (where, j))
+                    problems.append(f"{where}.content[{j}] tool_result must come before other blocks")
                 tid = block.get("tool_use_id")
                 if tid not in prev_calls:
-                    problems.append('%s.content[%d].tool_use_id %s has no matching tool_use in '
-                                    'the previous assistant message' % (where, j, _quote(tid)))
+                    problems.append(f"{where}.content[{j}].tool_use_id {_show(tid)} has no matching tool_use in "
+                                    "the previous assistant message")
                 elif tid in answered:
-                    problems.append('%s.content[%d].tool_use_id "%s" is answered twice'
-                                    % (where, j, tid))
+                    problems.append(f'{where}.content[{j}].tool_use_id "{tid}" is answered twice')
                 answered.add(tid)
             for cid in prev_calls:
                 if cid not in answered:
-                    problems.append('messages[%d] tool_use "%s" is not answered in %s'
-                                    % (i - 1, cid, where))
+                    problems.append(f'messages[{i - 1}] tool_use "{cid}" is not answered in {where}')
         else:
             for cid in prev_calls:
-                problems.append('messages[%d] tool_use "%s" is not answered: %s is not a user '
-                                'message' % (i - 1, cid, where))
+                problems.append(f'messages[{i - 1}] tool_use "{cid}" is not answered: {where} is not a user message')
             for j, block in enumerate(blocks):
                 if types[j] == "tool_result":
-                    problems.append("%s.content[%d] is a tool_result in an assistant message"
-                                    % (where, j))
+                    problems.append(f"{where}.content[{j}] is a tool_result in an assistant message")
                 if types[j] != "tool_use":
                     continue
                 cid = block.get("id")
                 if not isinstance(cid, str) or not isinstance(block.get("name"), str):
-                    problems.append("%s.content[%d] tool_use needs a string id and name"
-                                    % (where, j))
+                    problems.append(f"{where}.content[{j}] tool_use needs a string id and name")
                     continue
                 if cid in use_ids:
-                    problems.append('%s.content[%d] tool_use id "%s" repeats' % (where, j, cid))
+                    problems.append(f'{where}.content[{j}] tool_use id "{cid}" repeats')
                 use_ids.add(cid)
                 calls.append(cid)
         prev_role, prev_calls = role, calls
@@ -4139,64 +3600,304 @@ def _validate_anthropic(obj: Any) -> List[str]:
     return problems
 
 
-def _validate_responses(obj: Any) -> List[str]:
-    """Return the problems of a Responses input item list or request body."""
-    items = obj.get("input") if isinstance(obj, dict) else obj
-    if not isinstance(items, list):
-        return ["top level must be an item array or an object with an input array"]
-    if not items:
-        return ["input is empty"]
-    problems: List[str] = []
-    calls: Dict[str, Tuple[int, str]] = {}
-    answered = set()
-    model_flags = []
-    for i, item in enumerate(items):
-        where = "input[%d]" % i
-        if not isinstance(item, dict):
-            problems.append("%s must be an object" % where)
-            model_flags.append(False)
-            continue
-        kind = item.get("type") or ("message" if "role" in item else None)
-        model_flags.append(kind not in RESPONSES_OUTPUTS and
-                           (kind != "message" or item.get("role") == "assistant"))
-        if kind == "message":
-            if item.get("role") not in RESPONSES_ROLES:
-                problems.append("%s.role %s is not a message role"
-                                % (where, _quote(item.get("role"))))
-            problem = _content_problem(item.get("content"), where)
-            if problem:
-                problems.append(problem)
-        elif kind in RESPONSES_CALLS:
-            cid = item.get("call_id")
-            if not isinstance(cid, str):
-                problems.append("%s.call_id must be a string" % where)
+_FORMATS["anthropic"] = _Format(
+    "anthropic", emits_as="anthropic", jsonl=False, detect=_is_chat("anthropic"), detect_line=None,
+    read=_load_anthropic, pair=_pair_anthropic, units=_anthropic_units, write=_emit_anthropic, check=_validate_anthropic)
+
+
+# --- claude-code: Claude Code session logs (JSONL), written back as anthropic ---
+
+
+def _is_conversation_line(obj: Dict[str, Any]) -> bool:
+    """Return True for a main-chain user/assistant transcript line."""
+    return (obj.get("type") in ("user", "assistant") and isinstance(obj.get("message"), dict)
+            and not obj.get("isSidechain"))
+
+
+def _result_ids(obj: Dict[str, Any]) -> List[str]:
+    """Return the tool_use ids a user line answers."""
+    content = obj["message"].get("content")
+    return [b.get("tool_use_id") for b in content if isinstance(b, dict)
+            and b.get("type") == "tool_result"] if isinstance(content, list) else []
+
+
+def _use_ids(obj: Dict[str, Any]) -> List[str]:
+    """Return the tool_use ids an assistant line calls."""
+    content = obj["message"].get("content")
+    return [b.get("id") for b in content if isinstance(b, dict)
+            and b.get("type") == "tool_use"] if isinstance(content, list) else []
+
+
+def _live_branch(records: List[Tuple[int, Dict[str, Any]]],
+                 repairs: List[str]) -> List[Tuple[int, Dict[str, Any]]]:
+    """Return the live-branch conversation lines of a Claude Code transcript, in file order.
+
+    Walk parentUuid back from the newest main-chain user/assistant line; a compact_boundary is
+    crossed through its logicalParentUuid; meta lines and non-conversation lines on the way are
+    passed through but not kept.  Parallel tool calls fork the chain (a result's parent is its
+    own tool_use line), so lines hanging off the branch are added back when they belong to it:
+    assistant lines sharing a message.id with the branch, and user lines whose every
+    tool_result answers a not-yet-answered tool_use of the branch.
+    """
+    by_uuid: Dict[str, Tuple[int, Dict[str, Any]]] = {}
+    for number, obj in records:
+        uuid = obj.get("uuid")
+        if isinstance(uuid, str) and uuid not in by_uuid:
+            by_uuid[uuid] = (number, obj)
+    leaf = None
+    for number, obj in records:
+        if _is_conversation_line(obj):
+            leaf = (number, obj)
+    if leaf is None:
+        raise PagerError("claude-code transcript has no user or assistant lines outside "
+                          "sidechains")
+    branch: Dict[int, Dict[str, Any]] = {}
+    seen = set()
+    current: Optional[Tuple[int, Dict[str, Any]]] = leaf
+    while current is not None:
+        number, obj = current
+        if number in seen:
+            repairs.append(f"line {number}: parentUuid chain loops back; walk stopped")
+            break
+        seen.add(number)
+        if obj.get("type") == "system" and obj.get("subtype") == "compact_boundary":
+            parent = obj.get("logicalParentUuid")
+        else:
+            if _is_conversation_line(obj) and not obj.get("isMeta"):
+                branch[number] = obj
+            parent = obj.get("parentUuid")
+        if not isinstance(parent, str):
+            break
+        current = by_uuid.get(parent)
+        if current is None:
+            repairs.append('line %d: parent "%s" is not in the file; the branch starts there'
+                           % (number, parent))
+    uuids = {o.get("uuid") for o in branch.values()}
+    message_ids = {o["message"].get("id") for o in branch.values()
+                   if o["type"] == "assistant"} - {None}
+    calls = {i for o in branch.values() if o["type"] == "assistant" for i in _use_ids(o)}
+    answered = {i for o in branch.values() if o["type"] == "user" for i in _result_ids(o)}
+    grew = True
+    while grew:
+        grew = False
+        for number, obj in records:
+            if (number in branch or not _is_conversation_line(obj) or obj.get("isMeta")
+                    or obj.get("parentUuid") not in uuids):
                 continue
-            if cid in calls:
-                problems.append('%s.call_id "%s" repeats an earlier call' % (where, cid))
-            calls[cid] = (i, kind)
-            if kind == "function_call" and not (isinstance(item.get("name"), str)
-                                                and isinstance(item.get("arguments"), str)):
-                problems.append("%s needs a string name and string arguments" % where)
-        elif kind in RESPONSES_OUTPUTS:
-            cid = item.get("call_id")
-            found = calls.get(cid) if isinstance(cid, str) else None
-            if found is None or kind not in RESPONSES_CALLS[found[1]]:
-                problems.append('%s.call_id %s has no earlier matching call'
-                                % (where, _quote(cid)))
-            elif cid in answered:
-                problems.append('%s.call_id "%s" is answered twice' % (where, cid))
-            answered.add(cid)
-        elif not isinstance(kind, str):
-            problems.append("%s has no type" % where)
-    for cid, (index, kind) in calls.items():
-        if cid in answered:
+            if obj["type"] == "assistant":
+                if obj["message"].get("id") not in message_ids:
+                    continue
+                calls.update(_use_ids(obj))
+            else:
+                ids = _result_ids(obj)
+                if not ids or any(i not in calls or i in answered for i in ids):
+                    continue
+                answered.update(ids)
+            branch[number] = obj
+            uuids.add(obj.get("uuid"))
+            grew = True
+    return sorted(branch.items())
+
+
+def _load_claude_code(text: str) -> Conversation:
+    """Return the Conversation for a Claude Code session transcript (JSONL)."""
+    records, skipped = _jsonl_records(text)
+    repairs: List[str] = []
+    msgs: List[_Msg] = []
+    by_message_id: Dict[str, _Msg] = {}
+    counts: Dict[int, int] = {}  # id(msg) -> content blocks seen so far
+    for number, obj in _live_branch(records, repairs):
+        message = obj["message"]
+        role = obj["type"]
+        where = f"line {number}.message.content"
+        message_id = message.get("id") if role == "assistant" else None
+        msg = by_message_id.get(message_id) if isinstance(message_id, str) else None
+        if msg is None:
+            msg = _Msg(role, f"line {number}", {"role": role}, [],
+                       mid=message_id or obj.get("uuid"))
+            msgs.append(msg)
+            if isinstance(message_id, str):
+                by_message_id[message_id] = msg
+        content = message.get("content")
+        start = counts.get(id(msg), 0)
+        parts, is_string = _anthropic_parts(content, where, repairs, start)
+        counts[id(msg)] = start + (1 if is_string else len(content))
+        msg.parts.extend(parts)
+        msg.string_content = is_string and counts[id(msg)] == 1
+        usage = message.get("usage")
+        output = usage.get("output_tokens") if isinstance(usage, dict) else None
+        if isinstance(output, int) and not isinstance(output, bool) and role == "assistant":
+            # Split lines repeat the response's usage; the largest count is the final one.
+            msg.tokens = output if msg.tokens is None else max(msg.tokens, output)
+    for msg in msgs:
+        _sole(msg.parts, counts[id(msg)])
+    return _finish("claude-code", msgs, [], None, repairs, skipped)
+
+
+_FORMATS["claude-code"] = _Format(
+    "claude-code", emits_as="anthropic", jsonl=True, detect=None, detect_line=_is_claude_line,
+    read=_load_claude_code, pair=_pair_anthropic, units=_anthropic_units, write=_emit_anthropic, check=_validate_anthropic)
+
+
+# --- codex: Codex CLI rollouts (JSONL), written back as responses ---
+
+
+def _load_codex(text: str) -> Conversation:
+    """Return the Conversation for a Codex CLI rollout (JSONL).
+
+    ``response_item`` payloads are Responses items (ghost_snapshot undo records are skipped);
+    session_meta, turn_context and event_msg lines are skipped.  A ``compacted`` line replaces
+    the history read so far, as Codex does on resume: with ``replacement_history`` the history
+    becomes those items; without it (older rollouts) the earlier user/developer/system
+    messages are kept and the summary ``message`` is appended as a user message.  Lines that
+    do not parse, and lines whose payload is not an object, count as skipped.
+    """
+    records, skipped = _jsonl_records(text)
+    items: List[Tuple[str, Dict[str, Any]]] = []
+    for number, obj in records:
+        kind, payload = obj.get("type"), obj.get("payload")
+        if kind not in ("response_item", "compacted"):
             continue
-        if not all(model_flags[index + 1:]):
-            problems.append('input[%d] %s "%s" has no output' % (index, kind, cid))
-    return problems
+        if not isinstance(payload, dict):
+            skipped += 1
+            continue
+        if kind == "response_item":
+            if payload.get("type") not in CODEX_SKIPPED_ITEMS:
+                items.append((f"line {number}.payload", payload))
+            continue
+        history = payload.get("replacement_history")
+        if isinstance(history, list):
+            items = [(f"line {number}.payload.replacement_history[{j}]", it)
+                     for j, it in enumerate(history)
+                     if not (isinstance(it, dict) and it.get("type") in CODEX_SKIPPED_ITEMS)]
+            continue
+        items = [(w, it) for w, it in items if isinstance(it, dict)
+                 and it.get("type", "message") == "message"
+                 and it.get("role") in ("user", "developer", "system")]
+        summary = payload.get("message")
+        if isinstance(summary, str) and summary.strip():
+            items.append((f"line {number}.payload.message",
+                          {"type": "message", "role": "user",
+                           "content": [{"type": "input_text", "text": summary}]}))
+    if not items:
+        raise PagerError("codex rollout has no response_item lines: nothing to page")
+    msgs = [_responses_msg(item, where) for where, item in items]
+    return _finish("codex", msgs, [], None, [], skipped)
 
 
-# --- edges: choosing the reader ---
+_FORMATS["codex"] = _Format(
+    "codex", emits_as="responses", jsonl=True, detect=None, detect_line=_is_codex_line,
+    read=_load_codex, pair=_pair_responses, units=_responses_units, write=_emit_responses, check=_validate_responses)
+
+
+# --- the registry's entry points ---
+
+FORMATS = tuple(_FORMATS)  # every format the pager reads, as --format names them
+
+
+def detect_format(text: str) -> str:
+    """Return the format of a raw history file.
+
+    Rules, first match wins:
+      1. The whole text is one JSON value:
+         a. object with a ``blocks`` list -> ``pager``;
+         b. object with an ``input`` list or string -> ``responses``;
+         c. object with a ``messages`` list -> chat (see 3);
+         d. non-empty list of objects, one of which has a Responses item ``type`` (message,
+            function_call, function_call_output, reasoning, custom_tool_call...) -> ``responses``;
+         e. non-empty list of objects that all have ``role`` -> chat (see 3).
+      2. Otherwise the text is read as JSONL: a line ``{type, payload}`` with a Codex line type
+         counts for ``codex``; a line with a string ``type`` and one of uuid, parentUuid,
+         sessionId, leafUuid, messageId counts for ``claude-code``.  More lines wins; a tie goes
+         to the kind of the first counted line.  No counted line -> PagerError.
+      3. Chat: a top-level ``system`` key -> ``anthropic``; else any OpenAI-only role
+         (system, developer, tool, function), field (tool_calls, tool_call_id, function_call)
+         or part type (image_url, input_audio, file, refusal) -> ``openai``; else any
+         Anthropic-only block type (tool_use, tool_result, thinking, image, document...) ->
+         ``anthropic``; else (plain user/assistant text fits both) -> ``openai``.
+    Each entry's ``detect`` and ``detect_line`` say this for its format; no two accept the same value.
+
+    Example:
+        >>> detect_format('{"blocks": []}')
+        'pager'
+    """
+    if not isinstance(text, str):
+        raise PagerError(f"input must be text (got {type(text).__name__})")
+    if not text.strip():
+        raise PagerError("input is empty: nothing to detect")
+    whole_error = None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        whole_error = exc
+    else:
+        for spec in _FORMATS.values():
+            if spec.detect is not None and spec.detect(value):
+                return spec.name
+    counts: Dict[str, int] = {}  # in order of the first counted line, which wins a tie
+    for _, obj in _jsonl_records(text)[0]:
+        for spec in _FORMATS.values():
+            if spec.detect_line is not None and spec.detect_line(obj):
+                counts[spec.name] = counts.get(spec.name, 0) + 1
+                break
+    if counts:
+        return max(counts, key=counts.__getitem__)
+    if isinstance(whole_error, json.JSONDecodeError):
+        raise PagerError(f"not a known history format: invalid JSON at line {whole_error.lineno} column "
+                         f"{whole_error.colno} ({whole_error.msg}) and no line is a Claude Code or Codex record")
+    if whole_error is None and isinstance(value, dict):
+        keys = ", ".join(_show(k) for k in list(value)[:6])
+        raise PagerError(f"not a known history format: a JSON object with keys {keys or '(none)'} matches "
+                         f"none of {', '.join(FORMATS)}")
+    what = _type_name(value) if whole_error is None else "text"
+    raise PagerError(f"not a known history format: a JSON {what} matches none of {', '.join(FORMATS)}")
+
+
+def load(text: str, fmt: str) -> Conversation:
+    """Return the Conversation read from ``text`` in format ``fmt`` (one of FORMATS).
+
+    Example:
+        >>> conv = load('[{"role": "user", "content": "Weather in Oslo?"}]', "openai")
+        >>> [(b["role"], b["text"]) for b in conversation_blocks(conv)]
+        [('user', 'Weather in Oslo?')]
+    """
+    spec = _FORMATS.get(fmt)
+    if spec is None:
+        raise PagerError(f"unknown format \"{fmt}\" (expected one of {', '.join(FORMATS)})")
+    if not isinstance(text, str) or not text.strip():
+        raise PagerError(f"{fmt} input is empty")
+    return spec.read(text if spec.jsonl else _parse_json(text))
+
+
+def conversation_blocks(conv: Conversation) -> List[Dict[str, Any]]:
+    """Return copies of conv's blocks, in order, to hand to the engine.
+
+    Each has exactly the keys id, turn, role, text, tokens, pinned, protected, unit and stub.
+    """
+    return [dict(block) for block in conv.blocks]
+
+
+def emit(conv: Conversation, decisions: Dict[str, Any]) -> Any:
+    """Return the history rebuilt with decisions applied, in the format conv is written back in.
+
+    Example: emit(conv, {"m-3f2a9c1b7d4e": ("page", "[tests ran: 2 failed]"),
+                         "call_7": ("evict", None)})
+    """
+    return _FORMATS[conv.fmt].write(conv, _effective(conv, decisions))
+
+
+def validate(fmt_out: str, obj: Any) -> List[str]:
+    """Return the problems that would make the API reject obj; [] means valid.
+
+    ``fmt_out`` names a format; its entry's API rules apply (claude-code is checked as the
+    anthropic history it is written as, codex as responses). A tool call with no result is
+    accepted only at the very end of the conversation, where the history awaits results.
+    """
+    spec = _FORMATS.get(fmt_out)
+    if spec is None:
+        raise PagerError(f"unknown format \"{fmt_out}\" (expected one of {', '.join(FORMATS)})")
+    return spec.check(obj)
+
 
 def is_pager_history(source: HistorySource) -> bool:
     """Return True if the history is a JSON object with a ``blocks`` field (read only up to it)."""
@@ -4242,7 +3943,7 @@ def open_history(path: str, fmt: str) -> Reading:
         if fmt == "pager":
             return Reading("pager", detected, source, None)
         conv = load(text, fmt)
-    except FormatError as exc:
+    except PagerError as exc:
         raise PagerError(f"{source.name}: {exc}") from None
     blocks = []
     for block in conversation_blocks(conv):
@@ -4253,7 +3954,7 @@ def open_history(path: str, fmt: str) -> Reading:
     return Reading(fmt, detected, HistorySource.from_text(source.name, converted), conv)
 
 
-# --- edges: the page store ---
+# ===== Page store =====
 
 _STORE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS pages (
@@ -4374,7 +4075,8 @@ def verified_text(page: StoredPage, store: str) -> str:
     return page.text
 
 
-# --- edges: the contract file ---
+# ===== The contract file =====
+
 
 def _read_contract_bytes(path: str) -> Optional[bytes]:
     try:
@@ -4397,16 +4099,69 @@ def _decode_contract(path: str, data: Optional[bytes]) -> str:
         raise PagerError(f"{path}: not valid UTF-8 text (byte {exc.start})") from None
 
 
-def contract_state(path: str) -> ContractState:
-    """Read the contract at ``path`` (missing means empty) and return its state."""
-    return _state_of(path, _decode_contract(path, _read_contract_bytes(path)))
-
-
 def _state_of(path: str, text: str) -> ContractState:
     try:
         return read_contract_state(text)
     except PagerError as exc:
         raise PagerError(f"{path}: {exc}") from None
+
+
+def contract_state(path: str) -> ContractState:
+    """Read the contract at ``path`` (missing means empty) and return its state."""
+    return _state_of(path, _decode_contract(path, _read_contract_bytes(path)))
+
+
+def _read_fd(fd: int, size: int) -> bytes:
+    # lseek + read rather than pread, which Windows lacks; O_APPEND writes still go to the end.
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks, offset = [], 0
+    while offset < size:
+        chunk = os.read(fd, size - offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+_IOV_MAX = 1024  # pieces one writev may take (POSIX guarantees at least 16; Linux and macOS take 1024)
+
+
+def _append_pieces(fd: int, pieces: List[bytes], size: int, path: str) -> None:
+    """Write every piece at the end of ``fd``, in order: ``writev`` where the platform has it.
+
+    A short write resumes where it stopped. On a failure the file is cut back to
+    ``size`` (never half a pass behind) and PagerError says so.
+    """
+    views = [memoryview(piece) for piece in pieces if piece]
+    first = 0  # views before this one are written
+    try:
+        while first < len(views):
+            if hasattr(os, "writev"):
+                written = os.writev(fd, views[first: first + _IOV_MAX])
+            else:  # pragma: no cover - Windows
+                written = os.write(fd, views[first])
+            while first < len(views) and written >= len(views[first]):
+                written -= len(views[first])
+                first += 1
+            if written:
+                views[first] = views[first][written:]
+    except OSError as exc:
+        os.ftruncate(fd, size)
+        raise PagerError(f"{path}: write failed ({exc.strerror}); contract left as it was") from None
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
 
 
 class LockedContract:
@@ -4445,12 +4200,9 @@ class LockedContract:
             raise
         return self
 
-    def append(self, payload: Union[bytes, bytearray, Payload]) -> None:
-        """Append ``payload`` with one write (``writev`` for a Payload's pieces), then fsync."""
-        if isinstance(payload, Payload):
-            _writev_all(self._fd, payload.pieces, self._size, self.path)
-        else:
-            _write_all(self._fd, payload, self._size, self.path)
+    def append(self, payload: Payload) -> None:
+        """Append ``payload``'s pieces (one ``writev`` for up to _IOV_MAX of them), then fsync."""
+        _append_pieces(self._fd, payload.pieces, self._size, self.path)
         os.fsync(self._fd)
         if self._created:
             _fsync_dir(self.path)
@@ -4472,8 +4224,7 @@ class LockedContract:
             os.close(self._fd)  # closing releases the lock
 
 
-def append_to_contract(path: str, render: Callable[[ContractState], Union[bytearray, Payload]]
-                       ) -> Tuple[ContractState, Union[bytearray, Payload]]:
+def append_to_contract(path: str, render: Callable[[ContractState], Payload]) -> Tuple[ContractState, Payload]:
     """Lock the contract, render the payload from its current state, and append it atomically.
 
     On any failure the file is left byte-identical (or absent, if it was absent).
@@ -4485,65 +4236,8 @@ def append_to_contract(path: str, render: Callable[[ContractState], Union[bytear
     return contract.state, payload
 
 
-def _read_fd(fd: int, size: int) -> bytes:
-    # lseek + read rather than pread, which Windows lacks; O_APPEND writes still go to the end.
-    os.lseek(fd, 0, os.SEEK_SET)
-    chunks, offset = [], 0
-    while offset < size:
-        chunk = os.read(fd, size - offset)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
+# ===== Recording a pass: pages, compacted history, contract =====
 
-
-def _write_all(fd: int, payload: bytearray, size: int, path: str) -> None:
-    view, written = memoryview(payload), 0
-    try:
-        while written < len(payload):
-            written += os.write(fd, view[written:])
-    except OSError as exc:
-        os.ftruncate(fd, size)  # never leave half a pass behind
-        raise PagerError(f"{path}: write failed ({exc.strerror}); contract left as it was") from None
-
-
-_IOV_MAX = 1024  # pieces one writev may take (POSIX guarantees at least 16; Linux and macOS take 1024)
-
-
-def _writev_all(fd: int, pieces: List[bytes], size: int, path: str) -> None:
-    """Write every piece, in order, with one writev while they fit in one call; else join them first."""
-    if not hasattr(os, "writev") or len(pieces) > _IOV_MAX:
-        _write_all(fd, b"".join(pieces), size, path)
-        return
-    try:
-        left = [memoryview(piece) for piece in pieces if piece]
-        while left:
-            written = os.writev(fd, left)
-            while left and written >= len(left[0]):  # drop what went out; a short write resumes mid-piece
-                written -= len(left[0])
-                left.pop(0)
-            if written:
-                left[0] = left[0][written:]
-    except OSError as exc:
-        os.ftruncate(fd, size)  # never leave half a pass behind
-        raise PagerError(f"{path}: write failed ({exc.strerror}); contract left as it was") from None
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
-
-
-# --- edges: time ---
 
 def normalize_now(text: Optional[str]) -> str:
     """Return the pass timestamp: ``text`` parsed as ISO-8601 in UTC, or the clock's time."""
@@ -4563,13 +4257,31 @@ def normalize_now(text: Optional[str]) -> str:
     return moment.isoformat()
 
 
-# --- edges: compacted history ---
-
 def final_directives(state: ContractState, plan: PassPlan) -> Dict[str, str]:
     """Return every known block's directive once this pass is recorded."""
     final = dict(state.directives)
     final.update(zip(_column(plan.decisions, "block"), _column(plan.decisions, "action")))
     return final
+
+
+_encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
+
+# Numbers carry six decimals, as Decision.to_dict rounds them.
+_RECORD = ('{"block": %s, "kind": %s, "role": %s, "turn": %d, "tokens": %d, "matched": [%s], '
+           '"similarity": %.6f, "own": %.6f, "neighbour": %.6f, "recency": %.6f, "delta_t": %d, "R": %.6f, "action": "%s", "reason": %s, "stub": %s}')
+
+
+def record_line(d: Decision) -> str:
+    """Return ``d``'s JSON record as one line; ``json.loads`` of it equals ``d.to_dict()``.
+
+    Formatted by hand because a pass writes one per block and json.dumps of a
+    dict costs several times more.
+    """
+    enc = _encode_str
+    block, turn, role, kind, tokens, matched, sim, own, near, rec, delta_t, r, action, reason, stub = d
+    return _RECORD % (enc(block), "null" if kind is None else enc(kind), enc(role), turn, tokens,
+                      ", ".join([enc(k) for k in matched]) if matched else "",
+                      sim, own, near, rec, delta_t, r, action, enc(reason), "true" if stub else "false")
 
 
 class _Materializer:
@@ -4595,7 +4307,7 @@ class _Materializer:
             return
         decisions = self.plan.decisions
         texts = self.plan.texts
-        kept = {k: texts.get(k) for k, d in enumerate(decisions) if d.action == "page"} if texts is not None else {}
+        kept = {k: texts[k] for k, d in enumerate(decisions) if d.action == "page"} if texts is not None else {}
         wanted = [k for k, d in enumerate(decisions) if d.action == "retain" or
                   (d.action == "page" and not d.stub and kept.get(k) is None)]
         raws = self._raws(source, wanted)
@@ -4643,7 +4355,7 @@ class _Materializer:
                 rows = []
 
         for k in pages:  # one text at a time: never every page's text at once
-            text = kept.get(k) if kept is not None else None
+            text = kept[k] if kept is not None else None
             if text is None:
                 missing.append(k)
             else:
@@ -4702,24 +4414,13 @@ class _Materializer:
         self.first = False
 
 
-def _decision_items(count: int, skipped: List[int]) -> List[int]:
-    """Return the block position of each of ``count`` decisions, stepping over skipped positions."""
-    skip, items, item = set(skipped), [], 0
-    for _ in range(count):
-        while item in skip:
-            item += 1
-        items.append(item)
-        item += 1
-    return items
+def _index_header(count: int, contract_hint: str) -> str:
+    return f"Paged blocks: {count} (recall one with: {contract_hint})"
 
 
 def _index_block(pages: List[StoredPage], contract_hint: str) -> Dict[str, object]:
     text = "\n".join([_index_header(len(pages), contract_hint)] + index_lines(pages))
     return {"id": "pager-index", "turn": 0, "role": "system", "text": text, INDEX_FLAG: True}
-
-
-def _index_header(count: int, contract_hint: str) -> str:
-    return f"Paged blocks: {count} (recall one with: {contract_hint})"
 
 
 def _index_reserve(args: argparse.Namespace, store: Optional[PageStore], seen: Container[str]) -> int:
@@ -4751,174 +4452,106 @@ def _paged_pages(final: Mapping[str, str], store: Optional[PageStore], store_pat
     return pages
 
 
-def _write_emitted(path: str, header: Mapping[str, object], blocks_file: io.TextIOBase,
-                   index: Optional[Dict[str, object]]) -> str:
-    """Write the compacted history to a temporary file beside ``path``; return its name."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".pager-emit-", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write("{")
-            for key, value in header.items():
-                out.write(f"{json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}, ")
-            out.write('"blocks": [\n')
-            if index is not None:
-                out.write(json.dumps(index, ensure_ascii=False) + (",\n" if blocks_file.tell() else ""))
-            blocks_file.seek(0)
-            while True:
-                chunk = blocks_file.read(1 << 20)
-                if not chunk:
-                    break
-                out.write(chunk)
-            out.write("\n]}\n")
-            out.flush()
-            os.fsync(out.fileno())
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return tmp
+def _write_pager_history(out: io.TextIOBase, header: Mapping[str, object], blocks_file: io.TextIOBase,
+                         index: Optional[Dict[str, object]]) -> None:
+    """Write the compacted pager-format history: its header fields, the page index, then the blocks."""
+    out.write("{")
+    for key, value in header.items():
+        out.write(f"{json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}, ")
+    out.write('"blocks": [\n')
+    if index is not None:
+        out.write(json.dumps(index, ensure_ascii=False) + (",\n" if blocks_file.tell() else ""))
+    blocks_file.seek(0)
+    while True:
+        chunk = blocks_file.read(1 << 20)
+        if not chunk:
+            break
+        out.write(chunk)
+    out.write("\n]}\n")
 
 
-# --- edges: a helper process ---
+def _transcript_directives(plan: PassPlan, store: Optional[PageStore],
+                           hint: Callable[[str], str]) -> Dict[str, Tuple[str, Optional[str]]]:
+    """Return what ``emit`` needs per block: the directive, with a stub or a restored text."""
+    out: Dict[str, Tuple[str, Optional[str]]] = {}
+    for d in plan.decisions:
+        page = store.get(d.block) if store is not None and (d.action == "page" or d.stub) else None
+        if d.action == "page":
+            if page is None:
+                raise PagerError(f"no stored text for paged block {_show(d.block)}")
+            out[d.block] = ("page", make_stub(page, hint(d.block)))
+        elif d.action == "retain" and d.stub:
+            out[d.block] = ("retain", verified_text(page, store.path))  # type: ignore[arg-type,union-attr]
+        else:
+            out[d.block] = (d.action, None)
+    return out
 
-HELPER_MIN_BLOCKS = 20_000  # passes this large write their records (and render the contract) in a helper
 
+def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, store: Optional[PageStore],
+                 store_path: str, now: str, render: Callable[[ContractState], Payload]):
+    """Store new pages, append the contract, write the compacted history: in that order, under the lock.
 
-def _can_help() -> bool:
-    """Return True if a helper process can run beside this one: fork, and two cores this process may use."""
-    if not hasattr(os, "fork"):
-        return False
-    try:
-        cores = len(os.sched_getaffinity(0))  # honours taskset and cpusets
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return cores >= 2
-
-
-class _Helper:
-    """Work run in a forked copy of this process, into an unlinked temporary file.
-
-    A large pass has three independent jobs once it is planned: storing pages,
-    rendering the contract statements, and formatting a JSON record per block.
-    On a machine with more than one core the last two run in helpers while this
-    process stores the pages. A helper never touches the contract, the page
-    store or this process's streams; it writes only its own temporary file and
-    leaves with ``os._exit``. If it fails, ``result`` returns None and the caller
-    does the work itself, so a helper can make a pass faster but never different.
+    The store commits before the contract append, so a block the contract lists as
+    paged is always recallable; rows the contract does not list as paged are
+    deleted after the append (a crash in between leaves harmless rows, which the
+    next pass removes).
     """
-
-    def __init__(self, work: Callable[[BinaryIO], None], close: Iterable[int] = ()) -> None:
-        self.file: Optional[BinaryIO] = tempfile.TemporaryFile()
-        for stream in (sys.stdout, sys.stderr):  # nothing buffered here may be written twice
-            try:
-                stream.flush()
-            except (AttributeError, OSError, ValueError):
-                pass
-        self.pid = os.fork()
-        if self.pid == 0:  # the helper
-            code = 1
-            try:
-                for fd in close:  # the contract's descriptor: its lock must end with this process
-                    os.close(fd)
-                work(self.file)
-                self.file.flush()
-                code = 0
-            finally:
-                os._exit(code)
-
-    @classmethod
-    def start(cls, work: Callable[[BinaryIO], None], close: Iterable[int] = ()) -> Optional["_Helper"]:
-        """Return a running helper, or None where one cannot help (one core, no fork)."""
-        if not _can_help():
-            return None
+    blocks_file = None
+    with LockedContract(args.contract) as locked:
+        state = locked.state
+        needs_text = any(a == "page" and not stub for a, stub in zip(_column(plan.decisions, "action"),
+                                                                     _column(plan.decisions, "stub")))
+        if store is None and needs_text:
+            store = PageStore.open(store_path, create=True, stub_words=plan.params.stub_words)
+        stored = 0
+        work = None
         try:
-            return cls(work, close)
-        except OSError:
-            return None  # no temporary file or no process to spare: do the work here
-
-    def result(self) -> Optional[BinaryIO]:
-        """Wait for the helper; return its file, rewound, or None if it failed."""
-        _, status = os.waitpid(self.pid, 0)
-        self.pid = 0
-        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-            self.close()
-            return None
-        self.file.seek(0)  # type: ignore[union-attr]
-        return self.file
-
-    def cancel(self) -> None:
-        """Stop the helper (if it still runs) and drop its file."""
-        if self.pid:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
-            except OSError:
-                pass
-            self.pid = 0
-        self.close()
-
-    def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-
-
-def _records_helper(decisions: Sequence[Decision], stream) -> Optional[_Helper]:
-    """Start formatting the JSON records in a helper, in the encoding ``stream`` would write them."""
-    encoding, errors = getattr(stream, "encoding", None), getattr(stream, "errors", None)
-    if not encoding or not hasattr(stream, "buffer"):
-        return None
-
-    def work(out: BinaryIO) -> None:
-        text = io.TextIOWrapper(out, encoding=encoding, errors=errors or "strict", newline="\n")
-        _write_records(text, decisions)
-        text.detach()
-
-    return _Helper.start(work) if len(decisions) >= HELPER_MIN_BLOCKS else None
-
-
-def _write_helper_records(helper: Optional[_Helper], stream, decisions: Sequence[Decision]) -> None:
-    """Copy the records a helper wrote to ``stream``; write them here if there was no helper or it failed."""
-    done = helper.result() if helper is not None else None
-    if done is None:
-        _write_records(stream, decisions)
-        return
-    try:
-        stream.flush()
-        shutil.copyfileobj(done, stream.buffer, 1 << 20)
-        stream.buffer.flush()
-    finally:
-        helper.close()  # type: ignore[union-attr]
+            with _file_beside(args.emit) as out:
+                if store is not None:
+                    store.begin()
+                hint = lambda block: recall_hint(block, args.contract, args.store)  # noqa: E731
+                transcript = reading.conversation
+                if needs_text or out is not None:
+                    if out is not None and transcript is None:
+                        blocks_file = tempfile.TemporaryFile("w+", encoding="utf-8")
+                    work = _Materializer(plan, store, now, plan.params.stub_words, hint, blocks_file)
+                    work.run(reading.source)
+                    stored = work.stored
+                if plan.texts is not None:
+                    plan.texts.clear()  # stored: let the memory go before the contract is rendered
+                final = final_directives(state, plan)
+                if out is not None and transcript is not None:
+                    compacted = emit(transcript, _transcript_directives(plan, store, hint))
+                    problems = validate(transcript.emit_format, compacted)
+                    if problems:  # the emitter must never write what the API rejects
+                        raise AssertionError(f"emitted {transcript.emit_format} history is invalid: {problems[:3]}")
+                    json.dump(compacted, out, ensure_ascii=False, indent=1)
+                    out.write("\n")
+                elif out is not None:
+                    index = None
+                    if args.with_index:
+                        index = _index_block(_paged_pages(final, store, store_path),
+                                             recall_hint("ID", args.contract, args.store))
+                    _write_pager_history(out, plan.header, blocks_file, index)  # type: ignore[arg-type]
+                payload = render(state)
+                if store is not None:
+                    store.commit()
+                locked.append(payload)
+        except BaseException:
+            if store is not None:
+                store.rollback()
+            raise
+        finally:
+            if blocks_file is not None:
+                blocks_file.close()
+        if store is not None:
+            # Rows this pass added are all pages; only rows found before it can be stale.
+            store.keep_only((b for b, a in final.items() if a == "page"),
+                            among=list(work.known) if work is not None else None)
+    return state, payload, stored, store
 
 
-def _payload_helper(render: Callable[[ContractState], "Payload"], state: ContractState,
-                    blocks: int, contract_fd: int) -> Optional[_Helper]:
-    """Start rendering the contract payload in a helper (see _Helper), which lets go of the contract."""
-    def work(out: BinaryIO) -> None:
-        for piece in render(state).pieces:
-            out.write(piece)
-
-    return _Helper.start(work, close=[contract_fd]) if blocks >= HELPER_MIN_BLOCKS else None
-
-
-def _helper_payload(helper: Optional[_Helper], render: Callable[[ContractState], "Payload"],
-                    state: ContractState) -> "Payload":
-    """Return the payload a helper rendered, read back in pieces; render it here if it failed."""
-    done = helper.result() if helper is not None else None
-    if done is None:
-        return render(state)
-    try:
-        pieces = []
-        while True:
-            piece = done.read(_PAYLOAD_PIECE * 96)
-            if not piece:
-                return Payload(pieces)
-            pieces.append(piece)
-    finally:
-        helper.close()  # type: ignore[union-attr]
-
-
-# --- main ---
+# ===== Command line =====
 
 HELP_EPILOG = """\
 commands:
@@ -5035,73 +4668,21 @@ def build_index_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
-
-
-def record_line(d: Decision) -> str:
-    """Return ``d``'s JSON record as one line; ``json.loads`` of it equals ``d.to_dict()``.
-
-    Formatted by hand because a pass writes one per block and json.dumps of a
-    dict costs several times more.
-    """
-    enc = _encode_str
-    block, turn, role, kind, tokens, matched, sim, own, near, rec, delta_t, r, action, reason, stub = d
-    return _RECORD % (enc(block), "null" if kind is None else enc(kind), enc(role), turn, tokens,
-                      ", ".join([enc(k) for k in matched]) if matched else "",
-                      sim, own, near, rec, delta_t, r, action, enc(reason), "true" if stub else "false")
-
-
-# Numbers carry six decimals, as Decision.to_dict rounds them.
-_RECORD = ('{"block": %s, "kind": %s, "role": %s, "turn": %d, "tokens": %d, "matched": [%s], '
-           '"similarity": %.6f, "own": %.6f, "neighbour": %.6f, "recency": %.6f, "delta_t": %d, "R": %.6f, "action": "%s", "reason": %s, "stub": %s}')
-
-
-# record_line's format, split where the fields go (for _write_records)
-_RECORD_PIECES = ('{"block": ', ', "kind": ', ', "role": ', ', "turn": ', ', "tokens": ', ', "matched": [',
-                  '], "similarity": ', ', "own": ', ', "neighbour": ', ', "recency": ', ', "delta_t": ',
-                  ', "R": ', ', "action": "', '", "reason": ', ', "stub": ')
-
-
-def _formatted(values: Sequence[float], spec: str) -> List[str]:
-    """Return ``spec % v`` for each value, formatting each distinct value once when values repeat.
-
-    Formatting a float costs several dictionary lookups, and a pass repeats many
-    of its numbers: sim 0 for most blocks, one recency per turn.
-    """
-    distinct = set(values)
-    if len(distinct) * 2 > len(values):
-        return [spec % v for v in values]
-    text = {v: spec % v for v in distinct}
-    return list(map(text.__getitem__, values))
-
-
-def _write_records(stream, decisions: Sequence[Decision]) -> None:
-    """Write record_line of every decision, from the columns, a batch of lines at a time."""
-    enc = _encode_str
-    columns = [_column(decisions, name) for name in Decision._fields]
-    block, turn, role, kind, tokens, matched, sim, own, near, rec, delta_t, r, action, reason, stub = columns
-    # The few distinct roles, kinds, reasons and match tuples are encoded once each.
-    text_of: Dict[object, str] = {None: "null", False: "false", True: "true"}
-    for value in chain(set(role), set(kind), set(reason)):
-        if value is not None:
-            text_of[value] = enc(value)
-    as_text = text_of.__getitem__
-    listed = {m: ", ".join([enc(k) for k in m]) for m in set(matched)}
-    write = stream.write
-    for start in range(0, len(block), _BATCH_BLOCKS):
-        part = slice(start, start + _BATCH_BLOCKS)
-        fields = (map(enc, block[part]), map(as_text, kind[part]), map(as_text, role[part]), map(str, turn[part]),
-                  map(str, tokens[part]), map(listed.__getitem__, matched[part]), _formatted(sim[part], "%.6f"),
-                  _formatted(own[part], "%.6f"), _formatted(near[part], "%.6f"), _formatted(rec[part], "%.6f"),
-                  map(str, delta_t[part]), _formatted(r[part], "%.6f"), action[part], map(as_text, reason[part]),
-                  map(as_text, stub[part]))
-        # Each line is the pieces and fields interleaved: one join for the whole batch.
-        woven: List[Iterable[str]] = []
-        for piece, field in zip(_RECORD_PIECES, fields):
-            woven += (repeat(piece), field)
-        woven.append(repeat("}\n"))
-        write("".join(chain.from_iterable(zip(*woven))))
-    stream.flush()
+def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
+    """Return the intent given by --intent or --intent-file, or None."""
+    if args.intent is not None and args.intent_file is not None:
+        raise PagerError("give --intent or --intent-file, not both")
+    if args.intent is not None:
+        return Intent(intent_keywords([args.intent]), "--intent")
+    if args.intent_file is not None:
+        try:
+            with open(args.intent_file, encoding="utf-8") as fh:
+                return Intent(intent_keywords([fh.read()]), "--intent-file")
+        except FileNotFoundError:
+            raise PagerError(f"{args.intent_file}: no such file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PagerError(f"{args.intent_file}: can't read the intent ({exc})") from None
+    return None
 
 
 def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
@@ -5135,24 +4716,19 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
         def render(state: ContractState) -> Payload:
             return encode_batches(state, statement_batches(plan, state, now, settings))
 
-        records = _records_helper(plan.decisions, stderr)
-        try:
-            if args.dry_run:
-                state = contract_state(args.contract)
-                payload = render(state)
-                stored = 0
-            else:
-                state, payload, stored, store = _record_pass(args, plan, reading, store, store_path, now, render)
-        except BaseException:
-            if records is not None:
-                records.cancel()
-            raise
+        if args.dry_run:
+            state = contract_state(args.contract)
+            payload = render(state)
+            stored = 0
+        else:
+            state, payload, stored, store = _record_pass(args, plan, reading, store, store_path, now, render)
     finally:
         if store is not None:
             store.close()
     lead = 1 if state.needs_newline else 0  # the line end owed to an unterminated last line
     changes = count_changes(plan, state)
-    _write_helper_records(records, stderr, plan.decisions)
+    for decision in plan.decisions:
+        stderr.write(record_line(decision) + "\n")
     counts = plan.counts()
     if args.dry_run:
         stdout.write(payload.tobytes()[lead:].decode("utf-8"))
@@ -5199,126 +4775,6 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     return EXIT_OK
 
 
-def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
-    """Return the intent given by --intent or --intent-file, or None."""
-    if args.intent is not None and args.intent_file is not None:
-        raise PagerError("give --intent or --intent-file, not both")
-    if args.intent is not None:
-        return Intent(intent_keywords([args.intent]), "--intent")
-    if args.intent_file is not None:
-        try:
-            with open(args.intent_file, encoding="utf-8") as fh:
-                return Intent(intent_keywords([fh.read()]), "--intent-file")
-        except FileNotFoundError:
-            raise PagerError(f"{args.intent_file}: no such file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise PagerError(f"{args.intent_file}: can't read the intent ({exc})") from None
-    return None
-
-
-def _transcript_directives(plan: PassPlan, store: Optional[PageStore],
-                           hint: Callable[[str], str]) -> Dict[str, Tuple[str, Optional[str]]]:
-    """Return what ``emit`` needs per block: the directive, with a stub or a restored text."""
-    out: Dict[str, Tuple[str, Optional[str]]] = {}
-    for d in plan.decisions:
-        page = store.get(d.block) if store is not None and (d.action == "page" or d.stub) else None
-        if d.action == "page":
-            if page is None:
-                raise PagerError(f"no stored text for paged block {_show(d.block)}")
-            out[d.block] = ("page", make_stub(page, hint(d.block)))
-        elif d.action == "retain" and d.stub:
-            out[d.block] = ("retain", verified_text(page, store.path))  # type: ignore[arg-type,union-attr]
-        else:
-            out[d.block] = (d.action, None)
-    return out
-
-
-def _write_json_beside(path: str, obj: object) -> str:
-    """Write ``obj`` as JSON to a temporary file beside ``path`` (mode 0600); return its name."""
-    fd, tmp = tempfile.mkstemp(prefix=".pager-emit-", dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(obj, out, ensure_ascii=False, indent=1)
-            out.write("\n")
-            out.flush()
-            os.fsync(out.fileno())
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return tmp
-
-
-def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, store: Optional[PageStore],
-                 store_path: str, now: str, render: Callable[[ContractState], Payload]):
-    """Store new pages, append the contract, write the compacted history: in that order, under the lock.
-
-    The store commits before the contract append, so a block the contract lists as
-    paged is always recallable; rows the contract does not list as paged are
-    deleted after the append (a crash in between leaves harmless rows, which the
-    next pass removes).
-    """
-    blocks_file = None
-    emitted = None
-    with LockedContract(args.contract) as locked:
-        state = locked.state
-        rendering = _payload_helper(render, state, len(plan.decisions), locked.fileno())
-        needs_text = any(a == "page" and not stub for a, stub in zip(_column(plan.decisions, "action"),
-                                                                     _column(plan.decisions, "stub")))
-        if store is None and needs_text:
-            store = PageStore.open(store_path, create=True, stub_words=plan.params.stub_words)
-        stored = 0
-        work = None
-        try:
-            if store is not None:
-                store.begin()
-            hint = lambda block: recall_hint(block, args.contract, args.store)  # noqa: E731
-            transcript = reading.conversation
-            if needs_text or args.emit:
-                if args.emit and transcript is None:
-                    blocks_file = tempfile.TemporaryFile("w+", encoding="utf-8")
-                work = _Materializer(plan, store, now, plan.params.stub_words, hint, blocks_file)
-                work.run(reading.source)
-                stored = work.stored
-            if plan.texts is not None:
-                plan.texts.clear()  # stored: let the memory go before the contract is rendered
-            final = final_directives(state, plan)
-            if args.emit and transcript is not None:
-                compacted = emit(transcript, _transcript_directives(plan, store, hint))
-                problems = validate(transcript.emit_format, compacted)
-                if problems:  # the emitter must never write what the API rejects
-                    raise AssertionError(f"emitted {transcript.emit_format} history is invalid: {problems[:3]}")
-                emitted = _write_json_beside(args.emit, compacted)
-            elif args.emit:
-                index = None
-                if args.with_index:
-                    hint = recall_hint("ID", args.contract, args.store)
-                    index = _index_block(_paged_pages(final, store, store_path), hint)
-                emitted = _write_emitted(args.emit, plan.header, blocks_file, index)  # type: ignore[arg-type]
-            payload = _helper_payload(rendering, render, state)
-            rendering = None
-            if store is not None:
-                store.commit()
-            locked.append(payload)
-        except BaseException:
-            if rendering is not None:
-                rendering.cancel()
-            if store is not None:
-                store.rollback()
-            if emitted is not None:
-                os.unlink(emitted)
-            raise
-        finally:
-            if blocks_file is not None:
-                blocks_file.close()
-        if emitted is not None:
-            os.replace(emitted, args.emit)
-        if store is not None:
-            # Rows this pass added are all pages; only rows found before it can be stale.
-            store.keep_only((b for b, a in final.items() if a == "page"),
-                            among=list(work.known) if work is not None else None)
-    return state, payload, stored, store
-
-
 def _recorded_stub_words(state: ContractState) -> int:
     words = state.values.get("pager-stub-words")
     return words if _is_int(words) and words > 0 else DEFAULT_STUB_WORDS  # type: ignore[return-value]
@@ -5358,9 +4814,8 @@ def run_recall(args: argparse.Namespace, stdout, stderr) -> int:
             statements.append(statement_remove(block, "page", "recalled"))
             statements.append(statement_add(block, "retain", "recalled"))
         statements.append(statement_value("last-recall", now))
-        for statement in statements:
-            check_statement(statement)
-        locked.append(encode_statements(state, statements))
+        check_statements(statements)
+        locked.append(encode_batches(state, [statements]))
     if args.json:
         stdout.write(json.dumps({"contract": args.contract, "store": store_path, "recalled": [
             {"block": p.block, "turn": p.turn, "role": p.role, "tokens": p.tokens, "sha256": p.sha256,

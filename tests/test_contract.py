@@ -101,8 +101,8 @@ def _pass(pager, tmp_path, history, contract, now=NOW, params=None):
     path = tmp_path / "h.json"
     path.write_text(json.dumps(history))
     plan = pager.load_and_plan(str(path), params or pager.Params())
-    pager.append_to_contract(str(contract), lambda s: pager.encode_statements(
-        s, pager.iter_statements(plan, s, now)))
+    pager.append_to_contract(str(contract), lambda s: pager.encode_batches(
+        s, pager.statement_batches(plan, s, now)))
     return plan
 
 
@@ -301,17 +301,17 @@ def test_failed_write_truncates_back(pager, tmp_path, monkeypatch):
     real_write = os.write
     calls = {"n": 0}
 
-    def flaky_write(fd, data):
+    def flaky_writev(fd, pieces):
         calls["n"] += 1
         if calls["n"] == 1:
-            return real_write(fd, bytes(data[:10]))  # a partial write...
+            return real_write(fd, bytes(pieces[0][:10]))  # a partial write...
         raise OSError(28, "No space left on device")  # ...then the disk fills up
 
-    monkeypatch.setattr(pager.os, "write", flaky_write)
+    monkeypatch.setattr(pager.os, "writev", flaky_writev)
     plan = pager.plan_pass(json.loads(ASSET.read_text()))
     with pytest.raises(pager.PagerError, match="write failed .No space left on device.; contract left as it was"):
-        pager.append_to_contract(str(contract), lambda s: pager.encode_statements(
-            s, pager.iter_statements(plan, s, NOW)))
+        pager.append_to_contract(str(contract), lambda s: pager.encode_batches(
+            s, pager.statement_batches(plan, s, NOW)))
     assert contract.read_bytes() == before
 
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pager as adapters
-from pager import FormatError, detect_format, emit, load, validate
+from pager import PagerError, detect_format, emit, load, validate
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 FIXTURES = {
@@ -837,12 +837,11 @@ def test_native_ids_are_cleaned_for_contract_lines():
 
 
 def test_pager_ids_must_be_quotable_and_stub_is_read():
-    with pytest.raises(FormatError) as excinfo:
+    with pytest.raises(PagerError) as excinfo:
         load(json.dumps({"blocks": [{"id": 'a"b', "turn": 1, "role": "user", "text": "x"}]}),
              "pager")
-    assert one_line_error(excinfo) == ('blocks[0].id must not hold a double quote, a line break '
-                                       'or a lone surrogate (got "a\\"b")')
-    with pytest.raises(FormatError) as excinfo:
+    assert one_line_error(excinfo) == 'blocks[0].id holds a double quote, which a contract line can\'t carry (got "a\\"b")'
+    with pytest.raises(PagerError) as excinfo:
         load(json.dumps({"blocks": [{"id": "a", "turn": 1, "role": "user", "text": "x",
                                      "stub": 1}]}), "pager")
     assert one_line_error(excinfo) == "blocks[0].stub must be true or false (got 1)"
@@ -1150,11 +1149,10 @@ def test_validate_pager_problems():
     assert validate("pager", {"blocks": [{"id": "a", "turn": 1, "role": "user", "text": "x"},
                                          {"id": "a", "turn": "2", "role": "user",
                                           "text": "y", "stub": "yes"}]}) == [
-        'blocks[1].id "a" repeats', "blocks[1].turn must be an integer",
-        "blocks[1].stub must be true or false"]
+        'blocks[1].turn must be an integer (got "2")']
 
 
-# --- bad input raises FormatError with a one-line message ---
+# --- bad input raises PagerError with a one-line message ---
 
 @pytest.mark.parametrize("text,expected", [
     ("", "input is empty: nothing to detect"),
@@ -1165,7 +1163,7 @@ def test_validate_pager_problems():
     ("not json\nat all", "not a known history format: invalid JSON"),
 ])
 def test_detect_bad_input(text, expected):
-    with pytest.raises(FormatError) as excinfo:
+    with pytest.raises(PagerError) as excinfo:
         detect_format(text)
     assert one_line_error(excinfo).startswith(expected)
 
@@ -1195,17 +1193,17 @@ def test_detect_bad_input(text, expected):
      'blocks[0].turn must be an integer (got "7a")'),
     ("pager", {"blocks": [{"id": "b1", "turn": 1, "role": "user", "text": "x"},
                           {"id": "b1", "turn": 2, "role": "user", "text": "y"}]},
-     'blocks[1].id "b1" repeats an earlier block id'),
+     'blocks[1].id "b1" duplicates blocks[0].id'),
     ("pager", {"turns": []}, "pager history must be an object with a blocks list"),
 ])
 def test_load_bad_input(fmt, value, expected):
-    with pytest.raises(FormatError) as excinfo:
+    with pytest.raises(PagerError) as excinfo:
         load(json.dumps(value), fmt)
     assert one_line_error(excinfo) == expected
 
 
 def test_load_invalid_json_names_line_and_column():
-    with pytest.raises(FormatError) as excinfo:
+    with pytest.raises(PagerError) as excinfo:
         load('{"messages": [\n  {"role": "user",}\n]}', "openai")
     assert one_line_error(excinfo).startswith("input: invalid JSON at line 2 column 19")
 
@@ -1217,7 +1215,7 @@ def test_claude_code_without_conversation_lines():
                                   "sessionId": "S", "message": {"role": "user",
                                                                 "content": "sub"}})])
     assert detect_format(text) == "claude-code"
-    with pytest.raises(FormatError) as excinfo:
+    with pytest.raises(PagerError) as excinfo:
         load(text, "claude-code")
     assert one_line_error(excinfo) == ("claude-code transcript has no user or assistant lines "
                                        "outside sidechains")
@@ -1225,7 +1223,7 @@ def test_claude_code_without_conversation_lines():
 
 def test_codex_without_items():
     text = json.dumps({"timestamp": "t", "type": "session_meta", "payload": {"id": "x"}})
-    with pytest.raises(FormatError) as excinfo:
+    with pytest.raises(PagerError) as excinfo:
         load(text, "codex")
     assert one_line_error(excinfo) == "codex rollout has no response_item lines: nothing to page"
 
@@ -1243,16 +1241,16 @@ def test_codex_without_items():
 ])
 def test_emit_bad_decisions(decisions, expected):
     conv = loaded("openai_parallel.json")
-    with pytest.raises(FormatError) as excinfo:
+    with pytest.raises(PagerError) as excinfo:
         emit(conv, decisions)
     assert one_line_error(excinfo) == expected
 
 
 def test_validate_unknown_format():
-    with pytest.raises(FormatError) as excinfo:
+    with pytest.raises(PagerError) as excinfo:
         validate("gemini", [])
     assert one_line_error(excinfo).startswith('unknown format "gemini"')
 
 
 def test_format_error_is_always_one_line():
-    assert str(FormatError("a\nb\r\nc")) == "a b c"
+    assert str(PagerError("a\nb\r\nc")) == "a b c"
