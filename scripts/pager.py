@@ -21,7 +21,7 @@ section uses only what the sections above it define. Search for a banner
     Shared helpers            value rendering for messages, quotable text
     Text                      tokens, stems, keyword matches, token estimates
     Stubs and the page index  what stands in for a paged block
-    Scoring and decisions     Params, Decision, the Scorer, budgets and units
+    Scoring and decisions     Params, Decision, the _Scorer, budgets and units
     The pass plan             intent, PassPlan, plan_pass (pure: no I/O)
     Liminate statements       the six statement forms, contract state
     Reading histories         the pager's JSON, streamed in bounded memory
@@ -226,7 +226,7 @@ def _file_beside(path: Optional[str]) -> Iterator[Optional[io.TextIOBase]]:
         raise
 
 
-def check_quotable(value: str, what: str) -> str:
+def _check_quotable(value: str, what: str) -> str:
     """Return ``value`` if it can stand between quotes in a statement, else raise PagerError."""
     if not value:
         raise PagerError(f"{what} must not be empty")
@@ -291,7 +291,7 @@ _STEMS_MAX = 500_000
 _TOKEN_AT = re.compile(r"\w*").match
 
 
-def stem(word: str) -> str:
+def _stem(word: str) -> str:
     """Return a light English stem of a lowercase token, so "retained" meets "retain".
 
     It cuts one common suffix (keeping a few letters and a vowel), undoes a doubled
@@ -299,7 +299,7 @@ def stem(word: str) -> str:
     letters or fewer, and tokens with digits or "_", are left alone.
 
     Example:
-        >>> [stem(w) for w in ("retained", "retain", "retaining", "families", "family", "scores")]
+        >>> [_stem(w) for w in ("retained", "retain", "retaining", "families", "family", "scores")]
         ['retain', 'retain', 'retain', 'famili', 'famili', 'scor']
     """
     known = _STEMS.get(word)
@@ -329,9 +329,9 @@ def stem(word: str) -> str:
     return base
 
 
-def keyword_stems(keywords: Iterable[str]) -> List[str]:
+def _keyword_stems(keywords: Iterable[str]) -> List[str]:
     """Return the distinct stems of ``keywords``, first occurrence first."""
-    return list(dict.fromkeys(stem(k) for k in keywords))
+    return list(dict.fromkeys(_stem(k) for k in keywords))
 
 
 def _needle(stem_: str) -> str:
@@ -340,22 +340,8 @@ def _needle(stem_: str) -> str:
     return stem_[:-1] if len(stem_) > 1 and stem_[-1] == "i" else stem_
 
 
-def block_hits(lowered: str, stems: Iterable[str]) -> Tuple[str, ...]:
-    """Return the stems that some whole token of ``lowered`` stems to, in the order given.
-
-    Equal to checking ``stem(t)`` for every ``\\w+`` token ``t``, without tokenizing the
-    block: it searches for each stem's prefix, keeps hits that start a token, and stems
-    just that token.
-
-    Example:
-        >>> block_hits("we retained the families' scores", ["retain", "famili", "pager"])
-        ('retain', 'famili')
-    """
-    return _hits(lowered, [(s, _needle(s)) for s in stems])
-
-
 def _hits(lowered: str, needles: List[Tuple[str, str]]) -> Tuple[str, ...]:
-    """Return block_hits for ``(stem, needle)`` pairs worked out once per pass."""
+    """Return _block_hits for ``(stem, needle)`` pairs worked out once per pass."""
     found: Tuple[str, ...] = ()
     for s, needle in needles:
         if not needle or needle not in lowered:
@@ -367,11 +353,25 @@ def _hits(lowered: str, needles: List[Tuple[str, str]]) -> Tuple[str, ...]:
                 i = lowered.find(needle, i + size)  # inside a token, not at its start
                 continue
             token = _TOKEN_AT(lowered, i).group()
-            if (_STEMS.get(token) or stem(token)) == s:
+            if (_STEMS.get(token) or _stem(token)) == s:
                 found += (s,)
                 break
             i = lowered.find(needle, i + len(token) + 1)
     return found
+
+
+def _block_hits(lowered: str, stems: Iterable[str]) -> Tuple[str, ...]:
+    """Return the stems that some whole token of ``lowered`` stems to, in the order given.
+
+    Equal to checking ``stem(t)`` for every ``\\w+`` token ``t``, without tokenizing the
+    block: it searches for each stem's prefix, keeps hits that start a token, and stems
+    just that token.
+
+    Example:
+        >>> _block_hits("we retained the families' scores", ["retain", "famili", "pager"])
+        ('retain', 'famili')
+    """
+    return _hits(lowered, [(s, _needle(s)) for s in stems])
 
 
 def _has_token(text: str, word: str) -> bool:
@@ -395,18 +395,18 @@ def _has_token(text: str, word: str) -> bool:
     return False
 
 
-def keyword_hits(lowered: str, keywords: Iterable[str]) -> Tuple[str, ...]:
+def _keyword_hits(lowered: str, keywords: Iterable[str]) -> Tuple[str, ...]:
     """Return the keywords found in ``lowered`` as a whole token or as the stem of one.
 
     One matcher for both proxies' keywords: plain keywords are whole tokens, weighted
     ones are stems.
 
     Example:
-        >>> keyword_hits("the retention score", ["retent", "score", "pager"])
+        >>> _keyword_hits("the retention score", ["retent", "score", "pager"])
         ('retent', 'score')
     """
     return tuple(k for k in keywords
-                 if k and _needle(k) in lowered and (_has_token(lowered, k) or block_hits(lowered, (k,))))
+                 if k and _needle(k) in lowered and (_has_token(lowered, k) or _block_hits(lowered, (k,))))
 
 
 def recency(delta_t: int) -> float:
@@ -462,17 +462,10 @@ class StoredPage(NamedTuple):
     text: str
 
 
-def with_summary(page: "StoredPage", words: int) -> "StoredPage":
-    """Return ``page`` with its stub summary, computed from its text if it has none yet."""
-    if page.summary:
-        return page
-    return page._replace(summary=stub_summary(page.text, page.keywords, words))
-
-
 def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_WORDS) -> str:
     """Return up to ``words`` words of ``text``: its best-matching sentence onward, else its start.
 
-    The best sentence holds the most distinct intent keywords (keyword_hits; the
+    The best sentence holds the most distinct intent keywords (_keyword_hits; the
     earliest wins a tie); with no match the text's first words stand for it.
     Whitespace is collapsed; a cut summary ends with "...".
 
@@ -487,7 +480,7 @@ def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_W
             best, start = 0, 0
             starts.append(len(text))
             for begin, end in zip(starts, starts[1:]):
-                hits = len(keyword_hits(text[begin:end].lower(), wanted))
+                hits = len(_keyword_hits(text[begin:end].lower(), wanted))
                 if hits > best:
                     best, start = hits, begin
                     if hits == len(wanted):
@@ -501,11 +494,18 @@ def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_W
     return " ".join(chosen)
 
 
+def _with_summary(page: "StoredPage", words: int) -> "StoredPage":
+    """Return ``page`` with its stub summary, computed from its text if it has none yet."""
+    if page.summary:
+        return page
+    return page._replace(summary=stub_summary(page.text, page.keywords, words))
+
+
 def _shell_word(text: str) -> str:
     return text if re.fullmatch(r"[\w@%+=:,./-]+", text, re.ASCII) else "'" + text.replace("'", "'\\''") + "'"
 
 
-def recall_hint(block: str, contract: str, store: Optional[str]) -> str:
+def _recall_hint(block: str, contract: str, store: Optional[str]) -> str:
     """Return the command that recalls ``block``."""
     hint = f"{RECALL_COMMAND} {_shell_word(block)} --contract {_shell_word(contract)}"
     return hint + (f" --store {_shell_word(store)}" if store else "")
@@ -581,6 +581,12 @@ class Params:
         return "page"
 
 
+_RATIONALE = "R=%.3f sim=%.3f rec=%.3f dt=%d"
+_RATIONALE_NB = "R=%.3f sim=%.3f (nb; own=%.3f) rec=%.3f dt=%d"
+_RATIONALE_S = "R=%s sim=%s rec=%s dt=%d"  # the same, for numbers already formatted
+_RATIONALE_NB_S = "R=%s sim=%s (nb; own=%s) rec=%s dt=%d"
+
+
 class Decision(NamedTuple):
     """One block's scored directive. A NamedTuple: passes build 100k of these."""
 
@@ -602,8 +608,14 @@ class Decision(NamedTuple):
 
     def rationale(self) -> str:
         """Return the score parts, as written after ``because`` in the contract."""
-        parts = _rationale(self)
+        parts = self._score_parts()
         return parts if self.reason == "score" else f"{self.reason}; {parts}"
+
+    def _score_parts(self) -> str:
+        """Return R and its parts; when the neighbour's credit set sim, say so and give the block's own."""
+        if self.neighbour > self.own:
+            return _RATIONALE_NB % (self.R, self.similarity, self.own, self.recency, self.delta_t)
+        return _RATIONALE % (self.R, self.similarity, self.recency, self.delta_t)
 
     def to_dict(self) -> Dict[str, object]:
         """Return the JSON record of this decision."""
@@ -615,20 +627,7 @@ class Decision(NamedTuple):
                 "reason": self.reason, "stub": self.stub}
 
 
-_RATIONALE = "R=%.3f sim=%.3f rec=%.3f dt=%d"
-_RATIONALE_NB = "R=%.3f sim=%.3f (nb; own=%.3f) rec=%.3f dt=%d"
-_RATIONALE_S = "R=%s sim=%s rec=%s dt=%d"  # the same, for numbers already formatted
-_RATIONALE_NB_S = "R=%s sim=%s (nb; own=%s) rec=%s dt=%d"
-
-
-def _rationale(d: "Decision") -> str:
-    """Return R and its parts; when the neighbour's credit set sim, say so and give the block's own."""
-    if d.neighbour > d.own:
-        return _RATIONALE_NB % (d.R, d.similarity, d.own, d.recency, d.delta_t)
-    return _RATIONALE % (d.R, d.similarity, d.recency, d.delta_t)
-
-
-class DecisionTable:
+class _DecisionTable:
     """The decisions of a pass, one column per Decision field: a sequence of Decision.
 
     A pass over 100,000 blocks holds one of these instead of 100,000 tuples;
@@ -644,7 +643,7 @@ class DecisionTable:
             setattr(self, name, column)
 
     @classmethod
-    def of(cls, decisions: Iterable[Decision]) -> "DecisionTable":
+    def of(cls, decisions: Iterable[Decision]) -> "_DecisionTable":
         """Return a table holding ``decisions``."""
         rows = list(decisions)
         columns = [list(column) for column in zip(*rows)] if rows else [[] for _ in Decision._fields]
@@ -669,17 +668,17 @@ class DecisionTable:
             getattr(self, name)[index] = value
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, (DecisionTable, list, tuple)):
+        if isinstance(other, (_DecisionTable, list, tuple)):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
         return NotImplemented
 
     def __repr__(self) -> str:
-        return f"DecisionTable({list(self)!r})"
+        return f"_DecisionTable({list(self)!r})"
 
 
 def _column(decisions: Sequence[Decision], name: str) -> Sequence[Any]:
     """Return one field of every decision: the table's own column, or gathered from a list."""
-    if isinstance(decisions, DecisionTable):
+    if isinstance(decisions, _DecisionTable):
         return getattr(decisions, name)
     return [getattr(d, name) for d in decisions]
 
@@ -695,6 +694,12 @@ def _decision_items(count: int, skipped: List[int]) -> List[int]:
     return items
 
 
+def _guard(decisions: List[Decision], i: int, reason: str) -> None:
+    d = decisions[i]
+    if d.reason == "score":
+        decisions[i] = d._replace(action="retain", reason=reason)
+
+
 def _protect_recent(decisions: List[Decision], current_turn: int, keep_recent: Optional[int]) -> None:
     """Retain the most recent blocks (reason "recent"): the last ``keep_recent``, or the current turn's."""
     if keep_recent is None:
@@ -706,12 +711,6 @@ def _protect_recent(decisions: List[Decision], current_turn: int, keep_recent: O
     else:
         for i in range(max(0, len(decisions) - keep_recent), len(decisions)):
             _guard(decisions, i, "recent")
-
-
-def _guard(decisions: List[Decision], i: int, reason: str) -> None:
-    d = decisions[i]
-    if d.reason == "score":
-        decisions[i] = d._replace(action="retain", reason=reason)
 
 
 def _join_units(decisions: List[Decision], units: List[Optional[str]]) -> None:
@@ -822,7 +821,7 @@ _REQUIRED_FIELDS = ("id", "turn", "role", "text")
 def _block_problem(index: int, raw: object) -> Optional[str]:
     """Return what is wrong with ``raw`` as ``blocks[index]`` of a pager history, or None if nothing.
 
-    The one place the pager-history block rules live: the Scorer, the pager-format
+    The one place the pager-history block rules live: the _Scorer, the pager-format
     reader and the pager-format validator all ask it. The first problem found is
     named, required fields first.
 
@@ -851,7 +850,7 @@ def _block_problem(index: int, raw: object) -> Optional[str]:
     if tokens is not None and tokens > _MAX_COUNT:
         return f"{where}.tokens is too large (got {tokens})"
     try:
-        check_quotable(raw["id"], f"{where}.id")
+        _check_quotable(raw["id"], f"{where}.id")
     except PagerError as exc:
         return str(exc)
     return None
@@ -863,7 +862,7 @@ def _duplicate_problem(index: int, block_id: str, seen: Dict[str, int]) -> Optio
     return None if first == index else f"blocks[{index}].id {_show(block_id)} duplicates blocks[{first}].id"
 
 
-class Scorer:
+class _Scorer:
     """Scores blocks as they stream in, then classifies them once the whole history is seen.
 
     Blocks go in through ``add`` (one) or ``add_all`` (a list), which validate each;
@@ -881,12 +880,12 @@ class Scorer:
         self.keywords = list(keywords)
         self.params = params
         self.weighted = params.similarity == "weighted"
-        self.terms = keyword_stems(self.keywords) if self.weighted else self.keywords
+        self.terms = _keyword_stems(self.keywords) if self.weighted else self.keywords
         self._needles = [(t, _needle(t)) for t in self.terms]
         self.pages = pages  # id -> the stored original of a paged block, for blocks arriving as stubs
         # Budget mode prices every block as a stub; stub_text renders one (default hint: C.limn).
         if params.budget is not None and stub_text is None:
-            stub_text = lambda page: make_stub(page, recall_hint(page.block, "C.limn", None))  # noqa: E731
+            stub_text = lambda page: make_stub(page, _recall_hint(page.block, "C.limn", None))  # noqa: E731
         self.stub_text = stub_text if params.budget is not None else None
         self.with_index = with_index  # a page also costs its line in the emitted page index
         self.reserve = reserve        # ids seen -> budget tokens spoken for outside them (the index's rest)
@@ -911,7 +910,7 @@ class Scorer:
         self._shared: Dict[object, object] = {}  # one copy of each role, kind and match tuple
         self.max_turn: Optional[int] = None
         self.current_turn = current_turn  # when the header gave it before the blocks
-        self._recent_hits = [False] * NEIGHBOUR_WINDOW  # whether each of the last blocks matched
+        self._last_hit = -NEIGHBOUR_WINDOW - 1  # the position of the last block with a match
         self._old_age = _evicting_age(params)  # a block this many turns old scores under the evict cut on age alone
         self.tokens_before = 0  # what the history costs as it arrived (stubs at their own size)
         self.tokens_after: Optional[int] = None  # set by finish when a budget is fitted
@@ -923,8 +922,11 @@ class Scorer:
         return self._old_age is not None and latest is not None and latest - turn >= self._old_age
 
     def _keep_text(self, text: str, turn: int, matched: tuple, unit: Optional[str]) -> Optional[str]:
-        near = any(self._recent_hits) if self.weighted else False
-        self._recent_hits = self._recent_hits[1:] + [bool(matched)]
+        """Return ``text`` if the block may yet be paged, else None (see ``texts``)."""
+        position = len(self._ids) - 1  # the block just recorded
+        near = self.weighted and position - self._last_hit <= NEIGHBOUR_WINDOW
+        if matched:
+            self._last_hit = position
         if matched or near or unit is not None or not self._evicted_by_age(turn):
             return text
         return None
@@ -1073,8 +1075,8 @@ class Scorer:
                     neighbour[j] = credit
         return own, neighbour
 
-    def finish(self, current_turn: Optional[int]) -> "DecisionTable":
-        """Return one Decision per block, in input order (a DecisionTable)."""
+    def finish(self, current_turn: Optional[int]) -> "_DecisionTable":
+        """Return one Decision per block, in input order (a _DecisionTable)."""
         if current_turn is None:
             current_turn = self.max_turn if self.max_turn is not None else 0
         turns = self._turns
@@ -1105,7 +1107,7 @@ class Scorer:
         stubs = [False] * n
         for i in self._stubs:
             stubs[i] = True
-        decisions = DecisionTable(self._ids, turns, self._roles, self._kinds, self._tokens, self._matched,
+        decisions = _DecisionTable(self._ids, turns, self._roles, self._kinds, self._tokens, self._matched,
                                   sims, owns, nears, recencies, array.array("q", map(current_turn.__sub__, turns)),
                                   rs, actions, reasons, stubs)
         units: List[Optional[str]] = []
@@ -1131,7 +1133,7 @@ class Scorer:
 class PassPlan:
     """The scored decisions of one pass, before any contract is consulted."""
 
-    decisions: Sequence[Decision]  # a DecisionTable from the pager's own planning
+    decisions: Sequence[Decision]  # a _DecisionTable from the pager's own planning
     keywords: List[str]
     current_turn: int
     params: Params
@@ -1174,13 +1176,13 @@ class Intent(NamedTuple):
     source: str  # "--intent", "--intent-file", "intent_ir", "intent_ir (prosecode.intent.v0)", "last user message"
 
 
-def intent_from_ir(value: object) -> Intent:
+def _intent_from_ir(value: object) -> Intent:
     """Return the Intent of an ``intent_ir`` value: a keyword list, or a prosecode.intent.v0 object.
 
     From an Intent IR object the keywords come from its ``verb`` and its slot values.
 
     Example:
-        >>> intent_from_ir({"schema": "prosecode.intent.v0", "verb": "fix",
+        >>> _intent_from_ir({"schema": "prosecode.intent.v0", "verb": "fix",
         ...                 "slots": {"target": "the invoice rounding", "scope": "billing"}}).keywords
         ['fix', 'invoice', 'rounding', 'billing']
     """
@@ -1212,7 +1214,7 @@ def _header_intent(header: Mapping[str, object], given: Optional[Intent],
     if given is not None:
         return given
     if "intent_ir" in header:
-        return intent_from_ir(header["intent_ir"])
+        return _intent_from_ir(header["intent_ir"])
     if last_user is not None:
         return Intent(intent_keywords([last_user]), "last user message")
     raise PagerError("no intent: pass --intent or --intent-file, give intent_ir, or include a user message")
@@ -1253,7 +1255,7 @@ def plan_pass(history: Mapping[str, object], params: Params = Params(),
                       and isinstance(b.get("text"), str) and not b.get("stub")), None)
     intent = _header_intent(history, intent, last_user)
     current = _header_current_turn(history)
-    scorer = Scorer(intent.keywords, params, pages.get if pages is not None else None, current_turn=current)
+    scorer = _Scorer(intent.keywords, params, pages.get if pages is not None else None, current_turn=current)
     scorer.add_all(0, blocks)
     decisions = scorer.finish(current)
     header = {key: value for key, value in history.items() if key != "blocks"}
@@ -1264,11 +1266,11 @@ def plan_pass(history: Mapping[str, object], params: Params = Params(),
 # ===== Liminate statements and contract state =====
 
 
-def format_number(value: float) -> str:
+def _format_number(value: float) -> str:
     """Return ``value`` as a plain decimal the interpreter stores as a number (no exponent).
 
     Example:
-        >>> format_number(0.7), format_number(3), format_number(0.1 + 0.2)
+        >>> _format_number(0.7), _format_number(3), _format_number(0.1 + 0.2)
         ('0.7', '3', '0.3')
     """
     if _is_int(value):
@@ -1298,42 +1300,6 @@ def _segment_table() -> Dict[Tuple[str, ...], str]:
 
 
 _SEGMENTS = _segment_table()
-
-
-def check_statement(statement: str) -> str:
-    """Return the form name of ``statement``, or raise PagerError.
-
-    A statement passes when every unquoted word is in LIMN_VOCAB (or is a plain
-    number where the form wants one), words are separated by single spaces, and
-    the sequence of words and quoted values is one of STATEMENT_FORMS. Quoted
-    values must be non-empty and free of quotes and line breaks.
-
-    Example:
-        >>> check_statement('add "b1" to paged-blocks because "R=0.4"')
-        'add'
-    """
-    parts = statement.split('"')
-    form = _SEGMENTS.get(tuple(parts[0::2]))
-    if form is not None:
-        # The segments matched, so quotes are where the form wants them; what is
-        # left is a line break or an empty value inside the quotes.
-        if _LINE_BREAK_RE.search(statement) or "" in parts[1::2]:
-            raise PagerError(f"statement has an empty or unwritable quoted value: {_show(statement, 80)}")
-        return form
-    return _check_statement_slowly(statement, parts)
-
-
-def _statements_pattern() -> str:
-    """Return a regex matching exactly the statements check_statement accepts, each ending in LF."""
-    quoted = '"[^' + "".join(re.escape(c) for c in sorted(FORBIDDEN_IN_QUOTES)) + ']+"'
-    slots = {_Q: quoted, _NUM: _NUMBER_RE.pattern[:-2], _LIST: "|".join(LIST_OF_ACTION.values()),
-             _TEXT: "|".join(TEXT_VALUES), _NUMNAME: "|".join(NUMBER_VALUES)}
-    shapes = sorted(STATEMENT_FORMS, key=lambda shape: shape[0] != "add")  # the common form first
-    forms = [" ".join(f"(?:{slots[w]})" if w in slots else re.escape(w) for w in shape) for shape in shapes]
-    return "(?:(?:" + "|".join(forms) + ")\n)*"
-
-
-_STATEMENTS_RE = re.compile(_statements_pattern())
 
 
 def _check_statement_slowly(statement: str, parts: List[str]) -> str:
@@ -1377,7 +1343,43 @@ def _check_statement_slowly(statement: str, parts: List[str]) -> str:
     return form
 
 
-def check_statements(statements: List[str]) -> None:
+def check_statement(statement: str) -> str:
+    """Return the form name of ``statement``, or raise PagerError.
+
+    A statement passes when every unquoted word is in LIMN_VOCAB (or is a plain
+    number where the form wants one), words are separated by single spaces, and
+    the sequence of words and quoted values is one of STATEMENT_FORMS. Quoted
+    values must be non-empty and free of quotes and line breaks.
+
+    Example:
+        >>> check_statement('add "b1" to paged-blocks because "R=0.4"')
+        'add'
+    """
+    parts = statement.split('"')
+    form = _SEGMENTS.get(tuple(parts[0::2]))
+    if form is not None:
+        # The segments matched, so quotes are where the form wants them; what is
+        # left is a line break or an empty value inside the quotes.
+        if _LINE_BREAK_RE.search(statement) or "" in parts[1::2]:
+            raise PagerError(f"statement has an empty or unwritable quoted value: {_show(statement, 80)}")
+        return form
+    return _check_statement_slowly(statement, parts)
+
+
+def _statements_pattern() -> str:
+    """Return a regex matching exactly the statements check_statement accepts, each ending in LF."""
+    quoted = '"[^' + "".join(re.escape(c) for c in sorted(FORBIDDEN_IN_QUOTES)) + ']+"'
+    slots = {_Q: quoted, _NUM: _NUMBER_RE.pattern[:-2], _LIST: "|".join(LIST_OF_ACTION.values()),
+             _TEXT: "|".join(TEXT_VALUES), _NUMNAME: "|".join(NUMBER_VALUES)}
+    shapes = sorted(STATEMENT_FORMS, key=lambda shape: shape[0] != "add")  # the common form first
+    forms = [" ".join(f"(?:{slots[w]})" if w in slots else re.escape(w) for w in shape) for shape in shapes]
+    return "(?:(?:" + "|".join(forms) + ")\n)*"
+
+
+_STATEMENTS_RE = re.compile(_statements_pattern())
+
+
+def _check_statements(statements: List[str]) -> None:
     """Run check_statement on every statement of the list; raise PagerError for the first bad one.
 
     The same checks a list at a time: one regex, built from STATEMENT_FORMS and the
@@ -1453,20 +1455,20 @@ class ContractState:
             self.values[words[4]] = _parse_number(words[6])
 
 
-def statement_add(block: str, action: str, because: str) -> str:
+def _statement_add(block: str, action: str, because: str) -> str:
     """Return the statement adding ``block`` to the list of ``action``."""
     return f'add "{block}" to {LIST_OF_ACTION[action]} because "{because}"'
 
 
-def statement_remove(block: str, action: str, because: str) -> str:
+def _statement_remove(block: str, action: str, because: str) -> str:
     """Return the statement removing ``block`` from the list of ``action``."""
     return f'remove "{block}" from {LIST_OF_ACTION[action]} because "{because}"'
 
 
-def statement_value(name: str, value: object) -> str:
+def _statement_value(name: str, value: object) -> str:
     """Return the statement remembering a named text or number value."""
     if name in NUMBER_VALUES:
-        return f"remember a number called {name} with {format_number(value)}"  # type: ignore[arg-type]
+        return f"remember a number called {name} with {_format_number(value)}"  # type: ignore[arg-type]
     return f'remember a value called {name} with "{value}"'
 
 
@@ -1483,19 +1485,19 @@ def _formatted(values: Sequence[float], spec: str) -> List[str]:
     return list(map(text.__getitem__, values))
 
 
-def statement_batches(plan: PassPlan, state: ContractState, now: str,
+def _statement_batches(plan: PassPlan, state: ContractState, now: str,
                       extra_values: Mapping[str, object] = {}) -> Iterator[List[str]]:
     """Yield the checked statements that bring ``state`` to ``plan``'s directives, a list at a time.
 
     New blocks get an ``add``; a block whose directive changed gets a ``remove``
     and an ``add``; an unchanged block gets nothing. Settings that differ from
     the contract's are remembered again; the pass marker comes last. Every list
-    passes check_statements before it is yielded.
+    passes _check_statements before it is yielded.
     """
     head = [f'about "{CONTRACT_TOPIC}"'] if state.empty else []
     head += [f"remember a list called {name}" for name in LIST_OF_ACTION.values() if name not in state.declared]
     if head:
-        check_statements(head)
+        _check_statements(head)
         yield head
     decisions = plan.decisions
     blocks, actions, reasons = (_column(decisions, name) for name in ("block", "action", "reason"))
@@ -1540,7 +1542,7 @@ def statement_batches(plan: PassPlan, state: ContractState, now: str,
             lines = list(map('add "%s" to %s because "%s"'.__mod__,
                              zip(blocks[start:stop], map(list_of.__getitem__, actions[start:stop]), because)))
         if lines:
-            check_statements(lines)
+            _check_statements(lines)
             yield lines
     settings: Dict[str, object] = {
         "pager-version": __version__,
@@ -1556,23 +1558,17 @@ def statement_batches(plan: PassPlan, state: ContractState, now: str,
     tail = []
     for name, value in settings.items():
         if name in NUMBER_VALUES:
-            value = _parse_number(format_number(value))  # compare as the contract will store it
+            value = _parse_number(_format_number(value))  # compare as the contract will store it
         if state.values.get(name) != value:
-            tail.append(statement_value(name, value))
-    tail.append(statement_value(PASS_MARKER, now))
-    check_statements(tail)
+            tail.append(_statement_value(name, value))
+    tail.append(_statement_value(PASS_MARKER, now))
+    _check_statements(tail)
     yield tail
-
-
-def iter_statements(plan: PassPlan, state: ContractState, now: str,
-                    extra_values: Mapping[str, object] = {}) -> Iterator[str]:
-    """Yield the checked statements of a pass one by one (see statement_batches)."""
-    return chain.from_iterable(statement_batches(plan, state, now, extra_values))
 
 
 def render_pass(plan: PassPlan, state: ContractState, now: str,
                 extra_values: Mapping[str, object] = {}) -> List[str]:
-    """Return the checked statements of a pass as a list (see iter_statements).
+    """Return the checked statements a pass appends to a contract in ``state``, in order.
 
     Example:
         >>> plan = plan_pass({"intent_ir": ["pager"], "blocks": [
@@ -1580,15 +1576,15 @@ def render_pass(plan: PassPlan, state: ContractState, now: str,
         >>> render_pass(plan, ContractState(), now="2026-05-17T03:08:12+00:00")[4]
         'add "b1" to retained-blocks because "recent; R=1.000 sim=1.000 rec=1.000 dt=0"'
     """
-    return list(iter_statements(plan, state, now, extra_values))
+    return list(chain.from_iterable(_statement_batches(plan, state, now, extra_values)))
 
 
-class Payload:
+class _Payload:
     """The bytes a pass appends, held as pieces of a few dozen KiB that one ``writev`` writes.
 
     Small pieces come from memory the read already freed, where one large buffer
     would add its whole size to the pass's peak; one system call still writes
-    them all (see LockedContract.append).
+    them all (see _LockedContract.append).
     """
 
     def __init__(self, pieces: List[bytes]) -> None:
@@ -1608,16 +1604,16 @@ class Payload:
 _PAYLOAD_PIECE = 512  # statements per piece: about 45 KiB, under the allocator's large-block threshold
 
 
-def encode_batches(state: ContractState, batches: Iterable[List[str]]) -> Payload:
+def _encode_batches(state: ContractState, batches: Iterable[List[str]]) -> _Payload:
     """Return the bytes to append, one line per statement (after a line end if the file lacks one)."""
     pieces = [b"\n"] if state.needs_newline else []
     for batch in batches:
         for start in range(0, len(batch), _PAYLOAD_PIECE):
             pieces.append(("\n".join(batch[start: start + _PAYLOAD_PIECE]) + "\n").encode("utf-8"))
-    return Payload(pieces)
+    return _Payload(pieces)
 
 
-def count_changes(plan: PassPlan, state: ContractState) -> Dict[str, int]:
+def _count_changes(plan: PassPlan, state: ContractState) -> Dict[str, int]:
     """Return how many blocks are new, moved and unchanged relative to ``state``."""
     blocks, actions = _column(plan.decisions, "block"), _column(plan.decisions, "action")
     previous = list(map(state.directives.get, blocks))
@@ -1882,7 +1878,7 @@ def _stream_history(fp: io.TextIOBase, name: str,
     return header, handed
 
 
-class HistorySource:
+class _HistorySource:
     """A history file (or standard input, held in memory) that can be streamed more than once."""
 
     def __init__(self, path: str) -> None:
@@ -1899,7 +1895,7 @@ class HistorySource:
                 raise PagerError(f"<stdin>: not valid UTF-8 text ({exc.reason})") from None
 
     @classmethod
-    def from_text(cls, name: str, text: str) -> "HistorySource":
+    def from_text(cls, name: str, text: str) -> "_HistorySource":
         """Return a source over ``text`` held in memory (a transcript converted to pager JSON)."""
         source = cls.__new__(cls)
         source.path, source.name, source._stdin = name, name, text
@@ -1978,29 +1974,29 @@ class HistorySource:
                 yield item, blocks[item - firsts[run]]
 
 
-def load_and_plan(source, params: Params,
+def _load_and_plan(source, params: Params,
                   pages: Optional[Callable[[str], Optional[StoredPage]]] = None,
                   stub_text: Optional[Callable[[StoredPage], str]] = None,
                   with_index: bool = False,
                   reserve: Optional[Callable[[Container[str]], int]] = None,
                   intent: Optional[Intent] = None) -> PassPlan:
-    """Stream a history (a path, '-' for stdin, or a HistorySource) and return its PassPlan.
+    """Stream a history (a path, '-' for stdin, or a _HistorySource) and return its PassPlan.
 
     The intent is ``intent`` (from flags), else the history's ``intent_ir``, else the
     last user message; when neither of the first two is known as the blocks start,
     the history is read twice.
     """
     params.validate()
-    if not isinstance(source, HistorySource):
-        source = HistorySource(source)
-    scorer: Optional[Scorer] = None
+    if not isinstance(source, _HistorySource):
+        source = _HistorySource(source)
+    scorer: Optional[_Scorer] = None
     chosen: Optional[Intent] = None
     last_user: List[Optional[str]] = [None]
 
-    def new_scorer(header: Dict[str, object], keywords: List[str]) -> Scorer:
+    def new_scorer(header: Dict[str, object], keywords: List[str]) -> _Scorer:
         given = header.get("current_turn")  # a hint only: checked once the header is read
         hint = given if _is_int(given) and given >= 0 else None  # type: ignore[operator]
-        return Scorer(keywords, params, pages, stub_text, with_index, reserve, hint)  # type: ignore[arg-type]
+        return _Scorer(keywords, params, pages, stub_text, with_index, reserve, hint)  # type: ignore[arg-type]
 
     def on_blocks(header: Dict[str, object]) -> Optional[Callable[[int, List[object]], None]]:
         nonlocal scorer, chosen
@@ -2136,25 +2132,6 @@ def load_and_plan(source, params: Params,
 #     evicted blocks vanish; directives apply per block (the pager owns its units).
 
 
-class _Format(NamedTuple):
-    """One transcript format: how the pager recognises, reads, pairs, writes back and checks it."""
-
-    name: str
-    emits_as: str       # the format its compacted history is written in (the API it was sent to)
-    jsonl: bool         # one JSON object a line (read from the text), else one JSON document
-    detect: Optional[Callable[[Any], bool]]                   # a whole-file JSON value: this format?
-    detect_line: Optional[Callable[[Dict[str, Any]], bool]]   # a JSONL record: a line of this format?
-    read: Callable[[Any], "Conversation"]                     # the document (or text) -> Conversation
-    pair: Optional[Callable[[List["_Msg"], List[str]], None]]  # pair calls with results; repair the rest
-    units: Optional[Callable[[List["_Msg"]], None]]           # units beyond call-and-result
-    write: Callable[["Conversation", Dict[str, Tuple[str, Optional[str]]]], Any]  # apply directives
-    check: Callable[[Any], List[str]]                         # the API's rules: what it would reject
-
-
-# The registry: format name -> _Format, filled by the format sections below, in FORMATS order.
-_FORMATS: Dict[str, _Format] = {}
-
-
 # --- what the formats share: constants, the model of a conversation, ids, units ---
 
 # Text of the user message put where the APIs need one and the pager left none.
@@ -2241,16 +2218,31 @@ class Conversation:
     """A loaded history: pager blocks plus what emit needs to rebuild the same format."""
     fmt: str
     blocks: List[Dict[str, Any]]
+    emit_format: str          # the format emit() writes it back in (its registry entry's emits_as)
     skipped_lines: int = 0
     repairs: List[str] = dataclasses.field(default_factory=list)
     _msgs: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
     _head: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
     _shell: Any = dataclasses.field(default=None, repr=False)
 
-    @property
-    def emit_format(self) -> str:
-        """Return the format emit() writes for this conversation."""
-        return _FORMATS[self.fmt].emits_as
+
+class _Format(NamedTuple):
+    """One transcript format: how the pager recognises, reads, pairs, writes back and checks it."""
+
+    name: str
+    emits_as: str       # the format its compacted history is written in (the API it was sent to)
+    jsonl: bool         # one JSON object a line (read from the text), else one JSON document
+    detect: Optional[Callable[[Any], bool]]                   # a whole-file JSON value: this format?
+    detect_line: Optional[Callable[[Dict[str, Any]], bool]]   # a JSONL record: a line of this format?
+    read: Callable[[Any], Conversation]                     # the document (or text) -> Conversation
+    pair: Optional[Callable[[List[_Msg], List[str]], None]]  # pair calls with results; repair the rest
+    units: Optional[Callable[[List[_Msg]], None]]           # units beyond call-and-result
+    write: Callable[[Conversation, Dict[str, Tuple[str, Optional[str]]]], Any]  # apply directives
+    check: Callable[[Any], List[str]]                         # the API's rules: what it would reject
+
+
+# The registry: format name -> _Format, filled by the format sections below, in FORMATS order.
+_FORMATS: Dict[str, _Format] = {}
 
 
 def _type_name(value: Any) -> str:
@@ -2526,7 +2518,7 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
                            "text": part.text, "tokens": part.tokens, "pinned": False,
                            "protected": "system" if msg.role in SYSTEM_ROLES else None,
                            "unit": part.unit, "stub": part.stub_id is not None})
-    return Conversation(fmt=fmt, blocks=blocks, skipped_lines=skipped, repairs=repairs,
+    return Conversation(fmt=fmt, blocks=blocks, emit_format=spec.emits_as, skipped_lines=skipped, repairs=repairs,
                         _msgs=kept, _head=head, _shell=shell)
 
 
@@ -2746,7 +2738,7 @@ def _load_pager(value: Any) -> Conversation:
                        "tokens": raw.get("tokens"), "pinned": raw.get("pinned", False),
                        "protected": protected, "unit": raw.get("unit"),
                        "stub": raw.get("stub", False)})
-    return Conversation(fmt="pager", blocks=blocks, _shell=value)
+    return Conversation(fmt="pager", blocks=blocks, emit_format="pager", _shell=value)
 
 
 def _emit_pager(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
@@ -3899,7 +3891,7 @@ def validate(fmt_out: str, obj: Any) -> List[str]:
     return spec.check(obj)
 
 
-def is_pager_history(source: HistorySource) -> bool:
+def _is_pager_history(source: _HistorySource) -> bool:
     """Return True if the history is a JSON object with a ``blocks`` field (read only up to it)."""
     try:
         with source.open() as fp:
@@ -3921,27 +3913,27 @@ def is_pager_history(source: HistorySource) -> bool:
     return False
 
 
-class Reading(NamedTuple):
+class _Reading(NamedTuple):
     """What a history turned out to be: its format, how that was known, and how to read it."""
 
     fmt: str
     detected: bool
-    source: HistorySource                   # pager JSON: the file itself, or a transcript converted
+    source: _HistorySource                   # pager JSON: the file itself, or a transcript converted
     conversation: Optional["Conversation"]  # the transcript, for --emit in its own format
 
 
-def open_history(path: str, fmt: str) -> Reading:
+def _open_history(path: str, fmt: str) -> _Reading:
     """Return the Reading of the history at ``path`` in format ``fmt`` ('auto' detects it)."""
-    source = HistorySource(path)
-    if fmt == "pager" or (fmt == "auto" and is_pager_history(source)):
-        return Reading("pager", fmt == "auto", source, None)
+    source = _HistorySource(path)
+    if fmt == "pager" or (fmt == "auto" and _is_pager_history(source)):
+        return _Reading("pager", fmt == "auto", source, None)
     text = source.read_text()
     detected = fmt == "auto"
     try:
         if detected:
             fmt = detect_format(text)
         if fmt == "pager":
-            return Reading("pager", detected, source, None)
+            return _Reading("pager", detected, source, None)
         conv = load(text, fmt)
     except PagerError as exc:
         raise PagerError(f"{source.name}: {exc}") from None
@@ -3951,7 +3943,7 @@ def open_history(path: str, fmt: str) -> Reading:
             del block["tokens"]
         blocks.append(block)
     converted = json.dumps({"blocks": blocks}, ensure_ascii=False)
-    return Reading(fmt, detected, HistorySource.from_text(source.name, converted), conv)
+    return _Reading(fmt, detected, _HistorySource.from_text(source.name, converted), conv)
 
 
 # ===== Page store =====
@@ -3972,13 +3964,13 @@ CREATE TABLE IF NOT EXISTS pages (
 """
 
 
-def default_store_path(contract: str) -> str:
+def _default_store_path(contract: str) -> str:
     """Return the page store's default path: beside the contract, ``C.limn`` -> ``C.pages.sqlite3``."""
     base = contract[:-5] if contract.endswith(".limn") else contract
     return base + STORE_SUFFIX
 
 
-def text_sha256(text: str) -> str:
+def _text_sha256(text: str) -> str:
     """Return the hex SHA-256 of ``text`` encoded as UTF-8."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -4024,7 +4016,7 @@ class PageStore:
         if row is None:
             return None
         page = StoredPage(row[0], row[1], row[2], row[3], row[4], tuple(json.loads(row[5])), *row[6:])
-        return with_summary(page, self.stub_words)
+        return _with_summary(page, self.stub_words)
 
     def shas(self) -> Dict[str, str]:
         """Return block id -> SHA-256 of every stored page."""
@@ -4068,9 +4060,9 @@ class PageStore:
         self._db.close()
 
 
-def verified_text(page: StoredPage, store: str) -> str:
+def _verified_text(page: StoredPage, store: str) -> str:
     """Return ``page``'s text after checking it against its stored SHA-256."""
-    if text_sha256(page.text) != page.sha256:
+    if _text_sha256(page.text) != page.sha256:
         raise PagerError(f"{store}: the text of {_show(page.block)} fails its SHA-256 check (the store was altered)")
     return page.text
 
@@ -4164,7 +4156,7 @@ def _fsync_dir(path: str) -> None:
         os.close(dir_fd)
 
 
-class LockedContract:
+class _LockedContract:
     """The contract held under an exclusive lock for one append.
 
     Entering creates the file if missing, locks it (``flock``, where the
@@ -4181,7 +4173,7 @@ class LockedContract:
         self._appended = False
         self._size = 0
 
-    def __enter__(self) -> "LockedContract":
+    def __enter__(self) -> "_LockedContract":
         if os.path.isdir(self.path):
             raise PagerError(f"{self.path}: is a directory, not a contract file")
         existed = os.path.exists(self.path)
@@ -4200,7 +4192,7 @@ class LockedContract:
             raise
         return self
 
-    def append(self, payload: Payload) -> None:
+    def append(self, payload: _Payload) -> None:
         """Append ``payload``'s pieces (one ``writev`` for up to _IOV_MAX of them), then fsync."""
         _append_pieces(self._fd, payload.pieces, self._size, self.path)
         os.fsync(self._fd)
@@ -4224,13 +4216,13 @@ class LockedContract:
             os.close(self._fd)  # closing releases the lock
 
 
-def append_to_contract(path: str, render: Callable[[ContractState], Payload]) -> Tuple[ContractState, Payload]:
+def _append_to_contract(path: str, render: Callable[[ContractState], _Payload]) -> Tuple[ContractState, _Payload]:
     """Lock the contract, render the payload from its current state, and append it atomically.
 
     On any failure the file is left byte-identical (or absent, if it was absent).
     Returns the state the payload was rendered against, and the payload.
     """
-    with LockedContract(path) as contract:
+    with _LockedContract(path) as contract:
         payload = render(contract.state)
         contract.append(payload)
     return contract.state, payload
@@ -4239,7 +4231,7 @@ def append_to_contract(path: str, render: Callable[[ContractState], Payload]) ->
 # ===== Recording a pass: pages, compacted history, contract =====
 
 
-def normalize_now(text: Optional[str]) -> str:
+def _normalize_now(text: Optional[str]) -> str:
     """Return the pass timestamp: ``text`` parsed as ISO-8601 in UTC, or the clock's time."""
     if text is None:
         moment = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
@@ -4257,7 +4249,7 @@ def normalize_now(text: Optional[str]) -> str:
     return moment.isoformat()
 
 
-def final_directives(state: ContractState, plan: PassPlan) -> Dict[str, str]:
+def _final_directives(state: ContractState, plan: PassPlan) -> Dict[str, str]:
     """Return every known block's directive once this pass is recorded."""
     final = dict(state.directives)
     final.update(zip(_column(plan.decisions, "block"), _column(plan.decisions, "action")))
@@ -4271,7 +4263,7 @@ _RECORD = ('{"block": %s, "kind": %s, "role": %s, "turn": %d, "tokens": %d, "mat
            '"similarity": %.6f, "own": %.6f, "neighbour": %.6f, "recency": %.6f, "delta_t": %d, "R": %.6f, "action": "%s", "reason": %s, "stub": %s}')
 
 
-def record_line(d: Decision) -> str:
+def _record_line(d: Decision) -> str:
     """Return ``d``'s JSON record as one line; ``json.loads`` of it equals ``d.to_dict()``.
 
     Formatted by hand because a pass writes one per block and json.dumps of a
@@ -4300,7 +4292,7 @@ class _Materializer:
         self.stored = 0
         self.first = True
 
-    def run(self, source: HistorySource) -> None:
+    def run(self, source: _HistorySource) -> None:
         """Store new pages' text, and write every surviving block if emitting."""
         if self.emit is None:
             self._store_pages(source)
@@ -4320,7 +4312,7 @@ class _Materializer:
             self._write(self._emitted(d, raw, page))
         self.flush()
 
-    def _raws(self, source: HistorySource, wanted: List[int]) -> Dict[int, Dict[str, object]]:
+    def _raws(self, source: _HistorySource, wanted: List[int]) -> Dict[int, Dict[str, object]]:
         """Return decision index -> block object, for the wanted decisions, read again from the history."""
         decisions = self.plan.decisions
         items = _decision_items(len(decisions), source.skipped) if source.skipped else None
@@ -4331,7 +4323,7 @@ class _Materializer:
             raws[k] = raw  # type: ignore[assignment]
         return raws
 
-    def _store_pages(self, source: HistorySource) -> None:
+    def _store_pages(self, source: _HistorySource) -> None:
         """Store every new page's text: from what the first read kept, else read again."""
         decisions = self.plan.decisions
         block, turn, role, kind, tokens, matched, action, stub = (_column(decisions, name) for name in (
@@ -4376,7 +4368,7 @@ class _Materializer:
             return self.store.get(d.block) if self.store is not None else None
         if d.action != "page":
             return None
-        sha = text_sha256(text)  # type: ignore[arg-type]
+        sha = _text_sha256(text)  # type: ignore[arg-type]
         if self.known.get(d.block) == sha and self.store is not None:
             return self.store.get(d.block) if self.emit is not None else None
         # The summary is left to whoever reads the page (index, stubs): most pages are never shown.
@@ -4398,14 +4390,14 @@ class _Materializer:
             if not d.stub:
                 return raw  # type: ignore[return-value]
             restored = {k: v for k, v in raw.items() if k != "stub"}  # type: ignore[union-attr]
-            restored["text"] = verified_text(page, self.store.path)  # type: ignore[arg-type,union-attr]
+            restored["text"] = _verified_text(page, self.store.path)  # type: ignore[arg-type,union-attr]
             if page.tokens != estimate_tokens(page.text):  # type: ignore[union-attr]
                 restored["tokens"] = page.tokens  # type: ignore[union-attr]
             return restored
         stub: Dict[str, object] = {"id": d.block, "turn": d.turn, "role": d.role}
         if d.kind is not None:
             stub["kind"] = d.kind
-        stub["text"] = make_stub(with_summary(page, self.stub_words), self.hint(d.block))  # type: ignore[arg-type]
+        stub["text"] = make_stub(_with_summary(page, self.stub_words), self.hint(d.block))  # type: ignore[arg-type]
         stub["stub"] = True
         return stub
 
@@ -4432,7 +4424,7 @@ def _index_reserve(args: argparse.Namespace, store: Optional[PageStore], seen: C
     """
     if not args.with_index:
         return 0
-    header = _index_header(10 ** 6, recall_hint("ID", args.contract, args.store))
+    header = _index_header(10 ** 6, _recall_hint("ID", args.contract, args.store))
     earlier = [b for b, a in contract_state(args.contract).directives.items() if a == "page" and b not in seen]
     pages = [p for p in (store.get(b) for b in earlier) if p is not None] if store is not None else []
     return estimate_tokens(header) + sum(estimate_tokens(line) + 1 for line in index_lines(pages))
@@ -4481,14 +4473,14 @@ def _transcript_directives(plan: PassPlan, store: Optional[PageStore],
                 raise PagerError(f"no stored text for paged block {_show(d.block)}")
             out[d.block] = ("page", make_stub(page, hint(d.block)))
         elif d.action == "retain" and d.stub:
-            out[d.block] = ("retain", verified_text(page, store.path))  # type: ignore[arg-type,union-attr]
+            out[d.block] = ("retain", _verified_text(page, store.path))  # type: ignore[arg-type,union-attr]
         else:
             out[d.block] = (d.action, None)
     return out
 
 
-def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, store: Optional[PageStore],
-                 store_path: str, now: str, render: Callable[[ContractState], Payload]):
+def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: _Reading, store: Optional[PageStore],
+                 store_path: str, now: str, render: Callable[[ContractState], _Payload]):
     """Store new pages, append the contract, write the compacted history: in that order, under the lock.
 
     The store commits before the contract append, so a block the contract lists as
@@ -4497,7 +4489,7 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, sto
     next pass removes).
     """
     blocks_file = None
-    with LockedContract(args.contract) as locked:
+    with _LockedContract(args.contract) as locked:
         state = locked.state
         needs_text = any(a == "page" and not stub for a, stub in zip(_column(plan.decisions, "action"),
                                                                      _column(plan.decisions, "stub")))
@@ -4509,7 +4501,7 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, sto
             with _file_beside(args.emit) as out:
                 if store is not None:
                     store.begin()
-                hint = lambda block: recall_hint(block, args.contract, args.store)  # noqa: E731
+                hint = lambda block: _recall_hint(block, args.contract, args.store)  # noqa: E731
                 transcript = reading.conversation
                 if needs_text or out is not None:
                     if out is not None and transcript is None:
@@ -4519,7 +4511,7 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, sto
                     stored = work.stored
                 if plan.texts is not None:
                     plan.texts.clear()  # stored: let the memory go before the contract is rendered
-                final = final_directives(state, plan)
+                final = _final_directives(state, plan)
                 if out is not None and transcript is not None:
                     compacted = emit(transcript, _transcript_directives(plan, store, hint))
                     problems = validate(transcript.emit_format, compacted)
@@ -4531,7 +4523,7 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: Reading, sto
                     index = None
                     if args.with_index:
                         index = _index_block(_paged_pages(final, store, store_path),
-                                             recall_hint("ID", args.contract, args.store))
+                                             _recall_hint("ID", args.contract, args.store))
                     _write_pager_history(out, plan.header, blocks_file, index)  # type: ignore[arg-type]
                 payload = render(state)
                 if store is not None:
@@ -4601,7 +4593,7 @@ def _count_flag(flag: str, least: int = 1) -> Callable[[str], int]:
     return parse
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _build_parser() -> argparse.ArgumentParser:
     """Return the command-line parser of a paging pass."""
     parser = _Parser(prog="pager.py", description=__doc__.split("\n\n")[0],
                      epilog=HELP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -4651,7 +4643,7 @@ def _store_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def build_recall_parser() -> argparse.ArgumentParser:
+def _build_recall_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py recall``."""
     parser = _Parser(prog="pager.py recall", description="Print paged blocks' exact original text "
                      "(checked against its SHA-256) and record the page-in in the contract.")
@@ -4661,7 +4653,7 @@ def build_recall_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def build_index_parser() -> argparse.ArgumentParser:
+def _build_index_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py index``."""
     parser = _Parser(prog="pager.py index", description="List every paged block, one line each.")
     _store_flags(parser)
@@ -4685,24 +4677,24 @@ def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
     return None
 
 
-def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
+def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     """Run one paging pass as the flags say; return the exit code."""
     params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
                     args.budget, args.stub_words, args.keep_recent).validate()
-    now = normalize_now(args.now)
+    now = _normalize_now(args.now)
     if args.with_index and not args.emit:
         raise PagerError("--with-index needs --emit")
     given = _flag_intent(args)
-    reading = open_history(args.history, args.format)
+    reading = _open_history(args.history, args.format)
     if args.with_index and reading.conversation is not None:
         raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
                          "'pager.py index'")
     source = reading.source
-    store_path = args.store or default_store_path(args.contract)
+    store_path = args.store or _default_store_path(args.contract)
     store = PageStore.open(store_path, create=False, stub_words=params.stub_words)
     try:
-        plan = load_and_plan(source, params, store.get if store is not None else None,
-                             lambda page: make_stub(page, recall_hint(page.block, args.contract, args.store)),
+        plan = _load_and_plan(source, params, store.get if store is not None else None,
+                             lambda page: make_stub(page, _recall_hint(page.block, args.contract, args.store)),
                              args.with_index, lambda seen: _index_reserve(args, store, seen), given)
         # The store's path is recorded when it was chosen, so recall and index find it; the
         # default is derived from the contract's path and is left out to keep contracts portable.
@@ -4713,8 +4705,8 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
         if params.keep_recent is not None:
             settings["pager-keep-recent"] = params.keep_recent
 
-        def render(state: ContractState) -> Payload:
-            return encode_batches(state, statement_batches(plan, state, now, settings))
+        def render(state: ContractState) -> _Payload:
+            return _encode_batches(state, _statement_batches(plan, state, now, settings))
 
         if args.dry_run:
             state = contract_state(args.contract)
@@ -4726,9 +4718,9 @@ def run_pass(args: argparse.Namespace, stdout, stderr) -> int:
         if store is not None:
             store.close()
     lead = 1 if state.needs_newline else 0  # the line end owed to an unterminated last line
-    changes = count_changes(plan, state)
+    changes = _count_changes(plan, state)
     for decision in plan.decisions:
-        stderr.write(record_line(decision) + "\n")
+        stderr.write(_record_line(decision) + "\n")
     counts = plan.counts()
     if args.dry_run:
         stdout.write(payload.tobytes()[lead:].decode("utf-8"))
@@ -4782,18 +4774,18 @@ def _recorded_stub_words(state: ContractState) -> int:
 
 def _resolve_store(args: argparse.Namespace, state: ContractState) -> str:
     recorded = state.values.get("pager-store")
-    return args.store or (recorded if isinstance(recorded, str) else default_store_path(args.contract))
+    return args.store or (recorded if isinstance(recorded, str) else _default_store_path(args.contract))
 
 
-def run_recall(args: argparse.Namespace, stdout, stderr) -> int:
+def _run_recall(args: argparse.Namespace, stdout, stderr) -> int:
     """Print paged blocks' original text and record the page-in; return the exit code."""
-    now = normalize_now(args.now)
+    now = _normalize_now(args.now)
     ids = list(dict.fromkeys(args.ids))
     for i, block in enumerate(ids):
-        check_quotable(block, f"recall id {_show(block)}")
+        _check_quotable(block, f"recall id {_show(block)}")
     if not os.path.exists(args.contract):
         raise PagerError(f"{args.contract}: no such contract")
-    with LockedContract(args.contract) as locked:
+    with _LockedContract(args.contract) as locked:
         state = locked.state
         for block in ids:
             action = state.directives.get(block)
@@ -4806,16 +4798,16 @@ def run_recall(args: argparse.Namespace, stdout, stderr) -> int:
             raise PagerError(f"{store_path}: the page store does not exist")
         try:
             pages = _paged_pages({block: "page" for block in ids}, store, store_path)
-            texts = [verified_text(page, store_path) for page in pages]
+            texts = [_verified_text(page, store_path) for page in pages]
         finally:
             store.close()
         statements = []
         for block in ids:
-            statements.append(statement_remove(block, "page", "recalled"))
-            statements.append(statement_add(block, "retain", "recalled"))
-        statements.append(statement_value("last-recall", now))
-        check_statements(statements)
-        locked.append(encode_batches(state, [statements]))
+            statements.append(_statement_remove(block, "page", "recalled"))
+            statements.append(_statement_add(block, "retain", "recalled"))
+        statements.append(_statement_value("last-recall", now))
+        _check_statements(statements)
+        locked.append(_encode_batches(state, [statements]))
     if args.json:
         stdout.write(json.dumps({"contract": args.contract, "store": store_path, "recalled": [
             {"block": p.block, "turn": p.turn, "role": p.role, "tokens": p.tokens, "sha256": p.sha256,
@@ -4827,7 +4819,7 @@ def run_recall(args: argparse.Namespace, stdout, stderr) -> int:
     return EXIT_OK
 
 
-def run_index(args: argparse.Namespace, stdout, stderr) -> int:
+def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
     """Print the page index of a contract; return the exit code."""
     if not os.path.exists(args.contract):
         raise PagerError(f"{args.contract}: no such contract")
@@ -4842,17 +4834,17 @@ def run_index(args: argparse.Namespace, stdout, stderr) -> int:
     if args.json:
         stdout.write(json.dumps({"contract": args.contract, "store": store_path, "paged": [
             {"block": p.block, "turn": p.turn, "role": p.role, "tokens": p.tokens, "summary": p.summary,
-             "recall": recall_hint(p.block, args.contract, args.store)} for p in pages]},
+             "recall": _recall_hint(p.block, args.contract, args.store)} for p in pages]},
             ensure_ascii=False) + "\n")
     else:
         stdout.write(f"Paged blocks: {len(pages)} (recall one with: "
-                     f"{recall_hint('ID', args.contract, args.store)})\n")
+                     f"{_recall_hint('ID', args.contract, args.store)})\n")
         for line in index_lines(pages):
             stdout.write(line + "\n")
     return EXIT_OK
 
 
-COMMANDS = {"recall": (build_recall_parser, run_recall), "index": (build_index_parser, run_index)}
+COMMANDS = {"recall": (_build_recall_parser, _run_recall), "index": (_build_index_parser, _run_index)}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -4863,7 +4855,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if argv and argv[0] in COMMANDS:
             build, run = COMMANDS[argv[0]]
             return run(build().parse_args(argv[1:]), stdout, stderr)
-        return run_pass(build_parser().parse_args(argv), stdout, stderr)
+        return _run_pass(_build_parser().parse_args(argv), stdout, stderr)
     except PagerError as exc:
         stderr.write(f"pager: error: {exc}\n")
         return EXIT_INPUT

@@ -42,7 +42,7 @@ def test_tokens_field_wins_over_the_estimate(pager):
     ("class", "class"), ("bus", "bus"), ("agreed", "agreed"), ("api", "api"), ("v2_cache", "v2_cache"),
 ])
 def test_stem(pager, word, expected):
-    assert pager.stem(word) == expected
+    assert pager._stem(word) == expected
 
 
 _WORDS = ["retain", "retained", "retaining", "family", "families", "score", "scores", "re-score",
@@ -55,9 +55,9 @@ _WORDS = ["retain", "retained", "retaining", "family", "families", "score", "sco
 def test_block_hits_equals_tokenizing_and_stemming(parts, keywords):
     import pager
     text = "".join(parts).lower()
-    stems = pager.keyword_stems(keywords)
-    expected = {pager.stem(t) for t in pager.tokenize(text)}
-    assert pager.block_hits(text, stems) == tuple(s for s in stems if s in expected)
+    stems = pager._keyword_stems(keywords)
+    expected = {pager._stem(t) for t in pager.tokenize(text)}
+    assert pager._block_hits(text, stems) == tuple(s for s in stems if s in expected)
 
 
 # --- the weighted similarity ---

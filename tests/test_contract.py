@@ -100,9 +100,9 @@ def test_golden_contract_replays_in_liminate(case):
 def _pass(pager, tmp_path, history, contract, now=NOW, params=None):
     path = tmp_path / "h.json"
     path.write_text(json.dumps(history))
-    plan = pager.load_and_plan(str(path), params or pager.Params())
-    pager.append_to_contract(str(contract), lambda s: pager.encode_batches(
-        s, pager.statement_batches(plan, s, now)))
+    plan = pager._load_and_plan(str(path), params or pager.Params())
+    pager._append_to_contract(str(contract), lambda s: pager._encode_batches(
+        s, pager._statement_batches(plan, s, now)))
     return plan
 
 
@@ -310,8 +310,8 @@ def test_failed_write_truncates_back(pager, tmp_path, monkeypatch):
     monkeypatch.setattr(pager.os, "writev", flaky_writev)
     plan = pager.plan_pass(json.loads(ASSET.read_text()))
     with pytest.raises(pager.PagerError, match="write failed .No space left on device.; contract left as it was"):
-        pager.append_to_contract(str(contract), lambda s: pager.encode_batches(
-            s, pager.statement_batches(plan, s, NOW)))
+        pager._append_to_contract(str(contract), lambda s: pager._encode_batches(
+            s, pager._statement_batches(plan, s, NOW)))
     assert contract.read_bytes() == before
 
 
@@ -322,5 +322,5 @@ def test_error_while_rendering_leaves_no_new_file(pager, tmp_path):
         raise pager.PagerError("boom")
 
     with pytest.raises(pager.PagerError, match="boom"):
-        pager.append_to_contract(str(contract), render)
+        pager._append_to_contract(str(contract), render)
     assert not contract.exists()

@@ -187,4 +187,4 @@ def test_record_line_is_the_json_of_to_dict(pager):
         {"id": "блок \\ 1", "turn": 1, "role": "user", "text": "pager", "kind": "active"},
         {"id": "b2", "turn": 4, "role": "tool", "text": "x"}], intent=["pager", "score", "retention"]))
     for d in plan.decisions:
-        assert json.loads(pager.record_line(d)) == d.to_dict()
+        assert json.loads(pager._record_line(d)) == d.to_dict()

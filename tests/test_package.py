@@ -141,6 +141,53 @@ def test_readme_python_example_runs():
     assert runner.failures == 0 and runner.tries >= 5
 
 
+def test_readme_api_table_is_exactly_the_public_api(pager):
+    """The README's Python API table names every name in __all__, and nothing else; each has a docstring."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(r"^\| `(\w+)", section, re.M)
+    assert sorted(documented) == sorted(pager.__all__)
+    assert len(set(pager.__all__)) == len(pager.__all__)
+    for name in pager.__all__:
+        value = getattr(pager, name)
+        if callable(value):
+            assert (value.__doc__ or "").strip(), name
+
+
+def test_the_engine_reads_top_to_bottom():
+    """No top-level definition names another one defined further down (string annotations included)."""
+    import ast
+    tree = ast.parse((ROOT / "scripts" / "pager.py").read_text(encoding="utf-8"))
+    first = {}  # top-level name -> the line that first binds it
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound = [node.name]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        else:
+            bound = [(a.asname or a.name).split(".")[0] for sub in ast.walk(node)
+                     if isinstance(sub, (ast.Import, ast.ImportFrom)) for a in sub.names]
+        for name in bound:
+            first.setdefault(name, node.lineno)
+    def annotations(node):
+        for sub in ast.walk(node):
+            if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.returns is not None:
+                yield sub.returns
+            if isinstance(sub, (ast.arg, ast.AnnAssign)) and sub.annotation is not None:
+                yield sub.annotation
+
+    later = []
+    for node in tree.body:
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        for annotation in annotations(node):  # a quoted annotation such as "Decision" counts too
+            for quoted in ast.walk(annotation):
+                if isinstance(quoted, ast.Constant) and isinstance(quoted.value, str):
+                    used |= {n.id for n in ast.walk(ast.parse(quoted.value, mode="eval")) if isinstance(n, ast.Name)}
+        later += [(node.lineno, name) for name in used if first.get(name, 0) > node.lineno]
+    assert later == []
+
+
 def _console_sessions():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     for block in re.findall(r"```console\n(.*?)```", text, re.S):

@@ -41,7 +41,7 @@ def test_the_scorer_accepts_exactly_the_blocks_the_block_rule_accepts(raw):
     pass, and a refused block gets _block_problem's message."""
     import pager
     problem = pager._block_problem(0, raw)
-    scorer = pager.Scorer(["pager"], pager.Params())
+    scorer = pager._Scorer(["pager"], pager.Params())
     if isinstance(raw, dict) and raw.get("stub") is True and problem is None:
         return  # a valid stub needs a page store: not this rule's business
     if problem is None:
@@ -100,26 +100,26 @@ def test_decision_table_is_a_sequence_of_decisions(pager):
         {"id": f"b{i}", "turn": i, "role": "user", "text": "pager" if i % 2 else "noise"} for i in range(5)]})
     table = plan.decisions
     rows = list(table)
-    assert isinstance(table, pager.DecisionTable) and len(table) == 5
+    assert isinstance(table, pager._DecisionTable) and len(table) == 5
     assert all(isinstance(d, pager.Decision) for d in rows)
     assert table[1] == rows[1] and table[-1] == rows[-1] and table[1:3] == rows[1:3]
-    assert table == rows and rows == table and table == pager.DecisionTable.of(rows)
+    assert table == rows and rows == table and table == pager._DecisionTable.of(rows)
     table[0] = rows[0]._replace(action="page", reason="budget-paged")
     assert table[0].action == "page" and table.action[0] == "page" and table != rows
-    assert pager.DecisionTable.of([]) == []
+    assert pager._DecisionTable.of([]) == []
 
 
 def test_checking_a_list_of_statements_is_checking_each(pager):
     good = ['add "b1" to paged-blocks because "R=0.4"', "remember a number called pager-alpha with 0.7",
             'remember a value called last-pager-pass with "2026-05-17T03:08:12+00:00"']
-    pager.check_statements(good)  # the number form has no fixed segments: checked alone, and passes
+    pager._check_statements(good)  # the number form has no fixed segments: checked alone, and passes
     for bad in ['add "b1" to paged-blocks because ""', 'add "b\u2028" to paged-blocks because "x"',
                 'add "b1\nadd" to paged-blocks because "x"', 'add "b1" to lost-blocks because "x"',
                 'add "b1" to paged-blocks because "x\r"', "remember a number called pager-alpha with 1e3"]:
         with pytest.raises(pager.PagerError) as single:
             pager.check_statement(bad)
         with pytest.raises(pager.PagerError) as batch:
-            pager.check_statements(good + [bad])
+            pager._check_statements(good + [bad])
         assert str(batch.value) == str(single.value)
 
 
@@ -129,7 +129,7 @@ def test_records_are_the_json_of_each_decision(pager):
                "text": "pager retention" if i % 2 else "noise " * i} for i in range(40)]
     plan = pager.plan_pass({"intent_ir": ["pager", "retention"], "blocks": [dict(b, id=f"b{i}") for i, b in
                                                                           enumerate(blocks)]})
-    lines = [pager.record_line(d) for d in plan.decisions]
+    lines = [pager._record_line(d) for d in plan.decisions]
     assert all("\n" not in line for line in lines)
     assert [json.loads(line) for line in lines] == [d.to_dict() for d in plan.decisions]
 
@@ -156,7 +156,7 @@ def test_pages_come_from_the_kept_texts_or_from_a_second_read_alike(tmp_path, mo
         return db.execute("SELECT block, turn, role, tokens, keywords, sha256, text FROM pages ORDER BY block").fetchall()
 
     assert cli("--history", history, "--contract", tmp_path / "kept.limn", "--now", "2026-01-01T00:00:00Z").code == 0
-    monkeypatch.setattr(pager.Scorer, "_keep_text", lambda self, *a: None)  # as if nothing had been kept
+    monkeypatch.setattr(pager._Scorer, "_keep_text", lambda self, *a: None)  # as if nothing had been kept
     assert cli("--history", history, "--contract", tmp_path / "reread.limn", "--now", "2026-01-01T00:00:00Z").code == 0
     assert rows("kept") and rows("kept") == rows("reread")
     assert (tmp_path / "kept.limn").read_text() == (tmp_path / "reread.limn").read_text()
@@ -185,7 +185,7 @@ def test_column_scores_follow_the_formula_block_by_block(blocks, weights, simila
     import pager
     params = pager.Params(alpha=weights[0], beta=weights[1], similarity=similarity, retain_cut=1.0, evict_cut=0.0)
     plan = pager.plan_pass({"intent_ir": ["pager", "score", "family"], "blocks": blocks}, params)
-    scorer = pager.Scorer(["pager", "score", "family"], params)
+    scorer = pager._Scorer(["pager", "score", "family"], params)
     for block in blocks:
         scorer.add(0, dict(block, id=block["id"]))
     n = len(blocks)
@@ -234,7 +234,7 @@ def test_the_batch_check_accepts_exactly_what_check_statement_accepts(statements
             errors.append(str(exc))
     if errors:
         with pytest.raises(pager.PagerError) as batch:
-            pager.check_statements(statements)
+            pager._check_statements(statements)
         assert str(batch.value) == errors[0]
     else:
-        pager.check_statements(statements)
+        pager._check_statements(statements)

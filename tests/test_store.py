@@ -55,7 +55,7 @@ def test_paged_blocks_go_to_an_owner_only_store_beside_the_contract(cli, pager, 
     page = pager.PageStore.open(str(store), create=False).get("block-0x05")
     original = next(b for b in json.loads(ASSET.read_text())["blocks"] if b["id"] == "block-0x05")
     assert page.text == original["text"] and page.turn == 7 and page.role == "user"
-    assert page.sha256 == pager.text_sha256(original["text"])
+    assert page.sha256 == pager._text_sha256(original["text"])
     assert page.keywords == ("retent", "contract") and page.paged_at == NOW  # matched stems
     assert page.tokens == pager.estimate_tokens(original["text"])
     _agree(pager, contract, store)
@@ -101,7 +101,7 @@ def test_evict_deletes_a_paged_block_from_the_store_bytes(cli, pager, tmp_path):
 def test_stub_shape_and_word_cap(pager):
     page = pager.StoredPage("block-0x04", 8, "assistant", None, 19, (), "", NOW,
                             pager.stub_summary("word " * 100, [], 40), "")
-    stub = pager.make_stub(page, pager.recall_hint("block-0x04", "C.limn", None))
+    stub = pager.make_stub(page, pager._recall_hint("block-0x04", "C.limn", None))
     assert stub.startswith("[paged block-0x04 | turn 8 | assistant | 19 tokens] word word")
     assert stub.endswith("word... (recall: python3 scripts/pager.py recall block-0x04 --contract C.limn)")
     assert page.summary.count("word") == 40
@@ -114,7 +114,7 @@ def test_stub_prefers_the_best_matching_sentence(pager):
 
 
 def test_recall_hint_quotes_awkward_ids(pager):
-    assert pager.recall_hint("it's a b", "my c.limn", None) == \
+    assert pager._recall_hint("it's a b", "my c.limn", None) == \
         "python3 scripts/pager.py recall 'it'\\''s a b' --contract 'my c.limn'"
 
 
@@ -326,7 +326,7 @@ sys.path.insert(0, {scripts!r})
 import pager
 def crash(self, payload):
     os._exit(9)  # killed after the store commit, before the contract append
-pager.LockedContract.append = crash
+pager._LockedContract.append = crash
 sys.exit(pager.main(sys.argv[1:]))
 """
 
