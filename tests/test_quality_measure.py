@@ -23,6 +23,13 @@ def session(*pairs):
             for i, (role, text) in enumerate(pairs)]
 
 
+def _history_file(bq, blocks, folder):
+    """Write blocks as the pager's own history JSON in folder; return the path."""
+    path = folder / "history.json"
+    path.write_text(json.dumps(bq.pager_history(blocks)))
+    return path
+
+
 FILLER = "looks fine so far"  # no distinctive token: short words only
 
 
@@ -141,6 +148,20 @@ def test_pager_policy_reads_retain_records_and_stays_in_budget(bq, tmp_path):
     assert not over and kept and kept != everything
     assert sum(bq.block_cost(blocks[i]["text"]) for i in kept) <= 40
     assert 21 in kept  # the current turn (the last user message) always stays
+    # extra flags reach the pass: keeping the last 22 blocks protects them all, over the budget
+    assert bq.pager_kept(blocks, 40, ["--keep-recent", "22"], tmp_path) == (everything, True)
+
+
+def test_pager_policy_does_not_count_a_paged_block_as_kept(bq, tmp_path):
+    blocks = coding_session()[:22]
+    blocks[10] = dict(blocks[10], text="customer_ledger rows:\n" + "row data\n" * 200)  # 456 tokens
+    # 300 tokens: the rest fits verbatim, block 10 only as a stub (--evict-cut 0: nothing is evicted)
+    summary, actions = bq.run_pager(_history_file(bq, blocks, tmp_path), tmp_path / "c.limn", 300,
+                                    ["--evict-cut", "0"])
+    assert actions["b10"] == "page" and summary["page"] == 1
+    kept, over = bq.pager_kept(blocks, 300, ["--evict-cut", "0"], tmp_path)
+    assert kept == set(range(22)) - {10} and not over
+
 
 
 def test_common_prefix_and_cache_figures(bq):
