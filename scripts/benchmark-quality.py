@@ -220,6 +220,7 @@ PLAIN_WORD_MIN = 7          # a word of letters only counts from this many lette
 MASK_KEEP_OBSERVATIONS = 5  # masking keeps this many latest tool results (SWE-agent's example n)
 FIXED_NOW = "2026-01-01T00:00:00+00:00"  # --now of every recall pass: same input, same bytes
 TOOL_ROLE = "tool"
+SYSTEM_ROLES = ("system", "developer")  # instructions: every policy keeps them
 _JSON_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|[nrtbf"\\/])')  # escapes inside tool-call arguments
 _COMPOUND = re.compile(r"[A-Za-z0-9_]+(?:[./:\-][A-Za-z0-9_]+)*")
 _SEGMENT_BREAK = re.compile(r"[/:]")   # path segments and file:line
@@ -344,7 +345,7 @@ def _system_first(blocks, budget):
     """Return (indices of the system blocks that fit, tokens left) for the baseline policies."""
     kept, left = set(), budget
     for i, block in enumerate(blocks):
-        if block["role"] in pager.SYSTEM_ROLES and block_cost(block["text"]) <= left:
+        if block["role"] in SYSTEM_ROLES and block_cost(block["text"]) <= left:
             kept.add(i)
             left -= block_cost(block["text"])
     return kept, left
@@ -434,7 +435,11 @@ def read_session(path):
     """Return the pager blocks of one transcript file, or raise pager.PagerError."""
     text = Path(path).read_text(encoding="utf-8")
     if Path(path).suffix == ".traj":
-        text, fmt = json.dumps(sweagent_messages(pager._parse_json(text, str(path)), path)), "openai"
+        try:
+            trajectory = json.loads(text)
+        except ValueError as exc:
+            raise pager.PagerError(f"invalid JSON ({exc})") from None
+        text, fmt = json.dumps(sweagent_messages(trajectory, path)), "openai"
     else:
         fmt = pager.detect_format(text)
     return pager.conversation_blocks(pager.load(text, fmt))
@@ -448,7 +453,7 @@ def sweagent_messages(trajectory, path):
     """
     history = trajectory.get("history") if isinstance(trajectory, dict) else None
     if not isinstance(history, list):
-        raise pager.PagerError(f"{path}: a .traj file needs a history list")
+        raise pager.PagerError("a .traj file needs a history list")
     messages = []
     for message in history:
         message = dict(message)

@@ -196,10 +196,12 @@ def test_coding_cli_reads_a_folder_and_skips_short_files(bq, tmp_path, capsys):
     (folder / "long.json").write_text(json.dumps({"blocks": coding_session()}))
     (folder / "short.json").write_text(json.dumps({"blocks": coding_session()[:5]}))
     (folder / "bad.json").write_text("{not json")
+    (folder / "empty.traj").write_text("[]")
     out = tmp_path / "coding.json"
     assert bq.main(["--coding", str(folder), "--json", str(out), "--variant", "plain=--similarity plain"]) == 0
     printed = capsys.readouterr().out
     assert "skipped short.json: 5 blocks" in printed and "skipped bad.json: not read" in printed
+    assert "skipped empty.traj: not read: a .traj file needs a history list" in printed
     figures = json.loads(out.read_text())
     assert figures["policies"] == ["window", "masking", "pager", "plain", "upper"]
     assert figures["cuts"] == 1 and figures["needed"] == 4
