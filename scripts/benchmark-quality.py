@@ -21,13 +21,69 @@ Example:
 LoCoMo (ACL 2024, "Evaluating Very Long-Term Conversational Memory of LLM Agents") is
 published by snap-research in its GitHub repository `locomo` (data/locomo10.json); the
 project does not ship it. Any folder of its per-conversation JSON files works here.
+
+Coding sessions (--coding DIR): future-reference recall and cache stability
+-------------------------------------------------------------------------------
+DIR is searched recursively for agent transcripts the pager reads (Claude Code and Codex
+JSONL, chat/Responses JSON, SWE-agent ``.traj`` files, whose ``history`` is read as OpenAI
+chat). A session is the pager's own block list, ``pager.conversation_blocks(pager.load(...))``;
+files the pager can't read, and files under MIN_SESSION_BLOCKS blocks (single recorded API
+requests), are listed as skipped. Every block costs ceil(characters / 4) tokens, for every
+policy: the pager gets that figure as each block's ``tokens``.
+
+  step        a maximal run of consecutive assistant blocks (text, thinking, tool calls).
+  cut point   the first block of each step that starts at block index WARMUP_BLOCKS or later;
+              the history is every block before it. All cut points are measured unless
+              --max-cuts N is given: then N per session, evenly spaced, always the same ones.
+  distinctive token  see ``distinctive_tokens``: paths, identifiers, error names, numbers of
+              4+ digits, and plain words of PLAIN_WORD_MIN+ letters; lowercased.
+  needed      the earlier blocks that hold a distinctive token of the next NEXT_STEPS steps'
+              assistant blocks (the cut's step included; tool calls are assistant blocks), for
+              tokens held by 1 to MAX_HOLDERS earlier blocks and not in the last user message
+              before the cut. Tokens found only after the cut hold no earlier block.
+  recall      needed blocks kept verbatim / needed blocks, pooled over cut points.
+
+Policies at each budget B in CODING_BUDGETS (system blocks are kept by every policy, as every
+agent keeps its instructions, and count against B):
+  window      the most recent blocks that fit B, stopping at the first that does not.
+  masking     SWE-agent's last-N-observations: tool results older than the last
+              MASK_KEEP_OBSERVATIONS become a one-line placeholder, then the window over that.
+  pager       one pass of ``pager.main`` over the history written as the pager's own JSON
+              (current_turn = the last block's turn, so the intent is the last user message
+              unless a variant's flags say otherwise), a fresh contract, ``--budget B``;
+              kept verbatim = records with action ``retain``. Passes over budget are counted.
+  <variant>   the same with extra pager flags: --variant NAME="--flag value ..." (repeatable),
+              for engine features to compare without changing the measure.
+  upper       the needed blocks alone, smallest first, as many as fit B.
+
+Cache stability (--cache-budget, default 8000): each session is replayed step by step; pass k
+sees the blocks before cut point k (all steps, from the first). The pager runs with
+``--emit`` on one contract and one page store across the passes, ``--now`` one minute later
+each pass; the window is computed. Emitted blocks are compared as their JSON text: a pass
+keeps the prefix when its emitted blocks for the previous pass's history are byte-identical
+to the previous pass's emitted blocks; resent uncached = tokens of the emitted blocks after
+the longest common prefix (in blocks) with the previous pass, summed over passes (the first
+pass sends everything); "new" is the part of that which is new blocks and must be sent anyway.
+Shares are given over all passes after the first and over the passes whose history exceeds
+the budget.
+
+Example:
+    python3 scripts/benchmark-quality.py --coding ../shared/data/transcripts-dev
+    python3 scripts/benchmark-quality.py --coding ../shared/data/transcripts-dev --max-cuts 40 \
+        --variant plain="--similarity plain" --json /tmp/coding.json
 """
 
 import argparse
+import bisect
+import contextlib
+import datetime
+import io
 import json
 import math
 import re
+import shlex
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -151,12 +207,488 @@ def measure(folder, budgets, methods=METHODS):
     return table, per_category, count, [p.name for p in files]
 
 
+# ===== Coding sessions: future-reference recall and cache stability =====
+
+CODING_BUDGETS = (4000, 8000, 16000)
+CACHE_BUDGET = 8000
+MIN_SESSION_BLOCKS = 25     # fewer blocks: a recorded single request, too short for cut points
+WARMUP_BLOCKS = 20          # cut points start at this block index
+NEXT_STEPS = 3              # assistant steps after a cut whose tokens define the needed blocks
+MAX_HOLDERS = 3             # a token held by more earlier blocks than this is not distinctive
+MIN_TOKEN_CHARS = 4         # shortest distinctive token
+PLAIN_WORD_MIN = 7          # a word of letters only counts from this many letters (a rare word)
+MASK_KEEP_OBSERVATIONS = 5  # masking keeps this many latest tool results (SWE-agent's example n)
+FIXED_NOW = "2026-01-01T00:00:00+00:00"  # --now of every recall pass: same input, same bytes
+TOOL_ROLE = "tool"
+SYSTEM_ROLES = ("system", "developer")  # instructions: every policy keeps them
+_JSON_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|[nrtbf"\\/])')  # escapes inside tool-call arguments
+_COMPOUND = re.compile(r"[A-Za-z0-9_]+(?:[./:\-][A-Za-z0-9_]+)*")
+_SEGMENT_BREAK = re.compile(r"[/:]")   # path segments and file:line
+_NAME_BREAK = re.compile(r"[.\-]")     # dotted names and hyphenated words
+_CAMEL = re.compile(r"[a-z][A-Z]")
+_CODE_MARK = re.compile(r"[0-9_./:\-]")
+_PART_OF_CODE = re.compile(r"[./:]")   # a compound joined by these is code: its parts are names
+
+
+def block_cost(text):
+    """Return a block's tokens for every coding policy: ceil(characters / 4)."""
+    return math.ceil(len(text) / 4)
+
+
+def _distinctive(piece, in_code):
+    """Return ``piece`` lowercased if it is a distinctive token, else None (see distinctive_tokens)."""
+    if len(piece) < MIN_TOKEN_CHARS:
+        return None
+    lowered = piece.lower()
+    if lowered in pager.STOP_WORDS:
+        return None
+    if in_code or _CODE_MARK.search(piece) or _CAMEL.search(piece):
+        return lowered
+    return lowered if piece.isalpha() and len(piece) >= PLAIN_WORD_MIN else None
+
+
+def distinctive_tokens(text):
+    """Return the set of distinctive tokens of ``text``, lowercased.
+
+    JSON escapes (``\\n``, ``\\"``, ``\\u00e9``...) are read as spaces first, since tool-call
+    arguments arrive as JSON text. A compound is a run of letters, digits and ``_`` joined by
+    ``.``, ``/``, ``:`` or ``-`` (``src/billing/totals.py``, ``Foo.bar``, ``fields.py:1474``);
+    the compound, each of its ``/``/``:`` segments, and each ``.``/``-`` part of those are
+    candidates. A candidate of MIN_TOKEN_CHARS+ characters that is not a pager stop word is
+    distinctive when it holds a digit (long numbers, versions, hashes), ``_``, ``.``, ``/``,
+    ``:`` or ``-`` (paths, identifiers), is camelCase (``TypeError``, ``lineTotal``), is a
+    part of a compound joined by ``.``, ``/`` or ``:`` (``totals`` of ``totals.py``), or is
+    a word of PLAIN_WORD_MIN+ letters (a rare word; the MAX_HOLDERS rule decides rarity).
+
+    Example:
+        >>> sorted(distinctive_tokens('Read({"file_path":"src/billing/totals.py"}) TypeError 42 done'))
+        ['billing', 'file_path', 'src/billing/totals.py', 'totals', 'totals.py', 'typeerror']
+    """
+    found = set()
+    for match in _COMPOUND.finditer(_JSON_ESCAPE.sub(" ", text)):
+        whole = match.group()
+        in_code = bool(_PART_OF_CODE.search(whole))
+        candidates = {whole: False}
+        for segment in _SEGMENT_BREAK.split(whole):
+            candidates.setdefault(segment, in_code)
+            for part in _NAME_BREAK.split(segment):
+                candidates.setdefault(part, in_code)
+        for piece, part_of_code in candidates.items():
+            token = _distinctive(piece, part_of_code)
+            if token:
+                found.add(token)
+    return found
+
+
+def assistant_steps(blocks):
+    """Return (first, end) index pairs of the runs of consecutive assistant blocks."""
+    steps, start = [], None
+    for i, block in enumerate(blocks + [{"role": None}]):
+        if block["role"] == "assistant" and start is None:
+            start = i
+        elif block["role"] != "assistant" and start is not None:
+            steps.append((start, i))
+            start = None
+    return steps
+
+
+def cut_steps(steps, max_cuts=0):
+    """Return the indices into ``steps`` used as cut points; ``max_cuts`` > 0 samples evenly."""
+    chosen = [k for k, (first, _) in enumerate(steps) if first >= WARMUP_BLOCKS]
+    if max_cuts and len(chosen) > max_cuts:
+        last = len(chosen) - 1
+        picks = sorted({round(i * last / (max_cuts - 1)) for i in range(max_cuts)}) if max_cuts > 1 else [last]
+        chosen = [chosen[i] for i in picks]
+    return chosen
+
+
+class TokenIndex:
+    """Each block's distinctive tokens, and for each token the blocks holding it, in order."""
+
+    def __init__(self, blocks):
+        self.tokens = [distinctive_tokens(b["text"]) for b in blocks]
+        self.holders = {}
+        for i, found in enumerate(self.tokens):
+            for token in found:
+                self.holders.setdefault(token, []).append(i)
+
+    def held_before(self, token, cut):
+        """Return the indices of the blocks before ``cut`` holding ``token``."""
+        at = self.holders.get(token, [])
+        return at[:bisect.bisect_left(at, cut)]
+
+
+def needed_blocks(blocks, index, steps, k):
+    """Return the indices of the blocks before step ``k`` that its next NEXT_STEPS steps need.
+
+    Example: if the next steps name ``parse_total`` and only block 3 of the history does,
+    block 3 is needed; a token four earlier blocks hold, or one the last user message holds,
+    marks nothing.
+    """
+    cut = steps[k][0]
+    wanted = set()
+    for first, end in steps[k:k + NEXT_STEPS]:
+        for i in range(first, end):
+            wanted |= index.tokens[i]
+    human = next((i for i in range(cut - 1, -1, -1) if blocks[i]["role"] == "user"), None)
+    if human is not None:
+        wanted -= index.tokens[human]
+    needed = set()
+    for token in wanted:
+        held = index.held_before(token, cut)
+        if 0 < len(held) <= MAX_HOLDERS:
+            needed.update(held)
+    return needed
+
+
+def _system_first(blocks, budget):
+    """Return (indices of the system blocks that fit, tokens left) for the baseline policies."""
+    kept, left = set(), budget
+    for i, block in enumerate(blocks):
+        if block["role"] in SYSTEM_ROLES and block_cost(block["text"]) <= left:
+            kept.add(i)
+            left -= block_cost(block["text"])
+    return kept, left
+
+
+def window_kept(blocks, budget, costs=None):
+    """Return the indices the sliding window sends: system blocks, then the latest that fit."""
+    costs = costs or [block_cost(b["text"]) for b in blocks]
+    kept, left = _system_first(blocks, budget)
+    for i in range(len(blocks) - 1, -1, -1):
+        if i in kept:
+            continue
+        if costs[i] > left:
+            break
+        kept.add(i)
+        left -= costs[i]
+    return kept
+
+
+def mask_placeholder(text):
+    """Return the one line that stands for an old tool result under observation masking."""
+    return f"[old tool output: {text.count(chr(10)) + 1} lines omitted]"
+
+
+def masking_kept(blocks, budget, keep=MASK_KEEP_OBSERVATIONS):
+    """Return the indices observation masking keeps verbatim under ``budget``.
+
+    Tool results older than the last ``keep`` are replaced by ``mask_placeholder`` (SWE-agent's
+    last-N-observations processor); the sliding window then runs over that history, the
+    placeholders costing their own tokens and never counting as kept verbatim.
+    """
+    results = [i for i, b in enumerate(blocks) if b["role"] == TOOL_ROLE]
+    masked = set(results[:-keep] if keep else results)
+    costs = [block_cost(mask_placeholder(b["text"]) if i in masked else b["text"]) for i, b in enumerate(blocks)]
+    return window_kept(blocks, budget, costs) - masked
+
+
+def upper_kept(blocks, needed, budget):
+    """Return the most needed blocks that fit ``budget``: smallest first (the upper bound)."""
+    kept, left = set(), budget
+    for i in sorted(needed, key=lambda i: (block_cost(blocks[i]["text"]), i)):
+        if block_cost(blocks[i]["text"]) <= left:
+            kept.add(i)
+            left -= block_cost(blocks[i]["text"])
+    return kept
+
+
+def pager_history(blocks):
+    """Return the pager's own history object for ``blocks``, each costing block_cost tokens."""
+    out = []
+    for b in blocks:
+        block = dict(b)
+        block["tokens"] = block_cost(b["text"])
+        out.append(block)
+    return {"current_turn": max((b["turn"] for b in blocks), default=0), "blocks": out}
+
+
+def run_pager(history_path, contract, budget, flags=(), now=FIXED_NOW, emit=None):
+    """Run one pass in-process; return (summary dict, {block id: action}). A failed pass raises."""
+    argv = ["--history", str(history_path), "--contract", str(contract), "--budget", str(budget),
+            "--json", "--now", now, *flags]
+    if emit:
+        argv += ["--emit", str(emit)]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = pager.main(argv)
+    if code != 0:
+        raise SystemExit(f"benchmark-quality: pager pass failed (exit {code}): {err.getvalue().strip()[-300:]}")
+    actions = {}
+    for line in err.getvalue().splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            actions[record["block"]] = record["action"]
+    return json.loads(out.getvalue().strip().splitlines()[-1]), actions
+
+
+def pager_kept(blocks, budget, flags, workdir):
+    """Return (indices the pager retains verbatim, True if its pass ended over budget)."""
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        path = Path(tmp) / "history.json"
+        path.write_text(json.dumps(pager_history(blocks), ensure_ascii=False), encoding="utf-8")
+        summary, actions = run_pager(path, Path(tmp) / "session.limn", budget, flags)
+    return {i for i, b in enumerate(blocks) if actions.get(b["id"]) == "retain"}, bool(summary.get("over_budget"))
+
+
+def read_session(path):
+    """Return the pager blocks of one transcript file, or raise pager.PagerError."""
+    text = Path(path).read_text(encoding="utf-8")
+    if Path(path).suffix == ".traj":
+        try:
+            trajectory = json.loads(text)
+        except ValueError as exc:
+            raise pager.PagerError(f"invalid JSON ({exc})") from None
+        text, fmt = json.dumps(sweagent_messages(trajectory, path)), "openai"
+    else:
+        fmt = pager.detect_format(text)
+    return pager.conversation_blocks(pager.load(text, fmt))
+
+
+def sweagent_messages(trajectory, path):
+    """Return a SWE-agent trajectory's ``history`` as OpenAI chat messages.
+
+    SWE-agent writes a tool message's call ids as a list, ``tool_call_ids``; each such
+    message answers one call here, the first it names.
+    """
+    history = trajectory.get("history") if isinstance(trajectory, dict) else None
+    if not isinstance(history, list):
+        raise pager.PagerError("a .traj file needs a history list")
+    messages = []
+    for message in history:
+        message = dict(message)
+        ids = message.pop("tool_call_ids", None)
+        if message.get("role") == TOOL_ROLE and "tool_call_id" not in message and ids:
+            message["tool_call_id"] = ids[0]
+        messages.append(message)
+    return messages
+
+
+def coding_sessions(folder):
+    """Return ([(name, blocks)], [(name, why skipped)]) for the transcripts under ``folder``."""
+    sessions, skipped = [], []
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.suffix != ".md"):
+        name = str(path.relative_to(folder))
+        try:
+            blocks = read_session(path)
+        except (pager.PagerError, UnicodeDecodeError) as exc:
+            skipped.append((name, f"not read: {exc}"))
+            continue
+        if len(blocks) < MIN_SESSION_BLOCKS:
+            skipped.append((name, f"{len(blocks)} blocks"))
+            continue
+        sessions.append((name, blocks))
+    return sessions, skipped
+
+
+def coding_policies(variants):
+    """Return the policy names in table order: baselines, the pager, its variants, the bound."""
+    return ["window", "masking", "pager", *[name for name, _ in variants], "upper"]
+
+
+def measure_session(blocks, budgets, variants=(), max_cuts=0, workdir=None):
+    """Return {"cuts", "needed", "kept": {policy: {budget: n}}, "over": {policy: {budget: n}}}."""
+    index = TokenIndex(blocks)
+    steps = assistant_steps(blocks)
+    policies = coding_policies(variants)
+    flags = {"pager": [], **{name: list(f) for name, f in variants}}
+    kept = {p: {b: 0 for b in budgets} for p in policies}
+    over = {p: {b: 0 for b in budgets} for p in flags}
+    cuts = needed_total = 0
+    for k in cut_steps(steps, max_cuts):
+        needed = needed_blocks(blocks, index, steps, k)
+        if not needed:
+            continue
+        cuts += 1
+        needed_total += len(needed)
+        history = blocks[:steps[k][0]]
+        for budget in budgets:
+            chosen = {"window": window_kept(history, budget), "masking": masking_kept(history, budget),
+                      "upper": upper_kept(history, needed, budget)}
+            for name, extra in flags.items():
+                chosen[name], overrun = pager_kept(history, budget, extra, workdir)
+                over[name][budget] += overrun
+            for policy in policies:
+                kept[policy][budget] += len(needed & chosen[policy])
+    return {"cuts": cuts, "needed": needed_total, "kept": kept, "over": over}
+
+
+def emitted_by_window(blocks, budget):
+    """Return the blocks the sliding window sends, in order."""
+    kept = window_kept(blocks, budget)
+    return [b for i, b in enumerate(blocks) if i in kept]
+
+
+def block_key(block):
+    """Return the bytes a block is compared by across passes: its JSON text, keys sorted."""
+    return json.dumps(block, ensure_ascii=False, sort_keys=True)
+
+
+def common_prefix(before, after):
+    """Return how many leading blocks two emitted histories share byte for byte."""
+    n = 0
+    for a, b in zip(before, after):
+        if block_key(a) != block_key(b):
+            break
+        n += 1
+    return n
+
+
+def prefix_kept(before, after, old_ids):
+    """Return True if ``after``'s blocks from the previous history are exactly ``before``."""
+    old = [b for b in after if b["id"] in old_ids]
+    return len(old) == len(before) and common_prefix(before, old) == len(before)
+
+
+def cache_figures(passes, budget):
+    """Return the cache figures of one policy from its passes [(history, emitted blocks)]."""
+    kept = pressured = kept_pressured = uncached = new = sent = 0
+    previous, previous_ids = None, set()
+    for history, emitted in passes:
+        costs = [block_cost(b["text"]) for b in emitted]
+        sent += sum(costs)
+        if previous is None:
+            uncached += sum(costs)
+            new += sum(costs)
+        else:
+            same = prefix_kept(previous, emitted, previous_ids)
+            kept += same
+            if sum(block_cost(b["text"]) for b in history) > budget:
+                pressured += 1
+                kept_pressured += same
+            uncached += sum(costs[common_prefix(previous, emitted):])
+            new += sum(c for c, b in zip(costs, emitted) if b["id"] not in previous_ids)
+        previous, previous_ids = emitted, {b["id"] for b in history}
+    later = max(len(passes) - 1, 0)
+    return {"passes": len(passes), "prefix_kept": kept / later if later else 1.0,
+            "pressured_passes": pressured,
+            "prefix_kept_pressured": kept_pressured / pressured if pressured else None,
+            "uncached_tokens": uncached, "new_tokens": new, "sent_tokens": sent}
+
+
+def replay_pager(blocks, cuts, budget, flags, workdir):
+    """Return the pager's passes [(history, emitted blocks)] over growing histories, one contract."""
+    passes = []
+    start = datetime.datetime.fromisoformat(FIXED_NOW)
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        path, out, contract = Path(tmp) / "history.json", Path(tmp) / "emitted.json", Path(tmp) / "session.limn"
+        for n, cut in enumerate(cuts):
+            history = blocks[:cut]
+            path.write_text(json.dumps(pager_history(history), ensure_ascii=False), encoding="utf-8")
+            now = (start + datetime.timedelta(minutes=n)).isoformat()
+            run_pager(path, contract, budget, flags, now=now, emit=out)
+            passes.append((history, json.loads(out.read_text(encoding="utf-8"))["blocks"]))
+    return passes
+
+
+def measure_cache(blocks, budget=CACHE_BUDGET, variants=(), workdir=None):
+    """Return {policy: cache figures} replaying ``blocks`` step by step."""
+    cuts = [first for first, _ in assistant_steps(blocks) if first > 0]
+    window = [(blocks[:c], emitted_by_window(blocks[:c], budget)) for c in cuts]
+    results = {"window": cache_figures(window, budget)}
+    for name, flags in [("pager", ()), *variants]:
+        results[name] = cache_figures(replay_pager(blocks, cuts, budget, list(flags), workdir), budget)
+    return results
+
+
+def measure_coding(folder, budgets=CODING_BUDGETS, variants=(), max_cuts=0, cache_budget=CACHE_BUDGET):
+    """Return the coding figures of every session under ``folder`` (see the module docstring)."""
+    sessions, skipped = coding_sessions(folder)
+    if not sessions:
+        raise SystemExit(f"benchmark-quality: no transcript of {MIN_SESSION_BLOCKS}+ blocks under {folder}")
+    policies = coding_policies(variants)
+    per_session, cache = {}, {}
+    with tempfile.TemporaryDirectory() as workdir:
+        for name, blocks in sessions:
+            per_session[name] = measure_session(blocks, budgets, variants, max_cuts, workdir)
+            per_session[name]["blocks"] = len(blocks)
+            cache[name] = measure_cache(blocks, cache_budget, variants, workdir)
+    pooled = {p: {b: sum(s["kept"][p][b] for s in per_session.values()) for b in budgets} for p in policies}
+    needed = sum(s["needed"] for s in per_session.values())
+    return {"budgets": list(budgets), "policies": policies, "sessions": per_session, "skipped": skipped,
+            "cuts": sum(s["cuts"] for s in per_session.values()), "needed": needed,
+            "recall": {p: {b: pooled[p][b] / needed if needed else 0.0 for b in budgets} for p in policies},
+            "cache_budget": cache_budget, "cache": cache}
+
+
+def print_coding(figures, max_cuts):
+    """Print the recall and cache tables of ``measure_coding``'s figures."""
+    budgets, policies = figures["budgets"], figures["policies"]
+    sampled = f"at most {max_cuts} a session, evenly spaced" if max_cuts else "all"
+    print(f"Future-reference recall: {len(figures['sessions'])} coding sessions, {figures['cuts']} cut points "
+          f"({sampled}; cuts with no needed block left out), {figures['needed']} needed blocks; "
+          f"tokens = ceil(chars / 4)")
+    for name, why in figures["skipped"]:
+        print(f"  skipped {name}: {why}")
+    print("share of needed blocks kept verbatim, pooled")
+    print(f"{'policy':<12} | " + " | ".join(f"{b:>6}" for b in budgets))
+    for p in policies:
+        print(f"{p:<12} | " + " | ".join(f"{figures['recall'][p][b]:>6.3f}" for b in budgets))
+    print("per session (cuts, needed): " + " | ".join(f"{p}" for p in policies) + f" at {', '.join(map(str, budgets))}")
+    for name, s in figures["sessions"].items():
+        cells = " | ".join("/".join(f"{s['kept'][p][b] / s['needed']:.2f}" if s["needed"] else "-" for b in budgets)
+                           for p in policies)
+        print(f"  {name} ({s['cuts']}, {s['needed']}): {cells}")
+    for p in figures["policies"]:
+        if p in next(iter(figures["sessions"].values()))["over"]:
+            overruns = sum(n for s in figures["sessions"].values() for n in s["over"][p].values())
+            print(f"{p} passes over budget: {overruns} of {figures['cuts'] * len(budgets)}")
+    print(f"Cache stability at {figures['cache_budget']} tokens, each session replayed step by step: share of "
+          "passes keeping the previous emitted blocks byte-identical (all passes after the first; those whose "
+          "history is over the budget), tokens resent uncached (of which new blocks), tokens sent")
+    for name, by_policy in figures["cache"].items():
+        print(f"  {name}")
+        for p, c in by_policy.items():
+            pressured = ("-" if c["prefix_kept_pressured"] is None
+                         else f"{c['prefix_kept_pressured']:.3f} of {c['pressured_passes']}")
+            print(f"    {p:<10} | {c['passes']:>4} passes | prefix kept {c['prefix_kept']:.3f}; {pressured:>12} | "
+                  f"uncached {c['uncached_tokens']:>8} ({c['new_tokens']:>6} new) | sent {c['sent_tokens']:>8}")
+
+
+def parse_variant(text):
+    """Return (name, flags) of a --variant NAME=FLAGS value."""
+    name, sep, flags = text.partition("=")
+    if not sep or not re.fullmatch(r"[a-z][a-z0-9_-]*", name) or name in ("window", "masking", "pager", "upper"):
+        raise argparse.ArgumentTypeError(f"--variant wants NAME=FLAGS with a new lowercase name (got {text!r})")
+    return name, tuple(shlex.split(flags))
+
+
+def run_coding(args):
+    """Measure the coding transcripts as ``args`` say, print the tables; return 0."""
+    start = time.perf_counter()
+    figures = measure_coding(args.coding, CODING_BUDGETS, args.variant, args.max_cuts, args.cache_budget)
+    print_coding(figures, args.max_cuts)
+    print(f"({time.perf_counter() - start:.1f} s)")
+    if args.json:
+        figures = dict(figures, variants={name: list(flags) for name, flags in args.variant},
+                       recall={p: {str(b): round(v, 4) for b, v in r.items()} for p, r in figures["recall"].items()})
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", help="folder of LoCoMo conversation JSON files")
+    parser.add_argument("folder", nargs="?", help="folder of LoCoMo conversation JSON files")
     parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
     parser.add_argument("--floor", type=float, help=f"exit 1 if the pager's recall at {FLOOR_BUDGET} is below this")
+    parser.add_argument("--coding", metavar="DIR", help="measure coding transcripts under DIR instead of LoCoMo")
+    parser.add_argument("--max-cuts", type=int, default=0, metavar="N",
+                        help="with --coding: at most N cut points a session, evenly spaced (default: all)")
+    parser.add_argument("--variant", type=parse_variant, action="append", default=[], metavar="NAME=FLAGS",
+                        help="with --coding: also measure the pager run with these extra flags (repeatable)")
+    parser.add_argument("--cache-budget", type=int, default=CACHE_BUDGET, metavar="TOKENS",
+                        help=f"with --coding: budget of the cache replay (default {CACHE_BUDGET})")
     args = parser.parse_args(argv)
+    if args.coding is not None:
+        if args.folder is not None or args.floor is not None:
+            parser.error("--coding measures coding transcripts: give no LoCoMo folder and no --floor")
+        if not Path(args.coding).is_dir():
+            parser.error(f"{args.coding} is not a folder")
+        if args.max_cuts < 0 or args.cache_budget < 1:
+            parser.error("--max-cuts must be 0 or more and --cache-budget 1 or more")
+        return run_coding(args)
+    if args.folder is None:
+        parser.error("give a LoCoMo folder, or --coding DIR")
     if not Path(args.folder).is_dir():
         parser.error(f"{args.folder} is not a folder")
     start = time.perf_counter()
