@@ -19,8 +19,9 @@ Sources, cited per rule with these tags (facts only; no text is copied):
              immediately after", "unexpected tool_use_id found in tool_result blocks",
              "tool_result blocks can only be in user messages" (tghamm/Anthropic.SDK#128),
              "tool_use ids must be unique" (anthropics/claude-code#28515), "text content blocks
-             must be non-empty" (anthropics/claude-code#59812), and the rule that only an optional
-             final assistant message may have empty content.
+             must be non-empty" (anthropics/claude-code#59812), "messages.0.name: Extra inputs are
+             not permitted" (microsoft/autogen#3034: a message holds role and content only), and the
+             rule that only an optional final assistant message may have empty content.
   [AM-CACHE] Anthropic prompt caching guide: at most 4 cache_control breakpoints per request.
   [AM-VISION] Anthropic vision guide: base64 image media types jpeg, png, gif, webp.
   [OC-SDK]   OpenAI Chat Completions request types (openai-python `types/chat/*_message_param.py`,
@@ -29,7 +30,8 @@ Sources, cited per rule with these tags (facts only; no text is copied):
   [OC-ERR]   OpenAI 400 texts (e.g. microsoft/promptflow#3130, miurla/morphic#136): "messages with
              role 'tool' must be a response to a preceding message with 'tool_calls'" and "an
              assistant message with 'tool_calls' must be followed by tool messages responding to
-             each 'tool_call_id'".
+             each 'tool_call_id'", and "Additional properties are not allowed ('id' was unexpected)
+             - 'messages.0'" (transitive-bullshit/agentic#531: message keys are the typed ones).
   [OR-SDK]   OpenAI Responses input item types (openai-python `types/responses/
              response_input_item_param.py`, `easy_input_message_param.py`,
              `response_output_message_param.py`, `response_input_content_param.py`).
@@ -37,7 +39,8 @@ Sources, cited per rule with these tags (facts only; no text is copied):
              required following item" (openai/openai-node#1567, continuedev/continue#8933,
              openai/openai-dotnet#1050), "No tool call found for function call output with
              call_id …" (microsoft/vscode#320060), "No tool output found for function call …"
-             (Azure/azure-sdk-for-python#46092). Assistant message parts are output_text or
+             (Azure/azure-sdk-for-python#46092), "Unknown parameter: 'input[1].metadata'"
+             (microsoft/agent-framework#2203: message items hold only their typed keys). Assistant message parts are output_text or
              refusal, as ResponseOutputMessageParam types them (input parts are for the other roles).
 
 Known limits (documented, not checkable from the body alone): a signature is checked for
@@ -59,6 +62,7 @@ ASSISTANT_ONLY_BLOCKS = frozenset({"tool_use", "thinking", "redacted_thinking", 
                                    "compaction"})
 IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})  # [AM-VISION]
 MAX_CACHE_BREAKPOINTS = 4  # [AM-CACHE]
+ANTHROPIC_MESSAGE_KEYS = frozenset({"role", "content"})  # [AM-REF], [AM-ERR] extra inputs rejected
 
 
 def _turns(messages: Sequence[Any]) -> List[Tuple[str, List[Tuple[int, int, Any]]]]:
@@ -100,6 +104,9 @@ def _anthropic_message_problems(i: int, msg: Any, last: bool) -> List[str]:
     role, content = msg.get("role"), msg.get("content")
     if role not in ANTHROPIC_ROLES:  # [AM-REF] only user and assistant; system is top-level
         return [f"{where}: role {role!r} is not user or assistant"]
+    extra = sorted(set(msg) - ANTHROPIC_MESSAGE_KEYS)
+    if extra:  # [AM-ERR] extra inputs are not permitted
+        return [f"{where}: keys {extra} are not message fields (role, content)"]
     if isinstance(content, str):
         if not content and not (last and role == "assistant"):  # [AM-ERR] non-empty content
             return [f"{where}: empty content (only a final assistant message may be empty)"]
@@ -235,6 +242,11 @@ CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")  #
 CHAT_PARTS = {"system": frozenset({"text"}), "developer": frozenset({"text"}), "tool": frozenset({"text"}),
               "user": frozenset({"text", "image_url", "input_audio", "file"}),
               "assistant": frozenset({"text", "refusal"})}
+# Keys each role's message may carry [OC-SDK], [OC-ERR] additional properties rejected.
+CHAT_KEYS = {"system": frozenset({"role", "content", "name"}), "developer": frozenset({"role", "content", "name"}),
+             "user": frozenset({"role", "content", "name"}), "function": frozenset({"role", "content", "name"}),
+             "tool": frozenset({"role", "content", "tool_call_id"}),
+             "assistant": frozenset({"role", "content", "name", "tool_calls", "function_call", "refusal", "audio"})}
 
 
 def _chat_messages(value: Any) -> Optional[List[Any]]:
@@ -253,6 +265,9 @@ def _chat_message_problems(i: int, msg: Any) -> List[str]:
     if role not in CHAT_ROLES:
         return [f"{where}: unknown role {role!r}"]
     out = []
+    extra = sorted(set(msg) - CHAT_KEYS[role])
+    if extra:
+        out.append(f"{where}: keys {extra} are not {role} message fields")
     content = msg.get("content")
     if role == "assistant":
         if content is None and not msg.get("tool_calls") and not msg.get("function_call"):
@@ -349,6 +364,7 @@ def problems_chat(messages: Any) -> List[str]:
 RESPONSES_ROLES = ("user", "assistant", "system", "developer")  # [OR-SDK] EasyInputMessage
 INPUT_PARTS = frozenset({"input_text", "input_image", "input_file"})  # [OR-SDK] ResponseInputContent
 OUTPUT_PARTS = frozenset({"output_text", "refusal"})  # [OR-SDK] ResponseOutputMessage, [OR-ERR]
+MESSAGE_KEYS = frozenset({"type", "role", "content", "id", "status", "phase"})  # [OR-SDK], [OR-ERR]
 # Client-executed calls (answered by the caller) -> the output item types that answer them [OR-SDK].
 # Codex answers its local_shell_call with a function_call_output (seen in rollouts), so both count.
 CALL_OUTPUTS = {"function_call": ("function_call_output",),
@@ -394,6 +410,9 @@ def _responses_message_problems(k: int, item: Dict[str, Any]) -> List[str]:
     role = item.get("role")
     if role not in RESPONSES_ROLES:
         return [f"{where}: message role {role!r} is not user, assistant, system or developer"]
+    extra = sorted(set(item) - MESSAGE_KEYS)
+    if extra:  # [OR-ERR] unknown parameter
+        return [f"{where}: keys {extra} are not message item fields"]
     content = item.get("content")
     if isinstance(content, str):
         return []

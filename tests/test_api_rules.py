@@ -95,6 +95,7 @@ A_INVALID = {
     "five cache breakpoints": (a_body(*[a_user([{"type": "text", "text": f"t{i}", "cache_control": {"type": "ephemeral"}}])
                                         for i in range(5)]), "cache_control"),
     "no messages": ({"system": "x"}, "messages list"),
+    "extra message key": (a_body({"role": "user", "content": "hi", "name": "Init"}), "not message fields"),
 }
 
 
@@ -167,6 +168,12 @@ C_INVALID = {
                                 tool("c")], "arguments (a string)"),
     "tool_calls on user": ([{"role": "user", "content": "x", "tool_calls": [CALL]}], "tool_calls on a user"),
     "not a list": ({"model": "m"}, "not a list"),
+    "extra key (SWE-agent's thought)": ([{"role": "user", "content": "x"},
+                                        {"role": "assistant", "content": "y", "thought": "y", "agent": "main"}],
+                                       "not assistant message fields"),
+    "tool_call_ids list instead of tool_call_id": ([{"role": "assistant", "tool_calls": [CALL]},
+                                                   {"role": "tool", "tool_call_ids": ["call_1"], "content": "x"}],
+                                                  "without tool_call_id"),
 }
 
 
@@ -241,6 +248,7 @@ R_INVALID = {
     "output without output": ([USER, fc("a"), {"type": "function_call_output", "call_id": "a"}], "without output"),
     "reasoning without summary": ([USER, {"type": "reasoning", "id": "rs"}, fc("a"), fco("a")], "summary"),
     "untyped item": ([USER, {"call_id": "a"}], "neither a role nor a type"),
+    "extra message key": ([{"role": "user", "content": "x", "metadata": {}}], "not message item fields"),
 }
 
 
