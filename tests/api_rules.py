@@ -21,7 +21,9 @@ Sources, cited per rule with these tags (facts only; no text is copied):
              "tool_use ids must be unique" (anthropics/claude-code#28515), "text content blocks
              must be non-empty" (anthropics/claude-code#59812), "messages.0.name: Extra inputs are
              not permitted" (microsoft/autogen#3034: a message holds role and content only), and the
-             rule that only an optional final assistant message may have empty content.
+             rule that only an optional final assistant message may have empty content; server
+             tool results: "Each `advisor_tool_result` block must have a corresponding
+             `server_tool_use` block before it" (anthropics/claude-code#80439).
   [AM-CACHE] Anthropic prompt caching guide: at most 4 cache_control breakpoints per request.
   [AM-VISION] Anthropic vision guide: base64 image media types jpeg, png, gif, webp.
   [OC-SDK]   OpenAI Chat Completions request types (openai-python `types/chat/*_message_param.py`,
@@ -31,7 +33,8 @@ Sources, cited per rule with these tags (facts only; no text is copied):
              role 'tool' must be a response to a preceding message with 'tool_calls'" and "an
              assistant message with 'tool_calls' must be followed by tool messages responding to
              each 'tool_call_id'", and "Additional properties are not allowed ('id' was unexpected)
-             - 'messages.0'" (transitive-bullshit/agentic#531: message keys are the typed ones).
+             - 'messages.0'" (transitive-bullshit/agentic#531: message keys are the typed ones),
+             "Invalid 'messages[1].tool_calls': empty array" (openai/openai-node#1341).
   [OR-SDK]   OpenAI Responses input item types (openai-python `types/responses/
              response_input_item_param.py`, `easy_input_message_param.py`,
              `response_output_message_param.py`, `response_input_content_param.py`).
@@ -221,6 +224,19 @@ def problems_anthropic(body: Any) -> List[str]:
                 out.append(f"{where}: second tool_result for {rid} (first at {answered_here[rid]})")
             answered_here.setdefault(rid, where)
 
+    # [AM-ERR] a server tool's *_tool_result block needs its server_tool_use (or mcp_tool_use) before it
+    server_uses: set = set()
+    for i, msg in enumerate(messages):
+        content = msg.get("content") if isinstance(msg, dict) else None
+        for j, b in enumerate(content if isinstance(content, list) else []):
+            t = b.get("type") if isinstance(b, dict) else None
+            if t in ("server_tool_use", "mcp_tool_use"):
+                server_uses.add(b.get("id"))
+            elif isinstance(t, str) and t.endswith("_tool_result") and t != "tool_result" \
+                    and b.get("tool_use_id") not in server_uses:
+                out.append(f"messages[{i}].content[{j}]: {t} {b.get('tool_use_id')!r} has no "
+                           "server_tool_use before it")
+
     thinking = body.get("thinking")
     if isinstance(thinking, dict) and thinking.get("type") == "enabled":
         assistant_turns = [entries for role, entries in turns if role == "assistant"]
@@ -294,8 +310,8 @@ def _chat_message_problems(i: int, msg: Any) -> List[str]:
     if calls is not None:
         if role != "assistant":
             out.append(f"{where}: tool_calls on a {role} message")
-        elif not isinstance(calls, list):
-            out.append(f"{where}: tool_calls must be a list")
+        elif not isinstance(calls, list) or not calls:  # [OC-ERR] empty array rejected
+            out.append(f"{where}: tool_calls must be a non-empty list")
         else:
             for j, call in enumerate(calls):
                 cw = f"{where}.tool_calls[{j}]"
@@ -438,6 +454,7 @@ def problems_responses(items: Any) -> List[str]:
     out: List[str] = []
     calls: Dict[str, Tuple[int, str]] = {}
     answered: Dict[str, int] = {}
+    approvals: set = set()
     for k, item in enumerate(seq):
         kind = _item_kind(item)
         where = f"input[{k}]"
@@ -484,8 +501,12 @@ def problems_responses(items: Any) -> List[str]:
                 what = "the end of the input" if nxt is None else f"a {nkind or 'malformed'} item" + (
                     f" ({nxt.get('role')})" if nkind == "message" else "")
                 out.append(f"{where}: reasoning item without its required following item (followed by {what})")
-        elif kind == "mcp_approval_response" and not isinstance(item.get("approval_request_id"), str):
-            out.append(f"{where}: mcp_approval_response without approval_request_id")
+        elif kind == "mcp_approval_request":
+            approvals.add(item.get("id"))
+        elif kind == "mcp_approval_response" and item.get("approval_request_id") not in approvals:
+            # [OR-SDK] it answers the approval request whose id it names
+            out.append(f"{where}: mcp_approval_response answers no earlier mcp_approval_request "
+                       f"({item.get('approval_request_id')!r})")
         elif kind == "item_reference" and not isinstance(item.get("id"), str):
             out.append(f"{where}: item_reference without id")
     for cid, (k, kind) in calls.items():

@@ -55,6 +55,10 @@ A_VALID = {
                                                                      "data": "iVBORw0KGgo="}}])),
     "four cache breakpoints": a_body(*[a_user([{"type": "text", "text": f"t{i}", "cache_control": {"type": "ephemeral"}}])
                                        for i in range(4)]),
+    "server tool use with its result": a_body(a_user("weather?"), a_asst([
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "oslo"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+        {"type": "text", "text": "4C"}])),
     "compaction block in assistant": a_body(a_user("hi"), a_asst([{"type": "compaction", "content": "summary"},
                                                                   {"type": "text", "text": "ok"}]), a_user("next")),
 }
@@ -96,6 +100,9 @@ A_INVALID = {
                                         for i in range(5)]), "cache_control"),
     "no messages": ({"system": "x"}, "messages list"),
     "extra message key": (a_body({"role": "user", "content": "hi", "name": "Init"}), "not message fields"),
+    "server tool result without its use": (a_body(a_user("weather?"), a_asst([
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+        {"type": "text", "text": "4C"}])), "no server_tool_use before it"),
 }
 
 
@@ -166,6 +173,8 @@ C_INVALID = {
     "arguments not a string": ([{"role": "assistant", "tool_calls": [{"id": "c", "type": "function",
                                                                       "function": {"name": "ls", "arguments": {}}}]},
                                 tool("c")], "arguments (a string)"),
+    "empty tool_calls": ([{"role": "user", "content": "x"}, {"role": "assistant", "content": "y", "tool_calls": []}],
+                         "non-empty list"),
     "tool_calls on user": ([{"role": "user", "content": "x", "tool_calls": [CALL]}], "tool_calls on a user"),
     "not a list": ({"model": "m"}, "not a list"),
     "extra key (SWE-agent's thought)": ([{"role": "user", "content": "x"},
@@ -222,6 +231,9 @@ R_VALID = {
     "computer call pair": [USER, fc("k", "computer_call"), fco("k", "computer_call_output")],
     "compaction item": [USER, {"type": "compaction", "encrypted_content": "gAAA"}, USER],
     "string input body": {"input": "hello"},
+    "mcp approval answered": [USER, {"type": "mcp_approval_request", "id": "mcpr_1", "server_label": "s",
+                                     "name": "t", "arguments": "{}"},
+                              {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": True}],
 }
 
 R_INVALID = {
@@ -249,6 +261,8 @@ R_INVALID = {
     "reasoning without summary": ([USER, {"type": "reasoning", "id": "rs"}, fc("a"), fco("a")], "summary"),
     "untyped item": ([USER, {"call_id": "a"}], "neither a role nor a type"),
     "extra message key": ([{"role": "user", "content": "x", "metadata": {}}], "not message item fields"),
+    "mcp approval answering nothing": ([USER, {"type": "mcp_approval_response", "approval_request_id": "mcpr_9",
+                                               "approve": True}], "no earlier mcp_approval_request"),
 }
 
 
