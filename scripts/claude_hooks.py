@@ -180,7 +180,10 @@ def run_engine(argv: Sequence[str], records: Optional[io.TextIOBase] = None) -> 
     out = io.StringIO()
     with tempfile.TemporaryFile("w+", encoding="utf-8") as err:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(records or err):
-            code = engine.main(list(argv))
+            try:
+                code = engine.main(list(argv))
+            except SystemExit as exc:  # argparse refusing a flag exits; a hook must not
+                code = exc.code if isinstance(exc.code, int) else 2
         if code != 0:
             source = records or err
             source.seek(0)
@@ -194,7 +197,7 @@ def paged_relevance(records: io.TextIOBase) -> Dict[str, float]:
     records.seek(0)
     relevance = {}
     for line in records:
-        if '"page"' not in line:  # only page records are needed; skip parsing the rest
+        if not line.startswith("{") or '"page"' not in line:  # page records only; skip parsing the rest
             continue
         record = json.loads(line)
         if record.get("action") == "page":
@@ -225,9 +228,10 @@ def pre_compact(event: Dict[str, Any]) -> Dict[str, Any]:
     else:
         intent, intent_from = None, "the pager's default (last user message)"
     os.makedirs(paths.folder, exist_ok=True)
-    argv = ["--history", transcript, "--contract", paths.contract, "--json"]
+    # The flag=value form: a request or path starting with "-" must not read as a flag.
+    argv = [f"--history={transcript}", f"--contract={paths.contract}", "--json"]
     if intent:
-        argv += ["--intent", intent]
+        argv.append(f"--intent={intent}")
     with tempfile.TemporaryFile("w+", encoding="utf-8") as records:
         summary = json.loads(run_engine(argv, records))
         relevance = paged_relevance(records)
@@ -330,7 +334,7 @@ def session_start(event: Dict[str, Any]) -> Optional[Dict[str, Any]]:
             state = json.load(fh)
     except (OSError, ValueError) as exc:
         raise HookError(f"{paths.state}: can't read the pre-compact state ({exc})") from None
-    paged = json.loads(run_engine(["index", "--contract", paths.contract, "--json"]))["paged"]
+    paged = json.loads(run_engine(["index", f"--contract={paths.contract}", "--json"]))["paged"]
     pager = shlex.quote(os.path.abspath(engine.__file__))
     contract = shlex.quote(paths.contract)
     recall = f"python3 {pager} recall ID --contract {contract}"

@@ -54,7 +54,10 @@ def run_engine(argv: List[str]) -> str:
     """Run the engine's CLI in-process; return its standard output or raise PagerToolError."""
     out, err = io.StringIO(), io.StringIO()
     with _ENGINE_LOCK, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = engine.main(argv)
+        try:
+            code = engine.main(argv)
+        except SystemExit as exc:  # argparse refusing an argument exits; the server must not
+            code = exc.code if isinstance(exc.code, int) else 2
     if code != 0:
         lines = [line for line in err.getvalue().splitlines() if line.startswith("pager: ")]
         raise PagerToolError(lines[-1] if lines else f"pager: exited with code {code}")
@@ -64,24 +67,25 @@ def run_engine(argv: List[str]) -> str:
 def page(transcript: str, contract: str, intent: Optional[str] = None,
          budget: Optional[int] = None) -> Dict[str, Any]:
     """Run a paging pass over a transcript and return its summary."""
-    argv = ["--history", transcript, "--contract", contract, "--json"]
+    # The flag=value form: an intent or path starting with "-" must not read as a flag.
+    argv = [f"--history={transcript}", f"--contract={contract}", "--json"]
     if intent:
-        argv += ["--intent", intent]
+        argv.append(f"--intent={intent}")
     if budget is not None:
-        argv += ["--budget", str(budget)]
+        argv.append(f"--budget={budget}")
     return json.loads(run_engine(argv))
 
 
 def index(contract: str) -> Dict[str, Any]:
     """Return the page index of a contract."""
-    return json.loads(run_engine(["index", "--contract", contract, "--json"]))
+    return json.loads(run_engine(["index", f"--contract={contract}", "--json"]))
 
 
 def recall(ids: List[str], contract: str) -> str:
     """Return the exact text of paged blocks (one block: its text alone) and record the page-in."""
     if not ids:
         raise PagerToolError("pager: error: recall needs at least one block id")
-    return run_engine(["recall", *ids, "--contract", contract])
+    return run_engine(["recall", f"--contract={contract}", "--", *ids])  # "--": an id may start with "-"
 
 
 def build_server():

@@ -96,6 +96,9 @@ def test_errors_are_tool_results_and_the_server_keeps_serving(tmp_path):
         assert not (tmp_path / "s.limn").exists()
         no_contract = await client.call_tool("index", {"contract": contract})
         assert no_contract.is_error and "no such contract" in text_of(no_contract)
+        flags = await client.call_tool("page", {"transcript": str(FIXTURE), "contract": str(tmp_path / "f.limn"),
+                                                "intent": "-h --budget"})  # an intent, not flags
+        assert not flags.is_error and flags.structured_content["result"]["intent_source"] == "--intent"
         ok = await client.call_tool("page", {"transcript": str(FIXTURE), "contract": contract})
         assert not ok.is_error
         unknown = await client.call_tool("recall", {"ids": ["no-such-block"], "contract": contract})

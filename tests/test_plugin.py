@@ -235,6 +235,14 @@ def test_hooks_on_the_fixture_session_with_custom_instructions(tmp_path):
     check_recalls(context, FIXTURE, project)
 
 
+def test_instructions_that_look_like_flags(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    context_of(compact("s5", FIXTURE, project, custom="--budget 5 -h"))
+    state = json.loads((project / ".prosecode" / "s5.hook.json").read_text())
+    assert state["intent"] == "--budget 5 -h" and "budget" not in state["pass"]
+
+
 def test_second_compaction_extends_the_same_contract(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
