@@ -16,7 +16,7 @@ from conftest import ROOT
 import claude_hooks  # noqa: E402  (conftest puts scripts/ on sys.path)
 import pager  # noqa: E402
 
-DEV_SESSIONS = ROOT.parent / "shared" / "data" / "transcripts-dev" / "claude-code"
+DEV_SET = ROOT.parent / "shared" / "data" / "transcripts-dev"
 FIXTURE = ROOT / "tests" / "fixtures" / "transcripts" / "claude_code_session.jsonl"
 MANIFEST = ROOT / ".claude-plugin" / "plugin.json"
 HOOKS = ROOT / "hooks" / "hooks.json"
@@ -49,19 +49,29 @@ def run_hook(event_name, stdin, project, env=None):
                           text=True, cwd=project, env=environ, timeout=300)
 
 
-def events(session_id, transcript, project, custom=None):
-    """Return the PreCompact and SessionStart inputs Claude Code sends for one compaction."""
+def events(session_id, transcript, project, custom=None, harness="claude-code"):
+    """Return the PreCompact and SessionStart inputs the harness sends for one compaction.
+
+    Claude Code: session_id, transcript_path, cwd, hook_event_name, then trigger and
+    custom_instructions, or source. Codex 0.169 (its hook input schemas): no custom_instructions;
+    model and turn_id in PreCompact; model and permission_mode in SessionStart.
+    """
     common = {"session_id": session_id, "transcript_path": str(transcript), "cwd": str(project)}
+    if harness == "codex":
+        return (dict(common, hook_event_name="PreCompact", trigger="auto", model="gpt-5.5", turn_id="turn-1"),
+                dict(common, hook_event_name="SessionStart", source="compact", model="gpt-5.5",
+                     permission_mode="default"))
     return (dict(common, hook_event_name="PreCompact", trigger="manual" if custom else "auto",
                  custom_instructions=custom),
             dict(common, hook_event_name="SessionStart", source="compact", model="claude-opus-5-5"))
 
 
-def compact(session_id, transcript, project, custom=None, env=None):
+def compact(session_id, transcript, project, custom=None, env=None, harness="claude-code"):
     """Run both hooks of one compaction; return the SessionStart output object."""
-    pre, start = events(session_id, transcript, project, custom)
+    pre, start = events(session_id, transcript, project, custom, harness)
     first = run_hook("PreCompact", pre, project, env)
     assert first.returncode == 0 and first.stderr == ""
+    assert set(json.loads(first.stdout)) == {"systemMessage"}  # allowed by both harnesses' PreCompact output
     assert json.loads(first.stdout)["systemMessage"].startswith("prosecode pager: ")
     second = run_hook("SessionStart", start, project, env)
     assert second.returncode == 0, second.stderr
@@ -89,19 +99,27 @@ def recall_command(context):
 
 
 def transcript_strings(path):
-    """Return every string a transcript's message contents hold (text parts, string contents, tool results)."""
-    found = set()
+    """Return (every string a transcript's messages and tool outputs hold, tool call id -> tool name).
+
+    Claude Code: ``message.content`` (string, text parts, tool_use, tool_result). Codex: the
+    ``payload`` of response items (message content, function_call, function_call_output).
+    """
+    found, calls = set(), {}
 
     def walk(value):
         if isinstance(value, str):
             found.add(value)
+            if value.startswith('{"output"'):  # Codex wraps shell output as JSON: {"output": ..., "metadata": ...}
+                walk(json.loads(value))
         elif isinstance(value, list):
             texts = [item.get("text") for item in value if isinstance(item, dict) and isinstance(item.get("text"), str)]
             found.update(("\n".join(texts), "".join(texts)))  # a result's text parts, read as one text
             for item in value:
                 walk(item)
         elif isinstance(value, dict):
-            for key in ("text", "content", "thinking"):
+            if value.get("type") in ("tool_use", "function_call", "custom_tool_call", "local_shell_call"):
+                calls[value.get("id") if value.get("type") == "tool_use" else value.get("call_id")] = value.get("name")
+            for key in ("text", "content", "thinking", "output", "summary"):
                 walk(value.get(key))
     for line in Path(path).read_text(encoding="utf-8").splitlines():
         try:
@@ -110,14 +128,16 @@ def transcript_strings(path):
             continue
         if isinstance(obj, dict) and isinstance(obj.get("message"), dict):
             walk(obj["message"].get("content"))
-    return found
+        elif isinstance(obj, dict) and obj.get("type") == "response_item":
+            walk(obj.get("payload"))
+    return found, calls
 
 
-def check_recalls(context, transcript, project, limit=None):
+def check_recalls(context, transcript, project, limit=None, fmt="claude-code"):
     """Run the injected recall command on each indexed id: the text is the block's, as in the transcript."""
-    conv = pager.load(Path(transcript).read_text(encoding="utf-8"), "claude-code")
+    conv = pager.load(Path(transcript).read_text(encoding="utf-8"), fmt)
     blocks = {b["id"]: b for b in pager.conversation_blocks(conv)}
-    raw = transcript_strings(transcript)
+    raw, calls = transcript_strings(transcript)
     ids = indexed_ids(context)[:limit]
     assert ids, "the index lists no paged block"
     command = recall_command(context)
@@ -126,7 +146,9 @@ def check_recalls(context, transcript, project, limit=None):
                               text=True, cwd=project)
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout == blocks[block]["text"]
-        if not block.startswith("toolu_") or block.endswith(":result"):
+        if block in calls:  # a tool call reads as name(arguments)
+            assert proc.stdout.startswith(f"{calls[block] or 'shell'}("), block
+        else:
             text = proc.stdout[len("[error] "):] if proc.stdout.startswith("[error] ") else proc.stdout  # is_error mark
             assert text.strip() and any(text in s for s in raw), block  # the transcript's own text
     return ids
@@ -163,7 +185,7 @@ def test_manifest_declares_the_skill_hooks_and_mcp_server():
 # --- human requests ---
 
 def test_human_requests_skip_harness_lines():
-    records = claude_hooks.transcript_user_records(str(FIXTURE))
+    records = claude_hooks.request_records(str(FIXTURE))
     assert claude_hooks.human_requests(records) == [
         "pytest fails on tests/test_totals.py::test_rounding, can you find out why?",
         "actually just use round() everywhere",
@@ -194,32 +216,35 @@ def test_human_request_rule(line, expected):
 # --- the hooks on real sessions ---
 
 def _dev_sessions():
-    return sorted(DEV_SESSIONS.glob("*.jsonl")) if DEV_SESSIONS.is_dir() else []
+    """Return (harness, transcript) for every Claude Code session and Codex rollout of the development set."""
+    return [(harness, path) for harness in ("claude-code", "codex")
+            for path in sorted((DEV_SET / harness).glob("*.jsonl"))] if DEV_SET.is_dir() else []
 
 
-@pytest.mark.skipif(not _dev_sessions(), reason=f"{DEV_SESSIONS} not found (development set not shipped)")
-@pytest.mark.parametrize("transcript", _dev_sessions(), ids=lambda p: p.name)
-def test_hooks_on_development_sessions(transcript, tmp_path):
+@pytest.mark.skipif(not _dev_sessions(), reason=f"{DEV_SET} not found (development set not shipped)")
+@pytest.mark.parametrize("harness, transcript", _dev_sessions(), ids=lambda v: getattr(v, "name", v))
+def test_hooks_on_development_sessions(harness, transcript, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
-    try:
-        pager.load(transcript.read_text(encoding="utf-8"), "claude-code")
-    except pager.PagerError as exc:  # a subagent's own log holds no main-chain line: logged, nothing injected
-        pre, start = events("dev", transcript, project)
+    probe = subprocess.run([sys.executable, str(ROOT / "scripts" / "pager.py"), "--history", str(transcript),
+                            "--contract", str(tmp_path / "probe.limn"), "--dry-run"], capture_output=True, text=True)
+    readable = probe.returncode == 0  # what the engine can read, the hooks page
+    if not readable:  # a subagent's own log, a pre-hooks rollout layout: logged, nothing injected
+        pre, start = events("dev", transcript, project, harness=harness)
         for name, event in (("PreCompact", pre), ("SessionStart", start)):
             proc = run_hook(name, event, project)
             assert (proc.returncode, proc.stdout) == (0, "")
-        assert len((project / ".prosecode" / "hooks.log").read_text().splitlines()) == 2, exc
+        assert len((project / ".prosecode" / "hooks.log").read_text().splitlines()) == 2
         return
-    context = context_of(compact("dev", transcript, project))
+    context = context_of(compact("dev", transcript, project, harness=harness))
     assert pager.estimate_tokens(context) <= claude_hooks.DEFAULT_CONTEXT_TOKENS
-    requests = claude_hooks.human_requests(claude_hooks.transcript_user_records(str(transcript)))
-    assert requests[0] in context and requests[-1] in context  # verbatim
+    requests = claude_hooks.human_requests(claude_hooks.request_records(str(transcript)))
+    assert requests and requests[0] in context and requests[-1] in context  # verbatim
     state = json.loads((project / ".prosecode" / "dev.hook.json").read_text())
     relevance = [state["relevance"][block] for block in indexed_ids(context)]
     assert relevance == sorted(relevance, reverse=True)  # most relevant first
     assert len(state["relevance"]) == state["pass"]["page"]
-    check_recalls(context, transcript, project)
+    check_recalls(context, transcript, project, fmt=harness)
 
 
 def test_hooks_on_the_fixture_session_with_custom_instructions(tmp_path):
