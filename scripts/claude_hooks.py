@@ -19,6 +19,7 @@ Files, one set per session, under the project (the hook's ``cwd``):
     .prosecode/<session_id>.pages.sqlite3   the page store: paged blocks' exact text
     .prosecode/<session_id>.hook.json       what the last pre-compact pass saw (requests, relevance)
     .prosecode/hooks.log                    one line per hook failure
+    .prosecode/.gitignore                   "*": none of it goes into a commit
 
 The token cap of the injected context is 2,000 by default; ``PROSECODE_CONTEXT_TOKENS`` or the
 plugin option ``context_tokens`` (``CLAUDE_PLUGIN_OPTION_CONTEXT_TOKENS``) changes it.
@@ -240,6 +241,18 @@ def paged_relevance(records: io.TextIOBase) -> Dict[str, float]:
     return relevance
 
 
+def make_folder(folder: str) -> None:
+    """Create the per-project folder, with a .gitignore that keeps its files out of commits.
+
+    The page store holds session text verbatim, secrets pasted into the session included.
+    """
+    os.makedirs(folder, exist_ok=True)
+    ignore = os.path.join(folder, ".gitignore")
+    if not os.path.exists(ignore):
+        with open(ignore, "w", encoding="utf-8") as fh:
+            fh.write("# prosecode context pager: session contracts and page stores, not for commits\n*\n")
+
+
 def write_json(path: str, value: Any) -> None:
     """Write ``value`` as JSON beside ``path``, then move it into place (never a half-written file)."""
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -262,7 +275,7 @@ def pre_compact(event: Dict[str, Any]) -> Dict[str, Any]:
         intent, intent_from = requests[-1], "last human request"
     else:
         intent, intent_from = None, "the pager's default (last user message)"
-    os.makedirs(paths.folder, exist_ok=True)
+    make_folder(paths.folder)
     # The flag=value form: a request or path starting with "-" must not read as a flag.
     argv = [f"--history={transcript}", f"--contract={paths.contract}", "--json"]
     if intent:
@@ -325,7 +338,7 @@ def build_context(task: Optional[str], last: Optional[str], pages: List[Dict[str
     requests = [("Task statement and last human request (verbatim)", task)] if task == last else [
         ("Task statement, the human's first request (verbatim)", task), ("The human's last request (verbatim)", last)]
     requests = [(label, text) for label, text in requests if text]
-    tail = (f"Recall a block's exact text: {recall.replace('ID', 'BLOCK_ID')}\n"
+    tail = (f"Recall a block's exact text: {recall}\n"
             f'Or call the MCP tool "recall" (server {MCP_SERVER}) with {{"ids": ["BLOCK_ID"], '
             f'"contract": {json.dumps(contract)}}}.')
     ranked = sorted(pages, key=lambda p: (-relevance.get(p["block"], -1.0), -p["turn"]))
@@ -372,7 +385,7 @@ def session_start(event: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     paged = json.loads(run_engine(["index", f"--contract={paths.contract}", "--json"]))["paged"]
     pager = shlex.quote(os.path.abspath(engine.__file__))
     contract = shlex.quote(paths.contract)
-    recall = f"python3 {pager} recall ID --contract {contract}"
+    recall = f"python3 {pager} recall BLOCK_ID --contract {contract}"
     index = f"python3 {pager} index --contract {contract}"
     text = build_context(state.get("task"), state.get("last_request"), paged, state.get("relevance", {}),
                          recall, index, paths.contract, context_tokens())
@@ -391,14 +404,15 @@ def log_failure(command: str, event_text: str, exc: BaseException) -> None:
             event = {}
         cwd = event.get("cwd") if isinstance(event, dict) and isinstance(event.get("cwd"), str) else os.getcwd()
         session = event.get("session_id") if isinstance(event, dict) else None
+        session = " ".join(str(session).split()) if session else "?"  # one line, whatever it held
         folder = os.path.join(cwd if os.path.isdir(cwd) else os.getcwd(), STATE_DIR)
-        os.makedirs(folder, exist_ok=True)
+        make_folder(folder)
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         what = " ".join(str(exc).split()) or type(exc).__name__
         if not isinstance(exc, HookError):
             what = f"{type(exc).__name__}: {what}"
         with open(os.path.join(folder, LOG_NAME), "a", encoding="utf-8") as fh:
-            fh.write(f"{now} {command} session={session or '?'} error: {what}\n")
+            fh.write(f"{now} {command} session={session} error: {what}\n")
     except Exception:  # noqa: BLE001 - a hook must not fail, not even while logging
         pass
 

@@ -247,6 +247,31 @@ def test_hooks_on_development_sessions(harness, transcript, tmp_path):
     check_recalls(context, transcript, project, fmt=harness)
 
 
+@pytest.mark.skipif(not (DEV_SET / "claude-code" / "reliability-python-to-rust-port.jsonl").exists(),
+                    reason="the development set is not shipped")
+def test_readme_example_is_what_the_hook_injects(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    transcript = DEV_SET / "claude-code" / "reliability-python-to-rust-port.jsonl"
+    context = context_of(compact("6c0ffee0-1a2b-4c3d-8e9f-0123456789ab", transcript, project,
+                                 env={"PROSECODE_CONTEXT_TOKENS": "600"}))
+    shown = context.replace(str(ROOT / "scripts" / "pager.py"), "/opt/prosecode-context-pager/scripts/pager.py")
+    shown = shown.replace(str(project), "/home/me/rust-port")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    example = readme.split("**What the model sees.**", 1)[1].split("```text\n", 1)[1].split("\n```", 1)[0]
+    # The paths here are not the README's, and their length moves the cap by a line: compare the
+    # listed pages as a prefix, and the count of listed plus unlisted pages.
+    def split(text):
+        lines = text.splitlines()
+        more = re.match(r"\((\d+) more paged blocks", lines[-1])
+        return (lines[:-1], int(more.group(1))) if more else (lines, 0)
+    (mine, mine_more), (theirs, theirs_more) = split(shown), split(example)
+    shorter = min(len(mine), len(theirs))
+    assert mine[:shorter] == theirs[:shorter] and abs(len(mine) - len(theirs)) <= 2
+    assert len(mine) + mine_more == len(theirs) + theirs_more
+    assert pager.estimate_tokens(context) <= 600
+
+
 def test_hooks_on_the_fixture_session_with_custom_instructions(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
@@ -284,7 +309,8 @@ def test_second_compaction_extends_the_same_contract(tmp_path):
     assert after.startswith(before) and len(after) > len(before)
     assert after.count(b"remember a value called last-pager-pass") == 2
     assert sorted(p.name for p in (project / ".prosecode").iterdir()) == [
-        "s2.hook.json", "s2.limn", "s2.pages.sqlite3"]
+        ".gitignore", "s2.hook.json", "s2.limn", "s2.pages.sqlite3"]
+    assert (project / ".prosecode" / ".gitignore").read_text().splitlines()[-1] == "*"
     assert first != second and "Now look at the" in second  # the last request moved on
     check_recalls(second, transcript, project, limit=5)
 
