@@ -54,7 +54,7 @@ def test_lists_three_tools_with_schemas():
         assert tools["recall"].input_schema["properties"]["ids"]["type"] == "array"
         assert tools["index"].input_schema["required"] == ["contract"]
         assert all(tool.description for tool in tools.values())
-        return client.server_info  # noqa
+        return client.server_info  # what the server said of itself at initialization
     info = session(check)
     assert (info.name, info.version) == ("prosecode-pager", pager.__version__)
 
