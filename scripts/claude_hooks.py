@@ -298,9 +298,13 @@ def context_tokens() -> int:
     for name in TOKEN_ENV:
         value = os.environ.get(name, "").strip()
         if value:
-            if not value.isdigit() or int(value) < MIN_CONTEXT_TOKENS:
-                raise HookError(f"{name} must be an integer of at least {MIN_CONTEXT_TOKENS} (got {value!r})")
-            return int(value)
+            try:
+                tokens = int(float(value))  # the plugin option arrives as the text of a number
+            except (ValueError, OverflowError):
+                tokens = 0
+            if tokens < MIN_CONTEXT_TOKENS:
+                raise HookError(f"{name} must be a number of at least {MIN_CONTEXT_TOKENS} (got {value!r})")
+            return tokens
     return DEFAULT_CONTEXT_TOKENS
 
 

@@ -328,11 +328,15 @@ def test_generated_50000_message_session(tmp_path):
     check_recalls(context, transcript, project, limit=3)
 
 
-def test_token_cap_from_the_environment(tmp_path):
+@pytest.mark.parametrize("variable, value, cap", [
+    ("PROSECODE_CONTEXT_TOKENS", "250", 250),
+    ("CLAUDE_PLUGIN_OPTION_CONTEXT_TOKENS", "300.0", 300),  # the plugin option context_tokens
+])
+def test_token_cap_from_the_environment(variable, value, cap, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
-    context = context_of(compact("cap", FIXTURE, project, env={"PROSECODE_CONTEXT_TOKENS": "250"}))
-    assert pager.estimate_tokens(context) <= 250
+    context = context_of(compact("cap", FIXTURE, project, env={variable: value}))
+    assert cap - 40 < pager.estimate_tokens(context) <= cap
     assert "Now run the whole test suite." in context
 
 
@@ -365,7 +369,7 @@ def test_bad_token_cap_is_logged_not_raised(tmp_path):
     assert run_hook("PreCompact", pre, project).returncode == 0
     proc = run_hook("SessionStart", start, project, env={"PROSECODE_CONTEXT_TOKENS": "lots"})
     assert (proc.returncode, proc.stdout) == (0, "")
-    assert "PROSECODE_CONTEXT_TOKENS must be an integer" in (project / ".prosecode" / "hooks.log").read_text()
+    assert "PROSECODE_CONTEXT_TOKENS must be a number of at least 200" in (project / ".prosecode" / "hooks.log").read_text()
 
 
 # --- the real claude CLI ---
