@@ -86,11 +86,10 @@ class HookError(Exception):
 
 
 class SessionPaths(NamedTuple):
-    """Where one session's files live under the project."""
+    """Where one session's files live under the project (the engine puts the page store beside the contract)."""
 
     folder: str
     contract: str
-    store: str
     state: str
     log: str
 
@@ -98,8 +97,7 @@ class SessionPaths(NamedTuple):
 def session_paths(cwd: str, session_id: str) -> SessionPaths:
     """Return the paths of ``session_id``'s files under the project folder ``cwd``."""
     folder = os.path.join(cwd, STATE_DIR)
-    contract = os.path.join(folder, f"{session_id}.limn")
-    return SessionPaths(folder, contract, engine.default_store_path(contract),
+    return SessionPaths(folder, os.path.join(folder, f"{session_id}.limn"),
                         os.path.join(folder, session_id + STATE_SUFFIX), os.path.join(folder, LOG_NAME))
 
 
