@@ -46,7 +46,7 @@ import tempfile
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-if _HERE not in sys.path:
+if not __package__ and _HERE not in sys.path:  # installed, the package's own folder stays off the path
     sys.path.insert(0, _HERE)  # run as a bare script from the plugin: the engine sits beside it
 
 try:  # inside the installed package

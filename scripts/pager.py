@@ -131,6 +131,8 @@ INDEX_SUMMARY_WORDS = 12   # words of a stub a page-index line keeps
 STORE_SUFFIX = ".pages.sqlite3"  # C.limn -> C.pages.sqlite3 beside the contract
 INDEX_FLAG = "pager_index"  # marks the page-index block --with-index prepends; passes skip it
 RECALL_COMMAND = "python3 scripts/pager.py recall"  # relative to the skill root, as SKILL.md says
+CONSOLE_SCRIPT = "prosecode-pager"  # the command pip installs (pyproject.toml)
+IMPORT_NAME = "prosecode_pager"  # the installed package: no top-level module named pager
 
 PROTECTIONS = ("pinned", "system", "recent")  # reasons a block is kept whatever its score or the budget
 _MAX_COUNT = (1 << 63) - 1  # turns and token counts are kept in 64-bit arrays
@@ -505,9 +507,28 @@ def _shell_word(text: str) -> str:
     return text if re.fullmatch(r"[\w@%+=:,./-]+", text, re.ASCII) else "'" + text.replace("'", "'\\''") + "'"
 
 
+def recall_command(argv0: Optional[str] = None) -> str:
+    """Return the recall command as the pager was run: the console script, ``-m``, else the script path.
+
+    ``argv0`` defaults to ``sys.argv[0]``.
+
+    Example:
+        >>> recall_command("/usr/local/bin/prosecode-pager"), recall_command("scripts/pager.py")
+        ('prosecode-pager recall', 'python3 scripts/pager.py recall')
+    """
+    if argv0 is None:
+        argv0 = sys.argv[0] if sys.argv else ""
+    name = os.path.basename(argv0 or "")
+    if name.startswith(CONSOLE_SCRIPT):
+        return f"{CONSOLE_SCRIPT} recall"
+    if name == "pager.py" and os.path.basename(os.path.dirname(argv0)) == IMPORT_NAME:
+        return f"python3 -m {IMPORT_NAME}.pager recall"  # run from the installed package
+    return RECALL_COMMAND
+
+
 def _recall_hint(block: str, contract: str, store: Optional[str]) -> str:
     """Return the command that recalls ``block``."""
-    hint = f"{RECALL_COMMAND} {_shell_word(block)} --contract {_shell_word(contract)}"
+    hint = f"{recall_command()} {_shell_word(block)} --contract {_shell_word(contract)}"
     return hint + (f" --store {_shell_word(store)}" if store else "")
 
 
@@ -4859,6 +4880,687 @@ def main(argv: Optional[List[str]] = None) -> int:
     except PagerError as exc:
         stderr.write(f"pager: error: {exc}\n")
         return EXIT_INPUT
+
+
+# ===== Library: compact, Pager, the recall tool =====
+#
+# (It follows the command line because, with a contract, a library recall is the CLI's own
+# ``recall``: _run_recall, which records the page-in.)
+#
+# The engine for code that holds a conversation as Python objects: a framework's message list
+# before a model call.  ``compact(messages, budget=...)`` takes a Chat Completions message list
+# (or request body), an Anthropic ``{"system", "messages"}`` dict or bare list, a Responses
+# input list (or body) or the pager's own ``{"blocks": [...]}`` dict, and returns the same shape
+# with the pass applied, plus a report.  The decisions are the CLI's for the same input and flags.
+#
+# A ``Pager`` keeps what one agent needs between calls: the pages (in memory unless a contract or
+# a store is given, so nothing is written by default) and a cache of each block's scoring
+# features, keyed by every field of the block and by the pass settings that shape them, so a
+# conversation that grew by a few messages costs the new blocks' scoring plus a walk over the
+# rest.  Stubs name the recall tool (``RECALL_TOOL_NAME``); ``Pager.run_tool_call`` executes such
+# a call and answers in the API's own tool-result shape, an error result for a bad id.
+
+RECALL_TOOL_NAME = "recall_pages"
+RECALL_TOOL_DESCRIPTION = ("Return the exact original text of blocks the context pager paged out. A paged "
+                           "block appears as a line '[paged ID | turn T | role | N tokens] summary'; pass "
+                           "its ID.")
+TOOL_APIS = ("openai", "responses", "anthropic")  # the tool-use shapes the recall tool speaks
+LIBRARY_FORMATS = ("pager", "openai", "responses", "anthropic")  # formats compact takes as objects
+def _read_value(fmt: str, value: Any) -> Conversation:
+    """Return the Conversation of a history already parsed from JSON, in format ``fmt``."""
+    try:
+        return _FORMATS[fmt].read(value)
+    except PagerError as exc:
+        raise PagerError(f"{fmt} messages: {exc}") from None
+
+
+def _detect_value(value: Any) -> Optional[str]:
+    """Return the format of a history already parsed from JSON (detect_format's rule 1), or None."""
+    for spec in _FORMATS.values():
+        if spec.name in LIBRARY_FORMATS and spec.detect is not None and spec.detect(value):
+            return spec.name
+    return None
+_RECALL_SCHEMA = {"type": "object",
+                  "properties": {"ids": {"type": "array", "items": {"type": "string"},
+                                         "description": "ids of paged blocks, as their stubs show them"}},
+                  "required": ["ids"], "additionalProperties": False}
+
+
+def tool_recall_hint(block: str) -> str:
+    """Return the recall hint a library stub carries: the recall tool with this block's id.
+
+    Example:
+        >>> tool_recall_hint("m-3f2a9c1b7d4e")
+        'the recall_pages tool with ids ["m-3f2a9c1b7d4e"]'
+    """
+    return f"the {RECALL_TOOL_NAME} tool with ids {json.dumps([block], ensure_ascii=False)}"
+
+
+def recall_tool(api: str = "openai") -> Dict[str, Any]:
+    """Return the recall tool's definition for ``api``: openai (Chat Completions), responses or anthropic.
+
+    Example:
+        >>> recall_tool("anthropic")["input_schema"]["required"]
+        ['ids']
+    """
+    schema = json.loads(json.dumps(_RECALL_SCHEMA))  # a fresh copy: callers may edit theirs
+    if api == "openai":
+        return {"type": "function", "function": {"name": RECALL_TOOL_NAME, "description": RECALL_TOOL_DESCRIPTION,
+                                                 "parameters": schema}}
+    if api == "responses":
+        return {"type": "function", "name": RECALL_TOOL_NAME, "description": RECALL_TOOL_DESCRIPTION,
+                "parameters": schema}
+    if api == "anthropic":
+        return {"name": RECALL_TOOL_NAME, "description": RECALL_TOOL_DESCRIPTION, "input_schema": schema}
+    raise PagerError(f"api must be one of {', '.join(TOOL_APIS)} (got {_show(api)})")
+
+
+class _CachedScorer(_Scorer):
+    """A _Scorer that takes each block's features from a cache when the same block was scored before.
+
+    The cache maps every field of a block (id, turn, role, text, kind, tokens, unit, pinned,
+    protected) to what scoring it produced (tokens, matched terms, stub cost); its owner drops it
+    whenever the pass settings that shape those features change.  What depends on the other
+    blocks (rarity, neighbour credit, recency, budget) is computed afresh in ``finish``.  Stub
+    blocks are always scored afresh: they are scored on their stored page.
+    """
+
+    def __init__(self, cache: Dict[tuple, tuple], counter: Optional[Callable[[str], int]],
+                 *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cache, self.fresh, self.hits = cache, {}, 0
+        self.counter = counter
+
+    def add_all(self, first: int, batch: List[object]) -> None:
+        """Record ``batch``: runs of blocks seen before a column at a time, the others one by one."""
+        cache, fresh, hits = self.cache, self.fresh, []
+        for index, raw in enumerate(batch, first):
+            key = self._key(raw)
+            entry = cache.get(key) if key is not None else None
+            if entry is None:
+                if hits:
+                    self._replay(hits)
+                    hits = []
+                self.add(index, raw)
+            else:
+                fresh[key] = entry
+                hits.append((index, raw, entry))
+        if hits:
+            self._replay(hits)
+
+    @staticmethod
+    def _key(raw: object) -> Optional[tuple]:
+        """Return the cache key of a block: every field it has; None for one never cached."""
+        if type(raw) is not dict or raw.get("stub", False) is not False or raw.get(INDEX_FLAG) is True:
+            return None  # a stub is scored on its stored page; the page index is skipped
+        get = raw.get
+        key = (get("id"), get("turn"), get("role"), get("text"), get("kind"), get("tokens"), get("unit"),
+               get("pinned", False), get("protected"), len(raw))
+        try:
+            hash(key)
+        except TypeError:  # an unhashable field: the full check names it
+            return None
+        return key
+
+    def _keep_text(self, text: str, turn: int, matched: tuple, unit: Optional[str]) -> Optional[str]:
+        return text  # every text: pages and stubs are made from the messages in memory
+
+    def _stub_cost(self, block_id: str, turn: int, role: str, kind: Optional[str], tokens: int,
+                   matched: Tuple[str, ...], text: str) -> int:
+        if self.counter is None:
+            return super()._stub_cost(block_id, turn, role, kind, tokens, matched, text)
+        summary = stub_summary(text, matched, self.params.stub_words)
+        page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
+        return self.counter(self.stub_text(page))  # type: ignore[misc]
+
+    def add(self, index: int, raw: object) -> None:
+        """Score one block as _Scorer.add does, and remember its features under its key."""
+        position = len(self._ids)
+        super().add(index, raw)
+        key = self._key(raw)
+        if key is not None and len(self._ids) > position:
+            cost = self._stub_tokens[position] if self.stub_text is not None else 0
+            self.fresh[key] = (self._tokens[position], self._matched[position], cost)
+
+    def _replay(self, hits: List[Tuple[int, Dict[str, Any], tuple]]) -> None:
+        """Record blocks seen before with the same fields, a column at a time, as ``_Scorer.add`` did."""
+        ids = [raw["id"] for _, raw, _ in hits]
+        seen = self._seen
+        if not seen.isdisjoint(ids) or len(set(ids)) != len(ids):
+            for index, raw, _ in hits:  # the full check names the first repeated id
+                self.add(index, raw)
+            return
+        seen.update(ids)
+        self.hits += len(hits)
+        position = len(self._ids)
+        turns = [raw["turn"] for _, raw, _ in hits]
+        roles = [raw["role"] for _, raw, _ in hits]
+        tokens = [entry[0] for _, _, entry in hits]
+        for offset, (_, raw, _) in enumerate(hits):
+            if len(raw) > 4:  # optional fields: unit, pinned, protected
+                unit = raw.get("unit")
+                if unit is not None:
+                    self._units[position + offset] = unit
+                if raw.get("pinned", False):
+                    self._guards[position + offset] = "pinned"
+                    continue
+            if roles[offset] in SYSTEM_ROLES or raw.get("protected") == "system":
+                self._guards[position + offset] = "system"
+        if self.stub_text is not None:
+            self._stub_tokens.extend([entry[2] for _, _, entry in hits])
+        top = max(turns)
+        if self.max_turn is None or top > self.max_turn:
+            self.max_turn = top
+        self.tokens_before += sum(tokens)
+        texts = [raw["text"] for _, raw, _ in hits]
+        self._ids.extend(ids)
+        self._turns.extend(turns)
+        self._roles.extend(roles)
+        self._kinds.extend([raw.get("kind") for _, raw, _ in hits])
+        self._tokens.extend(tokens)
+        self._matched.extend([entry[1] for _, _, entry in hits])
+        self._lengths.extend(map(len, texts))
+        self.texts.extend(texts)
+
+
+@dataclasses.dataclass
+class CompactReport:
+    """What one ``compact`` call did: counts, tokens, pressure and every block's decision."""
+
+    format: str
+    counts: Dict[str, int]             # blocks per directive: retain, page, evict
+    tokens_before: int
+    tokens_after: int                  # kept verbatim plus stubs
+    budget: Optional[int]
+    intent: List[str]
+    intent_source: str
+    decisions: Sequence[Decision]
+    repairs: List[str]
+    paged: List[str]                   # ids the recall tool can bring back now
+    cached: int                        # blocks whose features came from the Pager's cache
+    contract: Optional[str] = None
+    store: Optional[str] = None
+    pager: Any = dataclasses.field(default=None, repr=False, compare=False)  # the Pager that made it
+
+    @property
+    def pressure(self) -> Optional[Tuple[float, float]]:
+        """Return (tokens_before, tokens_after) over the budget, or None without a budget."""
+        if not self.budget:
+            return None
+        return self.tokens_before / self.budget, self.tokens_after / self.budget
+
+    def to_dict(self) -> Dict[str, object]:
+        """Return the report as JSON-ready data; decisions as the CLI's per-block records."""
+        rho = self.pressure
+        return {"format": self.format, "blocks": len(self.decisions), **self.counts,
+                "tokens_before": self.tokens_before, "tokens_after": self.tokens_after, "budget": self.budget,
+                "pressure_before": round(rho[0], 4) if rho else None,
+                "pressure_after": round(rho[1], 4) if rho else None,
+                "intent": list(self.intent), "intent_source": self.intent_source, "repairs": list(self.repairs),
+                "paged": list(self.paged), "cached": self.cached, "contract": self.contract, "store": self.store,
+                "decisions": [d.to_dict() for d in self.decisions]}
+
+
+class Compacted(NamedTuple):
+    """The result of ``compact``: the messages in the shape they came in, and the report."""
+
+    messages: Any
+    report: CompactReport
+
+    def recall(self, ids: Any) -> Dict[str, str]:
+        """Return block id -> exact original text of paged blocks (``Pager.recall``)."""
+        return self.report.pager.recall(ids)  # type: ignore[union-attr]
+
+    def run_tool_call(self, call: Any) -> Dict[str, Any]:
+        """Execute a recall tool call against these pages (``Pager.run_tool_call``)."""
+        return self.report.pager.run_tool_call(call)  # type: ignore[union-attr]
+
+
+def _library_intent(intent: Any) -> Optional[Intent]:
+    """Return the Intent of ``intent=``: free text (as --intent), a list of texts, or None."""
+    if intent is None:
+        return None
+    if isinstance(intent, str):
+        return Intent(intent_keywords([intent]), "intent")
+    if isinstance(intent, (list, tuple)) and all(isinstance(x, str) for x in intent):
+        return Intent(intent_keywords(list(intent)), "intent")
+    raise PagerError(f"intent must be text or a list of texts (got {_show(intent)})")
+
+
+def detect_object_format(messages: Any) -> str:
+    """Return the format of a conversation held as Python objects (see ``detect_format``).
+
+    Example:
+        >>> detect_object_format([{"role": "user", "content": [{"type": "tool_result",
+        ...                        "tool_use_id": "t1", "content": "ok"}]}])
+        'anthropic'
+    """
+    kind = _detect_value(messages)
+    if kind is None:
+        raise PagerError(f"messages must be a message list or a request body of {', '.join(LIBRARY_FORMATS)} "
+                         f"(got {_show(messages)})")
+    return kind
+
+
+def _tool_call_parts(call: Any) -> Tuple[str, Optional[str], Optional[str], Any]:
+    """Return (api, call id, tool name, arguments) of a tool call in any of TOOL_APIS' shapes."""
+    if not isinstance(call, dict):
+        return "openai", None, None, None
+    if call.get("type") == "tool_use":
+        return "anthropic", call.get("id"), call.get("name"), call.get("input")
+    if call.get("type") == "function_call":
+        return "responses", call.get("call_id"), call.get("name"), call.get("arguments")
+    fn = call.get("function")
+    fn = fn if isinstance(fn, dict) else {}
+    return "openai", call.get("id"), fn.get("name"), fn.get("arguments")
+
+
+def _tool_recall(recall: Callable[[List[str]], Dict[str, str]], name: Any, arguments: Any) -> Tuple[str, bool]:
+    """Return (result text, failed) for a recall call's name and arguments (a JSON text or an object).
+
+    ``recall`` maps ids to texts, raising PagerError for an id it cannot give back.
+    """
+    if name != RECALL_TOOL_NAME:
+        return f"error: unknown tool {_show(name)} (this pager answers {RECALL_TOOL_NAME})", True
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            return f"error: the arguments are not JSON (got {_show(arguments)})", True
+    ids = arguments.get("ids") if isinstance(arguments, dict) else None
+    if isinstance(ids, str):
+        ids = [ids]
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+        return f"error: ids must be a non-empty list of block ids (got {_show(ids)})", True
+    try:
+        texts = recall(ids)
+    except PagerError as exc:
+        return f"error: {exc}", True
+    if len(texts) == 1:
+        return next(iter(texts.values())), False
+    return "\n".join(f"==> {block} <==\n{text}" for block, text in texts.items()), False
+
+
+def tool_result(api: str, call_id: Optional[str], text: str, failed: bool = False) -> Dict[str, Any]:
+    """Return a tool result message (openai), item (responses) or block (anthropic) carrying ``text``.
+
+    Example:
+        >>> tool_result("anthropic", "toolu_1", "error: no such block", True)["is_error"]
+        True
+    """
+    if api == "anthropic":
+        result: Dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+        if failed:
+            result["is_error"] = True
+        return result
+    if api == "responses":
+        return {"type": "function_call_output", "call_id": call_id, "output": text}
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+class Pager:
+    """A context pager for a running agent: ``compact`` before each model call, ``recall`` on demand.
+
+    ``budget`` and the other Params fields (alpha, beta, retain_cut, evict_cut, similarity,
+    stub_words, keep_recent) are the CLI's flags.  Pages live in this object unless ``contract``
+    (a ``.limn`` file the passes and recalls are appended to, with its page store beside it or at
+    ``store``) or ``store`` alone (a SQLite page store) is given.  ``token_counter(text) -> int``
+    replaces the token estimate.  ``hint(block) -> str`` is what a stub says to recall it
+    (default: the recall tool).  ``now`` fixes the pass timestamp (ISO-8601) for contracts.
+    """
+
+    def __init__(self, budget: Optional[int] = None, *, intent: Any = None, format: Optional[str] = None,
+                 contract: Optional[str] = None, store: Optional[str] = None,
+                 token_counter: Optional[Callable[[str], int]] = None,
+                 hint: Optional[Callable[[str], str]] = None, now: Optional[str] = None, **params: Any) -> None:
+        unknown = sorted(set(params) - {f.name for f in dataclasses.fields(Params)} - {"budget"})
+        if unknown:
+            raise PagerError(f"unknown parameter {unknown[0]!r} (expected budget or one of "
+                             f"{', '.join(f.name for f in dataclasses.fields(Params) if f.name != 'budget')})")
+        self.params = Params(budget=budget, **params).validate()
+        if format is not None and format not in LIBRARY_FORMATS:
+            raise PagerError(f"format must be one of {', '.join(LIBRARY_FORMATS)} (got {_show(format)})")
+        if token_counter is not None and not callable(token_counter):
+            raise PagerError(f"token_counter must be a function of a text (got {_show(token_counter)})")
+        self.intent, self.format, self.contract = _library_intent(intent), format, contract
+        self.store = store if store is not None else (_default_store_path(contract) if contract else None)
+        self._explicit_store = store
+        self.token_counter, self.hint, self.now = token_counter, hint or tool_recall_hint, now
+        if now is not None:
+            _normalize_now(now)  # a bad timestamp fails here, not at the first pass
+        self._pages: Dict[str, StoredPage] = {}  # in memory: block -> page, for the blocks paged now
+        self._stubs: Dict[str, str] = {}         # block -> its stub text, made once per page
+        self._actions: Dict[str, str] = {}       # block -> directive of the last pass
+        self._cache: Dict[tuple, tuple] = {}
+        self._cache_key: Optional[tuple] = None
+
+    # -- one pass --
+
+    def compact(self, messages: Any, *, intent: Any = None, format: Optional[str] = None) -> Compacted:
+        """Return the messages compacted, in the shape and type they came in, with a report.
+
+        ``intent`` (text or a list of texts) overrides the Pager's for this call; without
+        either, the pager's own history's ``intent_ir``, else the last user message, is used.
+        ``format`` overrides the Pager's (default: detected from the messages).
+        """
+        if format is not None and format not in LIBRARY_FORMATS:
+            raise PagerError(f"format must be one of {', '.join(LIBRARY_FORMATS)} (got {_show(format)})")
+        fmt = format or self.format or detect_object_format(messages)
+        given = _library_intent(intent) if intent is not None else self.intent
+        conv = _read_value(fmt, messages)
+        if fmt == "pager":
+            blocks, header = messages["blocks"], {k: v for k, v in messages.items() if k != "blocks"}
+        else:
+            blocks, header = conv.blocks, {}
+        if self.token_counter is not None:
+            blocks = [self._counted(b) for b in blocks]
+        store = self._open_store()
+        try:
+            plan, scorer = self._plan(blocks, header, given, store)
+            items = _decision_items(len(plan.decisions), scorer.skipped) if scorer.skipped else None
+            now = _normalize_now(self.now)
+            if self.contract is not None:
+                store = self._record(plan, fmt, conv, blocks, store, now)
+            elif store is not None:
+                self._store_pages(plan, store, now)
+            directives = self._directives(plan, store, now)
+        finally:
+            if store is not None:
+                store.close()
+        if fmt == "pager":
+            out = self._emit_pager(messages, blocks, plan, directives, items)
+        else:
+            out = emit(conv, directives)
+            if isinstance(messages, list) and isinstance(out, dict):
+                out = out["messages"]  # a bare list stays a list (Anthropic's emitter gives a body)
+        self._actions = dict(zip(_column(plan.decisions, "block"), _column(plan.decisions, "action")))
+        tokens_after = plan.tokens_after if plan.tokens_after is not None else self._tokens_after(plan, directives)
+        report = CompactReport(fmt, plan.counts(), plan.tokens_before, tokens_after, self.params.budget,
+                               list(plan.keywords), plan.intent_source, plan.decisions,
+                               list(conv.repairs), [b for b, a in self._actions.items() if a == "page"],
+                               scorer.hits, self.contract, self.store, self)
+        return Compacted(out, report)
+
+    async def acompact(self, messages: Any, *, intent: Any = None, format: Optional[str] = None) -> Compacted:
+        """``compact`` for async callers (it is CPU work: it runs inline, without awaiting)."""
+        return self.compact(messages, intent=intent, format=format)
+
+    def _counted(self, block: Dict[str, Any]) -> Dict[str, Any]:
+        counted = dict(block)
+        if not block.get("stub") and block.get("tokens") is None and isinstance(block.get("text"), str):
+            tokens = self.token_counter(block["text"])  # type: ignore[misc]
+            if not _is_int(tokens) or tokens < 0:
+                raise PagerError(f"token_counter must return a non-negative integer (got {_show(tokens)} "
+                                 f"for block {_show(block.get('id'))})")
+            counted["tokens"] = tokens
+        return counted
+
+    def _open_store(self) -> Optional[PageStore]:
+        if self.store is None:
+            return None
+        return PageStore.open(self.store, create=self.contract is None, stub_words=self.params.stub_words)
+
+    def _page_of(self, store: Optional[PageStore]) -> Callable[[str], Optional[StoredPage]]:
+        if self.store is None:
+            return self._pages.get
+        return store.get if store is not None else (lambda block: None)
+
+    def _plan(self, blocks: List[Any], header: Dict[str, Any], given: Optional[Intent],
+              store: Optional[PageStore]) -> Tuple[PassPlan, _CachedScorer]:
+        """Score the blocks (features from the cache where a block is unchanged); return the plan."""
+        pages = self._page_of(store)
+        last_user = None
+        for raw in reversed(blocks):
+            if type(raw) is dict and raw.get("role") == "user" and isinstance(raw.get("text"), str):
+                if raw.get("stub") is True:
+                    page = pages(str(raw.get("id")))
+                    if page is None:
+                        continue
+                    last_user = page.text
+                else:
+                    last_user = raw["text"]
+                break
+        try:
+            intent = _header_intent(header, given, last_user)
+            current = _header_current_turn(header)
+            params, hint = self.params, self.hint
+            stub_text = lambda page: make_stub(page, hint(page.block))  # noqa: E731
+            settings = (tuple(intent.keywords), params.similarity, params.stub_words, params.budget is None)
+            if settings != self._cache_key:
+                self._cache, self._cache_key = {}, settings
+            scorer = _CachedScorer(self._cache, self.token_counter, intent.keywords, params, pages, stub_text,
+                                   False, None, current)
+            scorer.add_all(0, blocks)
+            decisions = scorer.finish(current)
+        except PagerError as exc:
+            raise PagerError(f"messages: {exc}") from None
+        self._cache = scorer.fresh  # only blocks of this conversation: a dropped one is forgotten
+        plan = PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
+                        params, header, scorer.tokens_before, scorer.tokens_after, intent.source, scorer.texts)
+        return plan, scorer
+
+    def _page(self, d: Decision, text: str, now: str) -> StoredPage:
+        """Return the page of a newly paged block, reusing the one made before if nothing changed."""
+        old = self._pages.get(d.block)
+        if old is not None and old.text == text and (old.turn, old.role, old.kind, old.tokens, old.keywords) == (
+                d.turn, d.role, d.kind, d.tokens, d.matched):
+            return old
+        page = StoredPage(d.block, d.turn, d.role, d.kind, d.tokens, d.matched, _text_sha256(text), now, "", text)
+        return _with_summary(page, self.params.stub_words)
+
+    def _directives(self, plan: PassPlan, store: Optional[PageStore], now: str) -> Dict[str, Tuple[str, Optional[str]]]:
+        """Return emit's directive per block: a stub for a page, the original for a stub kept verbatim."""
+        out: Dict[str, Tuple[str, Optional[str]]] = {}
+        pages: Dict[str, StoredPage] = {}
+        stubs: Dict[str, str] = {}
+        texts = plan.texts
+        lookup = self._page_of(store)
+        for k, d in enumerate(plan.decisions):
+            if d.action == "page":
+                if d.stub or store is not None:
+                    page = lookup(d.block)
+                    if page is None:
+                        raise PagerError(f"no stored text for paged block {_show(d.block)}")
+                else:
+                    page = self._page(d, texts[k], now)  # type: ignore[arg-type, index]
+                stub = self._stubs.get(d.block) if self._pages.get(d.block) is page else None
+                if stub is None:
+                    stub = make_stub(_with_summary(page, self.params.stub_words), self.hint(d.block))
+                pages[d.block], stubs[d.block] = page, stub
+                out[d.block] = ("page", stub)
+            elif d.action == "retain" and d.stub:
+                page = lookup(d.block)
+                if page is None:
+                    raise PagerError(f"no stored text for paged block {_show(d.block)}")
+                out[d.block] = ("retain", _verified_text(page, self.store or "the pager's pages"))
+            else:
+                out[d.block] = (d.action, None)
+        self._pages, self._stubs = pages, stubs  # a block no longer paged can no longer be recalled
+        return out
+
+    def _store_pages(self, plan: PassPlan, store: PageStore, now: str) -> None:
+        """Store-only mode: keep new pages' text in the SQLite store, drop pages no longer paged."""
+        known = store.shas()
+        fresh = []
+        for k, d in enumerate(plan.decisions):
+            if d.action == "page" and not d.stub:
+                text = plan.texts[k]  # type: ignore[index]
+                sha = _text_sha256(text)  # type: ignore[arg-type]
+                if known.get(d.block) != sha:
+                    fresh.append(StoredPage(d.block, d.turn, d.role, d.kind, d.tokens, d.matched, sha, now, "", text))  # type: ignore[arg-type]
+        store.begin()
+        try:
+            store.put(fresh)
+            store.commit()
+        except BaseException:
+            store.rollback()
+            raise
+        store.keep_only(b for b, a in zip(_column(plan.decisions, "block"), _column(plan.decisions, "action"))
+                        if a == "page")
+
+    def _record(self, plan: PassPlan, fmt: str, conv: Conversation, blocks: List[Any],
+                store: Optional[PageStore], now: str) -> Optional[PageStore]:
+        """Contract mode: store pages and append the pass to the contract, as the CLI's pass does."""
+        args = argparse.Namespace(contract=self.contract, store=self._explicit_store, emit=None, with_index=False)
+        converted = json.dumps({"blocks": blocks}, ensure_ascii=False)
+        reading = _Reading(fmt, self.format is None, _HistorySource.from_text("messages", converted),
+                          conv if fmt != "pager" else None)
+        settings: Dict[str, object] = {"pager-stub-words": plan.params.stub_words, "pager-format": fmt,
+                                       "pager-intent-source": plan.intent_source}
+        if self._explicit_store:
+            settings["pager-store"] = self._explicit_store
+        if plan.params.keep_recent is not None:
+            settings["pager-keep-recent"] = plan.params.keep_recent
+
+        def render(state: ContractState) -> _Payload:
+            return _encode_batches(state, _statement_batches(plan, state, now, settings))
+
+        _, _, _, store = _record_pass(args, plan, reading, store, self.store, now, render)  # type: ignore[arg-type]
+        if store is not None:
+            store.close()
+        return PageStore.open(self.store, create=False, stub_words=self.params.stub_words)  # type: ignore[arg-type]
+
+    def _emit_pager(self, history: Dict[str, Any], blocks: List[Any], plan: PassPlan,
+                    directives: Dict[str, Tuple[str, Optional[str]]], items: Optional[List[int]]) -> Dict[str, Any]:
+        """Return the pager history with the pass applied, block by block as the CLI's --emit writes it."""
+        out = {k: v for k, v in history.items() if k != "blocks"}
+        kept = []
+        for k, d in enumerate(plan.decisions):
+            raw = history["blocks"][items[k] if items else k]
+            verb, text = directives[d.block]
+            if verb == "retain" and text is None:
+                kept.append(raw)
+            elif verb == "retain":  # a stub brought back verbatim
+                restored = {key: value for key, value in raw.items() if key != "stub"}
+                restored["text"] = text
+                if d.tokens != estimate_tokens(text):
+                    restored["tokens"] = d.tokens
+                kept.append(restored)
+            elif verb == "page":
+                stub: Dict[str, object] = {"id": d.block, "turn": d.turn, "role": d.role}
+                if d.kind is not None:
+                    stub["kind"] = d.kind
+                stub["text"], stub["stub"] = text, True
+                kept.append(stub)
+        out["blocks"] = kept
+        return out
+
+    def _tokens_after(self, plan: PassPlan, directives: Dict[str, Tuple[str, Optional[str]]]) -> int:
+        """Return what the kept blocks and stubs cost, for a pass without a budget."""
+        count = self.token_counter or estimate_tokens
+        total = 0
+        for d in plan.decisions:
+            verb, text = directives[d.block]
+            if verb == "retain":
+                total += d.tokens
+            elif verb == "page":
+                total += count(text)  # type: ignore[arg-type]
+        return total
+
+    # -- recall --
+
+    def recall(self, ids: Any) -> Dict[str, str]:
+        """Return block id -> exact original text of paged blocks; PagerError for an id not paged now.
+
+        With a contract the page-in is recorded there, as ``pager.py recall`` does.
+        """
+        wanted = [ids] if isinstance(ids, str) else list(ids)
+        if not wanted or not all(isinstance(i, str) for i in wanted):
+            raise PagerError(f"ids must be a non-empty list of block ids (got {_show(ids)})")
+        wanted = list(dict.fromkeys(wanted))
+        if self.contract is not None:
+            return self._recall_from_contract(wanted)
+        for block in wanted:
+            action = self._actions.get(block)
+            if action != "page":
+                where = ("was never seen by the pager" if action is None
+                         else f"is {LIST_OF_ACTION[action].split('-')[0]}")
+                raise PagerError(f"block {_show(block)} is not paged (it {where})")
+        if self.store is None:
+            return {block: self._pages[block].text for block in wanted}
+        store = PageStore.open(self.store, create=False, stub_words=self.params.stub_words)
+        if store is None:
+            raise PagerError(f"{self.store}: the page store does not exist")
+        try:
+            pages = _paged_pages({block: "page" for block in wanted}, store, self.store)
+            return {page.block: _verified_text(page, self.store) for page in pages}
+        finally:
+            store.close()
+
+    def _recall_from_contract(self, ids: List[str]) -> Dict[str, str]:
+        argv = [*ids, "--contract", self.contract, "--json"]  # type: ignore[list-item]
+        if self._explicit_store:
+            argv += ["--store", self._explicit_store]
+        if self.now is not None:
+            argv += ["--now", self.now]
+        out = io.StringIO()
+        _run_recall(_build_recall_parser().parse_args(argv), out, io.StringIO())
+        return {item["block"]: item["text"] for item in json.loads(out.getvalue())["recalled"]}
+
+    def index(self) -> str:
+        """Return the page index of the last pass: a header naming the recall tool, one line per page."""
+        if self.store is not None:
+            store = PageStore.open(self.store, create=False, stub_words=self.params.stub_words)
+            paged = [b for b, a in self._actions.items() if a == "page"]
+            try:
+                pages = _paged_pages({b: "page" for b in paged}, store, self.store) if paged else []
+            finally:
+                if store is not None:
+                    store.close()
+        else:
+            pages = [_with_summary(p, self.params.stub_words) for p in self._pages.values()]
+        return "\n".join([_index_header(len(pages), self.hint("ID"))] + index_lines(pages))
+
+    def tools(self, api: str = "openai") -> List[Dict[str, Any]]:
+        """Return the tool list to offer the model: the recall tool in ``api``'s shape."""
+        return [recall_tool(api)]
+
+    def recall_text(self, ids: Any) -> Tuple[str, bool]:
+        """Return (the recall tool's answer for ``ids``, whether it is an error). Never raises."""
+        return _tool_recall(self.recall, RECALL_TOOL_NAME, {"ids": ids})
+
+    def run_tool_call(self, call: Any) -> Dict[str, Any]:
+        """Execute a recall tool call; return the tool result in the call's API shape. Never raises.
+
+        ``call`` is a Chat Completions tool call (``{"id", "function": {"name", "arguments"}}``),
+        a Responses ``function_call`` item or an Anthropic ``tool_use`` block. One id gives its
+        exact text; several give each under a ``==> ID <==`` line; a bad id or call gives an
+        error result (Anthropic ``is_error``, else text starting with ``error:``).
+        """
+        api, call_id, name, arguments = _tool_call_parts(call)
+        text, failed = _tool_recall(self.recall, name, arguments)
+        return tool_result(api, call_id, text, failed)
+
+
+def run_recall_tool(pager: Any, call: Any) -> Dict[str, Any]:
+    """Execute a recall tool call against ``pager``'s pages; return the tool result (never raises)."""
+    owner = pager.report.pager if isinstance(pager, Compacted) else pager
+    return owner.run_tool_call(call)  # type: ignore[union-attr]
+
+
+def compact(messages: Any, *, budget: Optional[int] = None, intent: Any = None, format: Optional[str] = None,
+            contract: Optional[str] = None, store: Optional[str] = None,
+            token_counter: Optional[Callable[[str], int]] = None, **params: Any) -> Compacted:
+    """Return ``messages`` compacted (same shape and type) and a report; one pass of a new Pager.
+
+    ``messages``: a Chat Completions list or body, an Anthropic body or bare list, a Responses
+    input list or body, or the pager's ``{"blocks": [...]}``. ``budget`` and ``params`` (alpha,
+    beta, retain_cut, evict_cut, similarity, stub_words, keep_recent, and ``hint``/``now`` as
+    for Pager) are the CLI's flags. Nothing is written unless ``contract`` or ``store`` is
+    given; the pages stay with the result (``result.recall(ids)``, ``result.run_tool_call``).
+
+    Example:
+        >>> msgs, report = compact([{"role": "user", "content": "Fix the invoice rounding."}], budget=100)
+        >>> msgs == [{"role": "user", "content": "Fix the invoice rounding."}], report.counts["retain"]
+        (True, 1)
+    """
+    pager = Pager(budget, intent=intent, format=format, contract=contract, store=store,
+                  token_counter=token_counter, **params)
+    return pager.compact(messages)
+
+
+_LIBRARY_ALL = ["compact", "Pager", "Compacted", "CompactReport", "recall_tool", "run_recall_tool", "tool_result",
+                "tool_recall_hint", "detect_object_format", "RECALL_TOOL_NAME", "TOOL_APIS", "LIBRARY_FORMATS"]
 
 
 if __name__ == "__main__":
