@@ -507,13 +507,13 @@ def _shell_word(text: str) -> str:
     return text if re.fullmatch(r"[\w@%+=:,./-]+", text, re.ASCII) else "'" + text.replace("'", "'\\''") + "'"
 
 
-def recall_command(argv0: Optional[str] = None) -> str:
+def _recall_command(argv0: Optional[str] = None) -> str:
     """Return the recall command as the pager was run: the console script, ``-m``, else the script path.
 
     ``argv0`` defaults to ``sys.argv[0]``.
 
     Example:
-        >>> recall_command("/usr/local/bin/prosecode-pager"), recall_command("scripts/pager.py")
+        >>> _recall_command("/usr/local/bin/prosecode-pager"), _recall_command("scripts/pager.py")
         ('prosecode-pager recall', 'python3 scripts/pager.py recall')
     """
     if argv0 is None:
@@ -528,7 +528,7 @@ def recall_command(argv0: Optional[str] = None) -> str:
 
 def _recall_hint(block: str, contract: str, store: Optional[str]) -> str:
     """Return the command that recalls ``block``."""
-    hint = f"{recall_command()} {_shell_word(block)} --contract {_shell_word(contract)}"
+    hint = f"{_recall_command()} {_shell_word(block)} --contract {_shell_word(contract)}"
     return hint + (f" --store {_shell_word(store)}" if store else "")
 
 

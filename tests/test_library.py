@@ -251,9 +251,9 @@ def test_report_to_dict_is_json(pager):
 
 
 def test_recall_command_follows_how_the_pager_was_run(pager):
-    assert pager.recall_command("/venv/bin/prosecode-pager") == "prosecode-pager recall"
-    assert pager.recall_command("scripts/pager.py") == "python3 scripts/pager.py recall"
-    assert pager.recall_command("/site-packages/prosecode_pager/pager.py") == "python3 -m prosecode_pager.pager recall"
+    assert pager._recall_command("/venv/bin/prosecode-pager") == "prosecode-pager recall"
+    assert pager._recall_command("scripts/pager.py") == "python3 scripts/pager.py recall"
+    assert pager._recall_command("/site-packages/prosecode_pager/pager.py") == "python3 -m prosecode_pager.pager recall"
 
 
 def test_library_benchmark_runs_and_prints_its_ratios():
