@@ -771,6 +771,7 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     for i in range(len(decisions)):
         key = units[i] if units is not None and units[i] is not None else i
         groups.setdefault(key, []).append(i)
+    table = isinstance(decisions, _DecisionTable)  # then _column gives its own columns, written in place below
     tokens, reasons = _column(decisions, "tokens"), _column(decisions, "reason")
     rs, turns, actions = _column(decisions, "R"), _column(decisions, "turn"), _column(decisions, "action")
     left = budget
@@ -797,10 +798,13 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
             action = "page"
         else:
             action = "evict"
+        reason = "budget-" + {"retain": "kept", "page": "paged", "evict": "evicted"}[action]
         for i in members:
             if action != actions[i]:
-                decisions[i] = decisions[i]._replace(action=action, reason="budget-" + {
-                    "retain": "kept", "page": "paged", "evict": "evicted"}[action])
+                if table:  # write the table's own columns: building each Decision costs more
+                    actions[i], reasons[i] = action, reason
+                else:
+                    decisions[i] = decisions[i]._replace(action=action, reason=reason)
     return budget - left
 
 
@@ -4958,8 +4962,8 @@ def recall_tool(api: str = "openai") -> Dict[str, Any]:
 class _CachedScorer(_Scorer):
     """A _Scorer that takes each block's features from a cache when the same block was scored before.
 
-    The cache maps every field of a block (id, turn, role, text, kind, tokens, unit, pinned,
-    protected) to what scoring it produced (tokens, matched terms, stub cost); its owner drops it
+    The cache maps every field of a block (its items: id, turn, role, text, kind, tokens, unit,
+    pinned, protected, ...) to what scoring it produced (tokens, matched terms, stub cost); its owner drops it
     whenever the pass settings that shape those features change.  What depends on the other
     blocks (rarity, neighbour credit, recency, budget) is computed afresh in ``finish``.  Stub
     blocks are always scored afresh: they are scored on their stored page.
@@ -4976,7 +4980,10 @@ class _CachedScorer(_Scorer):
         cache, fresh, hits = self.cache, self.fresh, []
         for index, raw in enumerate(batch, first):
             key = self._key(raw)
-            entry = cache.get(key) if key is not None else None
+            try:
+                entry = cache.get(key) if key is not None else None
+            except TypeError:  # an unhashable field: the full check names it
+                key = entry = None
             if entry is None:
                 if hits:
                     self._replay(hits)
@@ -4990,17 +4997,10 @@ class _CachedScorer(_Scorer):
 
     @staticmethod
     def _key(raw: object) -> Optional[tuple]:
-        """Return the cache key of a block: every field it has; None for one never cached."""
+        """Return the cache key of a block: all its fields, names and values; None for one never cached."""
         if type(raw) is not dict or raw.get("stub", False) is not False or raw.get(INDEX_FLAG) is True:
             return None  # a stub is scored on its stored page; the page index is skipped
-        get = raw.get
-        key = (get("id"), get("turn"), get("role"), get("text"), get("kind"), get("tokens"), get("unit"),
-               get("pinned", False), get("protected"), len(raw))
-        try:
-            hash(key)
-        except TypeError:  # an unhashable field: the full check names it
-            return None
-        return key
+        return tuple(raw.items())
 
     def _keep_text(self, text: str, turn: int, matched: tuple, unit: Optional[str]) -> Optional[str]:
         return text  # every text: pages and stubs are made from the messages in memory
@@ -5020,7 +5020,10 @@ class _CachedScorer(_Scorer):
         key = self._key(raw)
         if key is not None and len(self._ids) > position:
             cost = self._stub_tokens[position] if self.stub_text is not None else 0
-            self.fresh[key] = (self._tokens[position], self._matched[position], cost)
+            try:
+                self.fresh[key] = (self._tokens[position], self._matched[position], cost)
+            except TypeError:  # a field the checks accept but a key cannot hold: not cached
+                pass
 
     def _replay(self, hits: List[Tuple[int, Dict[str, Any], tuple]]) -> None:
         """Record blocks seen before with the same fields, a column at a time, as ``_Scorer.add`` did."""
