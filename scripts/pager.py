@@ -81,8 +81,13 @@ __all__ = [
     "ContractState", "check_statement", "render_pass", "read_contract_state", "contract_state",
     # transcripts
     "Conversation", "detect_format", "load", "conversation_blocks", "emit", "validate",
-    # the page store and the command line
-    "PageStore", "main",
+    # the page store
+    "PageStore",
+    # the library: compact in memory, a Pager across calls, recall as a tool
+    "compact", "Pager", "Compacted", "CompactReport", "recall_tool", "run_recall_tool", "RECALL_TOOL_NAME",
+    "RECALL_TOOL_DESCRIPTION",
+    # the command line
+    "main",
 ]
 
 
@@ -4568,228 +4573,10 @@ def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: _Reading, st
     return state, payload, stored, store
 
 
-# ===== Command line =====
-
-HELP_EPILOG = """\
-commands:
-  pager.py --history H.json --contract C.limn [flags]   run a paging pass (below)
-  pager.py recall ID [ID ...] --contract C.limn        print paged blocks' original text, page them in
-  pager.py index --contract C.limn                     list the paged blocks, one line each
-
-example:
-  python3 scripts/pager.py --history assets/test-history.json \\
-      --contract /tmp/session.limn --now 2026-05-17T03:08:12+00:00 --emit /tmp/compact.json
-
-output:
-  stdout  one summary line (or JSON with --json); with --dry-run, the statements first
-  stderr  one JSON record per block, in input order
-
-exit codes:
-  0  the pass was recorded (or printed, with --dry-run)
-  1  an unexpected bug (with a traceback)
-  2  bad input: a flag, the history, the contract or the page store; nothing was written
-"""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise PagerError(message)
-
-
-def _number_flag(flag: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            return float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} must be a number (got {_show(text)})") from None
-    return parse
-
-
-def _count_flag(flag: str, least: int = 1) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = least - 1
-        if value < least:
-            kind = "a positive" if least == 1 else "a non-negative"
-            raise argparse.ArgumentTypeError(f"{flag} must be {kind} integer (got {_show(text)})")
-        return value
-    return parse
-
-
-def _build_parser() -> argparse.ArgumentParser:
-    """Return the command-line parser of a paging pass."""
-    parser = _Parser(prog="pager.py", description=__doc__.split("\n\n")[0],
-                     epilog=HELP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--history", required=True, metavar="H.json",
-                        help="history in the pager's JSON schema; '-' reads standard input")
-    parser.add_argument("--contract", required=True, metavar="C.limn",
-                        help="session contract to append to (created if missing)")
-    parser.add_argument("--alpha", type=_number_flag("--alpha"), default=DEFAULT_ALPHA,
-                        help=f"weight of intent similarity (default {DEFAULT_ALPHA})")
-    parser.add_argument("--beta", type=_number_flag("--beta"), default=DEFAULT_BETA,
-                        help=f"weight of recency (default {DEFAULT_BETA})")
-    parser.add_argument("--retain-cut", type=_number_flag("--retain-cut"), default=DEFAULT_RETAIN_CUT,
-                        help=f"R at or above this retains (default {DEFAULT_RETAIN_CUT})")
-    parser.add_argument("--evict-cut", type=_number_flag("--evict-cut"), default=DEFAULT_EVICT_CUT,
-                        help=f"R below this evicts (default {DEFAULT_EVICT_CUT})")
-    parser.add_argument("--format", choices=("auto",) + FORMATS, default="auto",
-                        help="history format (default auto: detected from the content)")
-    parser.add_argument("--intent", metavar="TEXT", help="what the agent is doing now, in free text")
-    parser.add_argument("--intent-file", metavar="FILE", help="read the intent text from FILE")
-    parser.add_argument("--keep-recent", type=_count_flag("--keep-recent", 0), metavar="N",
-                        help="always retain the last N blocks (default: the current turn's blocks)")
-    parser.add_argument("--similarity", choices=SIMILARITIES, default=SIMILARITIES[0],
-                        help="weighted (default): rare keywords count more, stems match, neighbours share "
-                             "credit; plain: the share of keywords present")
-    parser.add_argument("--budget", type=_count_flag("--budget"), metavar="TOKENS",
-                        help="fit retained blocks plus stubs into this many tokens (see the README)")
-    parser.add_argument("--store", metavar="PATH",
-                        help=f"page store (default: beside the contract, C.limn -> C{STORE_SUFFIX})")
-    parser.add_argument("--emit", metavar="OUT.json",
-                        help="write the compacted history: retained verbatim, paged as stubs, evicted gone")
-    parser.add_argument("--with-index", action="store_true",
-                        help="with --emit, put the page index first, as one system block")
-    parser.add_argument("--stub-words", type=_count_flag("--stub-words"), default=DEFAULT_STUB_WORDS,
-                        help=f"words of text a stub keeps (default {DEFAULT_STUB_WORDS})")
-    parser.add_argument("--now", metavar="ISO-8601", help="pass timestamp (default: the clock, UTC)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the statements the pass would append; write nothing")
-    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    return parser
-
-
-def _store_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--contract", required=True, metavar="C.limn", help="the session contract")
-    parser.add_argument("--store", metavar="PATH",
-                        help="page store (default: the contract's pager-store value, else beside the contract)")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _build_recall_parser() -> argparse.ArgumentParser:
-    """Return the parser of ``pager.py recall``."""
-    parser = _Parser(prog="pager.py recall", description="Print paged blocks' exact original text "
-                     "(checked against its SHA-256) and record the page-in in the contract.")
-    parser.add_argument("ids", nargs="+", metavar="ID", help="block ids the contract lists as paged")
-    _store_flags(parser)
-    parser.add_argument("--now", metavar="ISO-8601", help="recall timestamp (default: the clock, UTC)")
-    return parser
-
-
-def _build_index_parser() -> argparse.ArgumentParser:
-    """Return the parser of ``pager.py index``."""
-    parser = _Parser(prog="pager.py index", description="List every paged block, one line each.")
-    _store_flags(parser)
-    return parser
-
-
-def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
-    """Return the intent given by --intent or --intent-file, or None."""
-    if args.intent is not None and args.intent_file is not None:
-        raise PagerError("give --intent or --intent-file, not both")
-    if args.intent is not None:
-        return Intent(intent_keywords([args.intent]), "--intent")
-    if args.intent_file is not None:
-        try:
-            with open(args.intent_file, encoding="utf-8") as fh:
-                return Intent(intent_keywords([fh.read()]), "--intent-file")
-        except FileNotFoundError:
-            raise PagerError(f"{args.intent_file}: no such file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise PagerError(f"{args.intent_file}: can't read the intent ({exc})") from None
-    return None
-
-
-def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
-    """Run one paging pass as the flags say; return the exit code."""
-    params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
-                    args.budget, args.stub_words, args.keep_recent).validate()
-    now = _normalize_now(args.now)
-    if args.with_index and not args.emit:
-        raise PagerError("--with-index needs --emit")
-    given = _flag_intent(args)
-    reading = _open_history(args.history, args.format)
-    if args.with_index and reading.conversation is not None:
-        raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
-                         "'pager.py index'")
-    source = reading.source
-    store_path = args.store or _default_store_path(args.contract)
-    store = PageStore.open(store_path, create=False, stub_words=params.stub_words)
-    try:
-        plan = _load_and_plan(source, params, store.get if store is not None else None,
-                             lambda page: make_stub(page, _recall_hint(page.block, args.contract, args.store)),
-                             args.with_index, lambda seen: _index_reserve(args, store, seen), given)
-        # The store's path is recorded when it was chosen, so recall and index find it; the
-        # default is derived from the contract's path and is left out to keep contracts portable.
-        settings: Dict[str, object] = {"pager-stub-words": params.stub_words, "pager-format": reading.fmt,
-                                       "pager-intent-source": plan.intent_source}
-        if args.store:
-            settings["pager-store"] = args.store
-        if params.keep_recent is not None:
-            settings["pager-keep-recent"] = params.keep_recent
-
-        def render(state: ContractState) -> _Payload:
-            return _encode_batches(state, _statement_batches(plan, state, now, settings))
-
-        if args.dry_run:
-            state = contract_state(args.contract)
-            payload = render(state)
-            stored = 0
-        else:
-            state, payload, stored, store = _record_pass(args, plan, reading, store, store_path, now, render)
-    finally:
-        if store is not None:
-            store.close()
-    lead = 1 if state.needs_newline else 0  # the line end owed to an unterminated last line
-    changes = _count_changes(plan, state)
-    for decision in plan.decisions:
-        stderr.write(_record_line(decision) + "\n")
-    counts = plan.counts()
-    if args.dry_run:
-        stdout.write(payload.tobytes()[lead:].decode("utf-8"))
-    n_statements = payload.count(b"\n") - lead
-    conv = reading.conversation
-    skipped = conv.skipped_lines if conv is not None else 0
-    repairs = list(conv.repairs) if conv is not None else []
-    for repair in repairs:
-        stderr.write(f"pager: repair: {repair}\n")
-    summary = {"blocks": len(plan.decisions), "format": reading.fmt, "format_detected": reading.detected,
-               "intent_source": plan.intent_source, "intent": plan.keywords, **counts, **changes,
-               "statements": n_statements, "contract": args.contract,
-               "written": not args.dry_run, "pass": now, "stored": stored, "store": store_path,
-               "emitted": args.emit if args.emit and not args.dry_run else None,
-               "skipped_lines": skipped, "repairs": repairs}
-    rho = plan.pressure()
-    if rho is not None:
-        summary.update({"budget": params.budget, "tokens_before": plan.tokens_before,
-                        "tokens_after": plan.tokens_after, "pressure_before": round(rho[0], 4),
-                        "pressure_after": round(rho[1], 4), "over_budget": rho[1] > 1.0})
-        if rho[1] > 1.0:
-            stderr.write(f"pager: warning: protected blocks alone take {plan.tokens_after} tokens, over the "
-                         f"budget of {params.budget}; everything else was paged or evicted\n")
-    if args.json:
-        stdout.write(json.dumps(summary, ensure_ascii=False) + "\n")
-    else:
-        verb = "would append" if args.dry_run else "appended"
-        extra = ""
-        if rho is not None:
-            extra += (f"; pressure {rho[0]:.2f} -> {rho[1]:.2f} of {params.budget} tokens "
-                      f"({plan.tokens_before} -> {plan.tokens_after})")
-        extra += f"; stored {stored} pages in {store_path}" if stored else ""
-        extra += f"; wrote {args.emit}" if summary["emitted"] else ""
-        if skipped:
-            extra += f"; skipped {skipped} unreadable line{'' if skipped == 1 else 's'}"
-        if repairs:
-            extra += f"; {len(repairs)} repair{'' if len(repairs) == 1 else 's'} (see stderr)"
-        how = "detected" if reading.detected else "given"
-        stdout.write(f"pager: {summary['blocks']} blocks ({reading.fmt} format, {how}; intent from "
-                     f"{plan.intent_source}): retain {counts['retain']}, page {counts['page']}, "
-                     f"evict {counts['evict']} ({changes['new']} new, {changes['moved']} moved, "
-                     f"{changes['unchanged']} unchanged); {verb} {n_statements} statement"
-                     f"{'' if n_statements == 1 else 's'} to {args.contract}{extra}\n")
-    return EXIT_OK
+def _not_paged(block: str, action: Optional[str]) -> str:
+    """Return why ``block`` can't be recalled: its directive (``action``, None if never seen) is not page."""
+    where = "was never seen by the pager" if action is None else f"is {LIST_OF_ACTION[action].split('-')[0]}"
+    return f"block {_show(block)} is not paged (it {where})"
 
 
 def _recorded_stub_words(state: ContractState) -> int:
@@ -4797,35 +4584,40 @@ def _recorded_stub_words(state: ContractState) -> int:
     return words if _is_int(words) and words > 0 else DEFAULT_STUB_WORDS  # type: ignore[return-value]
 
 
-def _resolve_store(args: argparse.Namespace, state: ContractState) -> str:
+def _resolve_store(contract: str, store: Optional[str], state: ContractState) -> str:
+    """Return the page store's path: ``store`` if given, else the contract's pager-store value, else the default."""
     recorded = state.values.get("pager-store")
-    return args.store or (recorded if isinstance(recorded, str) else _default_store_path(args.contract))
+    return store or (recorded if isinstance(recorded, str) else _default_store_path(contract))
 
 
-def _run_recall(args: argparse.Namespace, stdout, stderr) -> int:
-    """Print paged blocks' original text and record the page-in; return the exit code."""
-    now = _normalize_now(args.now)
-    ids = list(dict.fromkeys(args.ids))
-    for i, block in enumerate(ids):
+def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: str
+                  ) -> Tuple[str, List[StoredPage], List[str]]:
+    """Bring paged blocks back: their exact text (checked against its SHA-256), the page-in recorded.
+
+    Under the contract's lock: every id must be listed as paged, its text is read from the
+    store, and ``remove``/``add`` statements move it to the retained list, with ``last-recall``.
+    Returns the store's path, the pages and their texts, in the order of ``ids`` (repeats once).
+    """
+    ids = list(dict.fromkeys(ids))
+    for block in ids:
         _check_quotable(block, f"recall id {_show(block)}")
-    if not os.path.exists(args.contract):
-        raise PagerError(f"{args.contract}: no such contract")
-    with _LockedContract(args.contract) as locked:
+    if not os.path.exists(contract):
+        raise PagerError(f"{contract}: no such contract")
+    with _LockedContract(contract) as locked:
         state = locked.state
         for block in ids:
             action = state.directives.get(block)
             if action != "page":
-                where = "was never seen by the pager" if action is None else f"is {LIST_OF_ACTION[action].split('-')[0]}"
-                raise PagerError(f"{args.contract}: block {_show(block)} is not paged (it {where})")
-        store_path = _resolve_store(args, state)
-        store = PageStore.open(store_path, create=False, stub_words=_recorded_stub_words(state))
-        if store is None:
+                raise PagerError(f"{contract}: {_not_paged(block, action)}")
+        store_path = _resolve_store(contract, store, state)
+        opened = PageStore.open(store_path, create=False, stub_words=_recorded_stub_words(state))
+        if opened is None:
             raise PagerError(f"{store_path}: the page store does not exist")
         try:
-            pages = _paged_pages({block: "page" for block in ids}, store, store_path)
+            pages = _paged_pages({block: "page" for block in ids}, opened, store_path)
             texts = [_verified_text(page, store_path) for page in pages]
         finally:
-            store.close()
+            opened.close()
         statements = []
         for block in ids:
             statements.append(_statement_remove(block, "page", "recalled"))
@@ -4833,63 +4625,10 @@ def _run_recall(args: argparse.Namespace, stdout, stderr) -> int:
         statements.append(_statement_value("last-recall", now))
         _check_statements(statements)
         locked.append(_encode_batches(state, [statements]))
-    if args.json:
-        stdout.write(json.dumps({"contract": args.contract, "store": store_path, "recalled": [
-            {"block": p.block, "turn": p.turn, "role": p.role, "tokens": p.tokens, "sha256": p.sha256,
-             "text": text} for p, text in zip(pages, texts)]}, ensure_ascii=False) + "\n")
-    elif len(texts) == 1:
-        stdout.write(texts[0])
-    else:
-        stdout.write("\n".join(f"==> {p.block} <==\n{text}" for p, text in zip(pages, texts)) + "\n")
-    return EXIT_OK
-
-
-def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
-    """Print the page index of a contract; return the exit code."""
-    if not os.path.exists(args.contract):
-        raise PagerError(f"{args.contract}: no such contract")
-    state = contract_state(args.contract)
-    store_path = _resolve_store(args, state)
-    store = PageStore.open(store_path, create=False, stub_words=_recorded_stub_words(state))
-    try:
-        pages = _paged_pages(state.directives, store, store_path)
-    finally:
-        if store is not None:
-            store.close()
-    if args.json:
-        stdout.write(json.dumps({"contract": args.contract, "store": store_path, "paged": [
-            {"block": p.block, "turn": p.turn, "role": p.role, "tokens": p.tokens, "summary": p.summary,
-             "recall": _recall_hint(p.block, args.contract, args.store)} for p in pages]},
-            ensure_ascii=False) + "\n")
-    else:
-        stdout.write(f"Paged blocks: {len(pages)} (recall one with: "
-                     f"{_recall_hint('ID', args.contract, args.store)})\n")
-        for line in index_lines(pages):
-            stdout.write(line + "\n")
-    return EXIT_OK
-
-
-COMMANDS = {"recall": (_build_recall_parser, _run_recall), "index": (_build_index_parser, _run_index)}
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    """Run the command line; return the exit code (0 ok, 1 bug, 2 bad input)."""
-    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
-    stdout, stderr = sys.stdout, sys.stderr
-    try:
-        if argv and argv[0] in COMMANDS:
-            build, run = COMMANDS[argv[0]]
-            return run(build().parse_args(argv[1:]), stdout, stderr)
-        return _run_pass(_build_parser().parse_args(argv), stdout, stderr)
-    except PagerError as exc:
-        stderr.write(f"pager: error: {exc}\n")
-        return EXIT_INPUT
+    return store_path, pages, texts
 
 
 # ===== Library: compact, Pager, the recall tool =====
-#
-# (It follows the command line because, with a contract, a library recall is the CLI's own
-# ``recall``: _run_recall, which records the page-in.)
 #
 # The engine for code that holds a conversation as Python objects: a framework's message list
 # before a model call.  ``compact(messages, budget=...)`` takes a Chat Completions message list
@@ -4930,11 +4669,11 @@ _RECALL_SCHEMA = {"type": "object",
                   "required": ["ids"], "additionalProperties": False}
 
 
-def tool_recall_hint(block: str) -> str:
+def _tool_recall_hint(block: str) -> str:
     """Return the recall hint a library stub carries: the recall tool with this block's id.
 
     Example:
-        >>> tool_recall_hint("m-3f2a9c1b7d4e")
+        >>> _tool_recall_hint("m-3f2a9c1b7d4e")
         'the recall_pages tool with ids ["m-3f2a9c1b7d4e"]'
     """
     return f"the {RECALL_TOOL_NAME} tool with ids {json.dumps([block], ensure_ascii=False)}"
@@ -5130,11 +4869,11 @@ def _library_intent(intent: Any) -> Optional[Intent]:
     raise PagerError(f"intent must be text or a list of texts (got {_show(intent)})")
 
 
-def detect_object_format(messages: Any) -> str:
+def _detect_object_format(messages: Any) -> str:
     """Return the format of a conversation held as Python objects (see ``detect_format``).
 
     Example:
-        >>> detect_object_format([{"role": "user", "content": [{"type": "tool_result",
+        >>> _detect_object_format([{"role": "user", "content": [{"type": "tool_result",
         ...                        "tool_use_id": "t1", "content": "ok"}]}])
         'anthropic'
     """
@@ -5184,11 +4923,11 @@ def _tool_recall(recall: Callable[[List[str]], Dict[str, str]], name: Any, argum
     return "\n".join(f"==> {block} <==\n{text}" for block, text in texts.items()), False
 
 
-def tool_result(api: str, call_id: Optional[str], text: str, failed: bool = False) -> Dict[str, Any]:
+def _tool_result(api: str, call_id: Optional[str], text: str, failed: bool = False) -> Dict[str, Any]:
     """Return a tool result message (openai), item (responses) or block (anthropic) carrying ``text``.
 
     Example:
-        >>> tool_result("anthropic", "toolu_1", "error: no such block", True)["is_error"]
+        >>> _tool_result("anthropic", "toolu_1", "error: no such block", True)["is_error"]
         True
     """
     if api == "anthropic":
@@ -5228,7 +4967,7 @@ class Pager:
         self.intent, self.format, self.contract = _library_intent(intent), format, contract
         self.store = store if store is not None else (_default_store_path(contract) if contract else None)
         self._explicit_store = store
-        self.token_counter, self.hint, self.now = token_counter, hint or tool_recall_hint, now
+        self.token_counter, self.hint, self.now = token_counter, hint or _tool_recall_hint, now
         if now is not None:
             _normalize_now(now)  # a bad timestamp fails here, not at the first pass
         self._pages: Dict[str, StoredPage] = {}  # in memory: block -> page, for the blocks paged now
@@ -5248,7 +4987,7 @@ class Pager:
         """
         if format is not None and format not in LIBRARY_FORMATS:
             raise PagerError(f"format must be one of {', '.join(LIBRARY_FORMATS)} (got {_show(format)})")
-        fmt = format or self.format or detect_object_format(messages)
+        fmt = format or self.format or _detect_object_format(messages)
         given = _library_intent(intent) if intent is not None else self.intent
         conv = _read_value(fmt, messages)
         if fmt == "pager":
@@ -5476,9 +5215,7 @@ class Pager:
         for block in wanted:
             action = self._actions.get(block)
             if action != "page":
-                where = ("was never seen by the pager" if action is None
-                         else f"is {LIST_OF_ACTION[action].split('-')[0]}")
-                raise PagerError(f"block {_show(block)} is not paged (it {where})")
+                raise PagerError(_not_paged(block, action))
         if self.store is None:
             return {block: self._pages[block].text for block in wanted}
         store = PageStore.open(self.store, create=False, stub_words=self.params.stub_words)
@@ -5491,14 +5228,9 @@ class Pager:
             store.close()
 
     def _recall_from_contract(self, ids: List[str]) -> Dict[str, str]:
-        argv = [*ids, "--contract", self.contract, "--json"]  # type: ignore[list-item]
-        if self._explicit_store:
-            argv += ["--store", self._explicit_store]
-        if self.now is not None:
-            argv += ["--now", self.now]
-        out = io.StringIO()
-        _run_recall(_build_recall_parser().parse_args(argv), out, io.StringIO())
-        return {item["block"]: item["text"] for item in json.loads(out.getvalue())["recalled"]}
+        _, pages, texts = _recall_pages(self.contract, ids, self._explicit_store,  # type: ignore[arg-type]
+                                        _normalize_now(self.now))
+        return {page.block: text for page, text in zip(pages, texts)}
 
     def index(self) -> str:
         """Return the page index of the last pass: a header naming the recall tool, one line per page."""
@@ -5532,7 +5264,7 @@ class Pager:
         """
         api, call_id, name, arguments = _tool_call_parts(call)
         text, failed = _tool_recall(self.recall, name, arguments)
-        return tool_result(api, call_id, text, failed)
+        return _tool_result(api, call_id, text, failed)
 
 
 def run_recall_tool(pager: Any, call: Any) -> Dict[str, Any]:
@@ -5562,8 +5294,287 @@ def compact(messages: Any, *, budget: Optional[int] = None, intent: Any = None, 
     return pager.compact(messages)
 
 
-_LIBRARY_ALL = ["compact", "Pager", "Compacted", "CompactReport", "recall_tool", "run_recall_tool", "tool_result",
-                "tool_recall_hint", "detect_object_format", "RECALL_TOOL_NAME", "TOOL_APIS", "LIBRARY_FORMATS"]
+
+
+
+# ===== Command line =====
+
+HELP_EPILOG = """\
+commands:
+  pager.py --history H.json --contract C.limn [flags]   run a paging pass (below)
+  pager.py recall ID [ID ...] --contract C.limn        print paged blocks' original text, page them in
+  pager.py index --contract C.limn                     list the paged blocks, one line each
+
+example:
+  python3 scripts/pager.py --history assets/test-history.json \\
+      --contract /tmp/session.limn --now 2026-05-17T03:08:12+00:00 --emit /tmp/compact.json
+
+output:
+  stdout  one summary line (or JSON with --json); with --dry-run, the statements first
+  stderr  one JSON record per block, in input order
+
+exit codes:
+  0  the pass was recorded (or printed, with --dry-run)
+  1  an unexpected bug (with a traceback)
+  2  bad input: a flag, the history, the contract or the page store; nothing was written
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise PagerError(message)
+
+
+def _number_flag(flag: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be a number (got {_show(text)})") from None
+    return parse
+
+
+def _count_flag(flag: str, least: int = 1) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            kind = "a positive" if least == 1 else "a non-negative"
+            raise argparse.ArgumentTypeError(f"{flag} must be {kind} integer (got {_show(text)})")
+        return value
+    return parse
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    """Return the command-line parser of a paging pass."""
+    parser = _Parser(prog="pager.py", description=__doc__.split("\n\n")[0],
+                     epilog=HELP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--history", required=True, metavar="H.json",
+                        help="history in the pager's JSON schema; '-' reads standard input")
+    parser.add_argument("--contract", required=True, metavar="C.limn",
+                        help="session contract to append to (created if missing)")
+    parser.add_argument("--alpha", type=_number_flag("--alpha"), default=DEFAULT_ALPHA,
+                        help=f"weight of intent similarity (default {DEFAULT_ALPHA})")
+    parser.add_argument("--beta", type=_number_flag("--beta"), default=DEFAULT_BETA,
+                        help=f"weight of recency (default {DEFAULT_BETA})")
+    parser.add_argument("--retain-cut", type=_number_flag("--retain-cut"), default=DEFAULT_RETAIN_CUT,
+                        help=f"R at or above this retains (default {DEFAULT_RETAIN_CUT})")
+    parser.add_argument("--evict-cut", type=_number_flag("--evict-cut"), default=DEFAULT_EVICT_CUT,
+                        help=f"R below this evicts (default {DEFAULT_EVICT_CUT})")
+    parser.add_argument("--format", choices=("auto",) + FORMATS, default="auto",
+                        help="history format (default auto: detected from the content)")
+    parser.add_argument("--intent", metavar="TEXT", help="what the agent is doing now, in free text")
+    parser.add_argument("--intent-file", metavar="FILE", help="read the intent text from FILE")
+    parser.add_argument("--keep-recent", type=_count_flag("--keep-recent", 0), metavar="N",
+                        help="always retain the last N blocks (default: the current turn's blocks)")
+    parser.add_argument("--similarity", choices=SIMILARITIES, default=SIMILARITIES[0],
+                        help="weighted (default): rare keywords count more, stems match, neighbours share "
+                             "credit; plain: the share of keywords present")
+    parser.add_argument("--budget", type=_count_flag("--budget"), metavar="TOKENS",
+                        help="fit retained blocks plus stubs into this many tokens (see the README)")
+    parser.add_argument("--store", metavar="PATH",
+                        help=f"page store (default: beside the contract, C.limn -> C{STORE_SUFFIX})")
+    parser.add_argument("--emit", metavar="OUT.json",
+                        help="write the compacted history: retained verbatim, paged as stubs, evicted gone")
+    parser.add_argument("--with-index", action="store_true",
+                        help="with --emit, put the page index first, as one system block")
+    parser.add_argument("--stub-words", type=_count_flag("--stub-words"), default=DEFAULT_STUB_WORDS,
+                        help=f"words of text a stub keeps (default {DEFAULT_STUB_WORDS})")
+    parser.add_argument("--now", metavar="ISO-8601", help="pass timestamp (default: the clock, UTC)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the statements the pass would append; write nothing")
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+def _store_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--contract", required=True, metavar="C.limn", help="the session contract")
+    parser.add_argument("--store", metavar="PATH",
+                        help="page store (default: the contract's pager-store value, else beside the contract)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _build_recall_parser() -> argparse.ArgumentParser:
+    """Return the parser of ``pager.py recall``."""
+    parser = _Parser(prog="pager.py recall", description="Print paged blocks' exact original text "
+                     "(checked against its SHA-256) and record the page-in in the contract.")
+    parser.add_argument("ids", nargs="+", metavar="ID", help="block ids the contract lists as paged")
+    _store_flags(parser)
+    parser.add_argument("--now", metavar="ISO-8601", help="recall timestamp (default: the clock, UTC)")
+    return parser
+
+
+def _build_index_parser() -> argparse.ArgumentParser:
+    """Return the parser of ``pager.py index``."""
+    parser = _Parser(prog="pager.py index", description="List every paged block, one line each.")
+    _store_flags(parser)
+    return parser
+
+
+def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
+    """Return the intent given by --intent or --intent-file, or None."""
+    if args.intent is not None and args.intent_file is not None:
+        raise PagerError("give --intent or --intent-file, not both")
+    if args.intent is not None:
+        return Intent(intent_keywords([args.intent]), "--intent")
+    if args.intent_file is not None:
+        try:
+            with open(args.intent_file, encoding="utf-8") as fh:
+                return Intent(intent_keywords([fh.read()]), "--intent-file")
+        except FileNotFoundError:
+            raise PagerError(f"{args.intent_file}: no such file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PagerError(f"{args.intent_file}: can't read the intent ({exc})") from None
+    return None
+
+
+def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
+    """Run one paging pass as the flags say; return the exit code."""
+    params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
+                    args.budget, args.stub_words, args.keep_recent).validate()
+    now = _normalize_now(args.now)
+    if args.with_index and not args.emit:
+        raise PagerError("--with-index needs --emit")
+    given = _flag_intent(args)
+    reading = _open_history(args.history, args.format)
+    if args.with_index and reading.conversation is not None:
+        raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
+                         "'pager.py index'")
+    source = reading.source
+    store_path = args.store or _default_store_path(args.contract)
+    store = PageStore.open(store_path, create=False, stub_words=params.stub_words)
+    try:
+        plan = _load_and_plan(source, params, store.get if store is not None else None,
+                             lambda page: make_stub(page, _recall_hint(page.block, args.contract, args.store)),
+                             args.with_index, lambda seen: _index_reserve(args, store, seen), given)
+        # The store's path is recorded when it was chosen, so recall and index find it; the
+        # default is derived from the contract's path and is left out to keep contracts portable.
+        settings: Dict[str, object] = {"pager-stub-words": params.stub_words, "pager-format": reading.fmt,
+                                       "pager-intent-source": plan.intent_source}
+        if args.store:
+            settings["pager-store"] = args.store
+        if params.keep_recent is not None:
+            settings["pager-keep-recent"] = params.keep_recent
+
+        def render(state: ContractState) -> _Payload:
+            return _encode_batches(state, _statement_batches(plan, state, now, settings))
+
+        if args.dry_run:
+            state = contract_state(args.contract)
+            payload = render(state)
+            stored = 0
+        else:
+            state, payload, stored, store = _record_pass(args, plan, reading, store, store_path, now, render)
+    finally:
+        if store is not None:
+            store.close()
+    lead = 1 if state.needs_newline else 0  # the line end owed to an unterminated last line
+    changes = _count_changes(plan, state)
+    for decision in plan.decisions:
+        stderr.write(_record_line(decision) + "\n")
+    counts = plan.counts()
+    if args.dry_run:
+        stdout.write(payload.tobytes()[lead:].decode("utf-8"))
+    n_statements = payload.count(b"\n") - lead
+    conv = reading.conversation
+    skipped = conv.skipped_lines if conv is not None else 0
+    repairs = list(conv.repairs) if conv is not None else []
+    for repair in repairs:
+        stderr.write(f"pager: repair: {repair}\n")
+    summary = {"blocks": len(plan.decisions), "format": reading.fmt, "format_detected": reading.detected,
+               "intent_source": plan.intent_source, "intent": plan.keywords, **counts, **changes,
+               "statements": n_statements, "contract": args.contract,
+               "written": not args.dry_run, "pass": now, "stored": stored, "store": store_path,
+               "emitted": args.emit if args.emit and not args.dry_run else None,
+               "skipped_lines": skipped, "repairs": repairs}
+    rho = plan.pressure()
+    if rho is not None:
+        summary.update({"budget": params.budget, "tokens_before": plan.tokens_before,
+                        "tokens_after": plan.tokens_after, "pressure_before": round(rho[0], 4),
+                        "pressure_after": round(rho[1], 4), "over_budget": rho[1] > 1.0})
+        if rho[1] > 1.0:
+            stderr.write(f"pager: warning: protected blocks alone take {plan.tokens_after} tokens, over the "
+                         f"budget of {params.budget}; everything else was paged or evicted\n")
+    if args.json:
+        stdout.write(json.dumps(summary, ensure_ascii=False) + "\n")
+    else:
+        verb = "would append" if args.dry_run else "appended"
+        extra = ""
+        if rho is not None:
+            extra += (f"; pressure {rho[0]:.2f} -> {rho[1]:.2f} of {params.budget} tokens "
+                      f"({plan.tokens_before} -> {plan.tokens_after})")
+        extra += f"; stored {stored} pages in {store_path}" if stored else ""
+        extra += f"; wrote {args.emit}" if summary["emitted"] else ""
+        if skipped:
+            extra += f"; skipped {skipped} unreadable line{'' if skipped == 1 else 's'}"
+        if repairs:
+            extra += f"; {len(repairs)} repair{'' if len(repairs) == 1 else 's'} (see stderr)"
+        how = "detected" if reading.detected else "given"
+        stdout.write(f"pager: {summary['blocks']} blocks ({reading.fmt} format, {how}; intent from "
+                     f"{plan.intent_source}): retain {counts['retain']}, page {counts['page']}, "
+                     f"evict {counts['evict']} ({changes['new']} new, {changes['moved']} moved, "
+                     f"{changes['unchanged']} unchanged); {verb} {n_statements} statement"
+                     f"{'' if n_statements == 1 else 's'} to {args.contract}{extra}\n")
+    return EXIT_OK
+
+
+def _run_recall(args: argparse.Namespace, stdout, stderr) -> int:
+    """Print paged blocks' original text and record the page-in; return the exit code."""
+    store_path, pages, texts = _recall_pages(args.contract, args.ids, args.store, _normalize_now(args.now))
+    if args.json:
+        stdout.write(json.dumps({"contract": args.contract, "store": store_path, "recalled": [
+            {"block": p.block, "turn": p.turn, "role": p.role, "tokens": p.tokens, "sha256": p.sha256,
+             "text": text} for p, text in zip(pages, texts)]}, ensure_ascii=False) + "\n")
+    elif len(texts) == 1:
+        stdout.write(texts[0])
+    else:
+        stdout.write("\n".join(f"==> {p.block} <==\n{text}" for p, text in zip(pages, texts)) + "\n")
+    return EXIT_OK
+
+
+def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
+    """Print the page index of a contract; return the exit code."""
+    if not os.path.exists(args.contract):
+        raise PagerError(f"{args.contract}: no such contract")
+    state = contract_state(args.contract)
+    store_path = _resolve_store(args.contract, args.store, state)
+    store = PageStore.open(store_path, create=False, stub_words=_recorded_stub_words(state))
+    try:
+        pages = _paged_pages(state.directives, store, store_path)
+    finally:
+        if store is not None:
+            store.close()
+    if args.json:
+        stdout.write(json.dumps({"contract": args.contract, "store": store_path, "paged": [
+            {"block": p.block, "turn": p.turn, "role": p.role, "tokens": p.tokens, "summary": p.summary,
+             "recall": _recall_hint(p.block, args.contract, args.store)} for p in pages]},
+            ensure_ascii=False) + "\n")
+    else:
+        stdout.write(f"Paged blocks: {len(pages)} (recall one with: "
+                     f"{_recall_hint('ID', args.contract, args.store)})\n")
+        for line in index_lines(pages):
+            stdout.write(line + "\n")
+    return EXIT_OK
+
+
+COMMANDS = {"recall": (_build_recall_parser, _run_recall), "index": (_build_index_parser, _run_index)}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Run the command line; return the exit code (0 ok, 1 bug, 2 bad input)."""
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    stdout, stderr = sys.stdout, sys.stderr
+    try:
+        if argv and argv[0] in COMMANDS:
+            build, run = COMMANDS[argv[0]]
+            return run(build().parse_args(argv[1:]), stdout, stderr)
+        return _run_pass(_build_parser().parse_args(argv), stdout, stderr)
+    except PagerError as exc:
+        stderr.write(f"pager: error: {exc}\n")
+        return EXIT_INPUT
 
 
 if __name__ == "__main__":
