@@ -43,6 +43,7 @@ import argparse
 import array
 import dataclasses
 import datetime
+import errno
 import hashlib
 import io
 import json
@@ -1258,6 +1259,8 @@ def _header_current_turn(header: Mapping[str, object]) -> Optional[int]:
         raise PagerError(f"current_turn must be an integer (got {_show(value)})")
     if value < 0:
         raise PagerError(f"current_turn must not be negative (got {value})")
+    if value > _MAX_COUNT:  # the same bound as a block's turn
+        raise PagerError(f"current_turn must be at most {_MAX_COUNT} (got {_show(value)})")
     return value
 
 
@@ -1695,6 +1698,36 @@ def read_contract_state(text: str) -> ContractState:
 
 _JSON_WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
+# The largest JSON value (one block, or one header field) a history may hold, in characters.
+# Reading a value holds a few copies of it at once (the read buffer, the decoded string, its
+# UTF-8 bytes for the store's hash), so this bounds the pass's peak memory; see the README.
+MAX_BLOCK_CHARS = 1 << 26
+
+
+def _decode_problem(exc: BaseException) -> Optional[str]:
+    """Return what a JSON decoder failure that is not a syntax error means, or None.
+
+    Python's decoder raises RecursionError on values nested about a thousand deep and
+    ValueError on integers longer than its int-digit limit (4300 by default).
+    """
+    if isinstance(exc, RecursionError):
+        return "values nested too deeply (Python's JSON decoder stops near 1,000 levels)"
+    if isinstance(exc, ValueError) and not isinstance(exc, json.JSONDecodeError) and "digits" in str(exc):
+        limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
+        return f"an integer longer than {limit} digits (Python's limit for decoding one)"
+    return None
+
+
+@contextmanager
+def _decoding(name: str) -> Iterator[None]:
+    """Turn a decoder failure that is not a syntax error (see _decode_problem) into a PagerError."""
+    try:
+        yield
+    except (RecursionError, ValueError) as exc:
+        problem = _decode_problem(exc)
+        if problem is None:
+            raise
+        raise PagerError(f"{name}: {problem}") from None
 
 
 class _JsonStream:
@@ -1706,6 +1739,7 @@ class _JsonStream:
         self.lines_before = 0  # line ends in text already dropped from buf
         self.col_before = 0    # characters after the last dropped line end
         self.dropped = 0       # characters dropped from buf: buf[i] is character dropped + i
+        self.what = "a value"  # what the next value is, for the message when it is too large
 
     def _more(self) -> bool:
         if self.eof:
@@ -1760,12 +1794,20 @@ class _JsonStream:
                 obj, end = _DECODER.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:
                 if self.pos == 0:
+                    if len(self.buf) > MAX_BLOCK_CHARS:
+                        raise PagerError(f"{self.name}: {self.what} is larger than the limit of "
+                                         f"{MAX_BLOCK_CHARS:,} characters (MAX_BLOCK_CHARS)") from None
                     # The buffer holds only this unfinished value: it outgrew a chunk. Read
                     # bigger chunks so a huge value costs near-linear, not quadratic, time.
                     self.chunk = min(self.chunk * 2, 1 << 26)
                 if self._more():
                     continue
                 self.fail(exc.msg, exc.pos)
+            except (RecursionError, ValueError) as exc:
+                problem = _decode_problem(exc)
+                if problem is None:
+                    raise
+                self.fail(problem)
             # A number at the very end of the buffer may continue in the next chunk.
             if end < len(self.buf) or not self._more():
                 self.pos = end
@@ -1831,7 +1873,7 @@ def _read_blocks(js: "_JsonStream", sink: Optional[Callable[[int, List[object]],
             else:
                 try:
                     batch = loads("[" + js.buf[js.pos: cut + 1] + "]")
-                except ValueError:
+                except (ValueError, RecursionError):  # read value by value: it names the place
                     no_batch_before = js.dropped + cut + 1
                 else:
                     if pending:
@@ -1842,6 +1884,7 @@ def _read_blocks(js: "_JsonStream", sink: Optional[Callable[[int, List[object]],
                     continue
         if not pending:
             pending_start = js.dropped + js.pos
+        js.what = f"blocks[{index + len(pending)}]"
         pending.append(js.value())
         pending_end = js.dropped + js.pos
         c = js.peek()
@@ -1895,6 +1938,7 @@ def _stream_history(fp: io.TextIOBase, name: str,
                 handed = sink is not None
                 _read_blocks(js, sink, runs if handed else None)
             else:
+                js.what = f"field {_show(key)}"
                 header[key] = js.value()
             c = js.peek()
             if c == "}":
@@ -1996,7 +2040,7 @@ class _HistorySource:
                     at += len(text)
                     try:
                         blocks = json.loads("[" + text + "]")
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         raise PagerError(changed) from None
                     if len(text) != end - start or len(blocks) != count:
                         raise PagerError(changed)
@@ -2294,11 +2338,11 @@ def _parse_json(text: str, where: str = "input") -> Any:
     """Return the parsed JSON value or raise a one-line PagerError."""
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         if isinstance(exc, json.JSONDecodeError):
             raise PagerError("%s: invalid JSON at line %d column %d (%s)"
                               % (where, exc.lineno, exc.colno, exc.msg)) from None
-        raise PagerError(f"{where}: invalid JSON ({exc})") from None
+        raise PagerError(f"{where}: invalid JSON ({_decode_problem(exc) or exc})") from None
 
 
 def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
@@ -2309,7 +2353,7 @@ def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # too deep or too long a number: unreadable too
             skipped += 1
             continue
         if isinstance(obj, dict):
@@ -2375,7 +2419,7 @@ def _output_text(output: Any) -> str:
     if isinstance(output, str) and output.startswith("{"):
         try:
             decoded = json.loads(output)
-        except ValueError:
+        except (ValueError, RecursionError):
             decoded = None
         if isinstance(decoded, dict) and isinstance(decoded.get("output"), str):
             meta = decoded.get("metadata")
@@ -2604,7 +2648,7 @@ def _is_chat(kind: str) -> Callable[[Any], bool]:
 
 
 def _is_codex_line(obj: Dict[str, Any]) -> bool:
-    return obj.get("type") in CODEX_LINE_TYPES and "payload" in obj
+    return isinstance(obj.get("type"), str) and obj["type"] in CODEX_LINE_TYPES and "payload" in obj
 
 
 def _is_claude_line(obj: Dict[str, Any]) -> bool:
@@ -3850,7 +3894,7 @@ def detect_format(text: str) -> str:
     whole_error = None
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         whole_error = exc
     else:
         for spec in _FORMATS.values():
@@ -3867,6 +3911,9 @@ def detect_format(text: str) -> str:
     if isinstance(whole_error, json.JSONDecodeError):
         raise PagerError(f"not a known history format: invalid JSON at line {whole_error.lineno} column "
                          f"{whole_error.colno} ({whole_error.msg}) and no line is a Claude Code or Codex record")
+    problem = _decode_problem(whole_error) if whole_error is not None else None
+    if problem is not None:
+        raise PagerError(f"not a known history format: the JSON holds {problem}")
     if whole_error is None and isinstance(value, dict):
         keys = ", ".join(_show(k) for k in list(value)[:6])
         raise PagerError(f"not a known history format: a JSON object with keys {keys or '(none)'} matches "
@@ -4005,39 +4052,101 @@ def _text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+_STORE_COLUMNS = ("block", "turn", "role", "kind", "tokens", "keywords", "sha256", "paged_at", "summary", "text")
+
+
+def _store_error(path: str, exc: sqlite3.Error, doing: str) -> PagerError:
+    """Return the one-line PagerError for an SQLite failure while ``doing`` something to the store."""
+    if "full" in str(exc):  # SQLITE_FULL: "database or disk is full"
+        return PagerError(f"{path}: no space left while {doing} the page store")
+    return PagerError(f"{path}: can't use the page store while {doing} it ({exc})")
+
+
+def _refuse_link(path: str, what: str) -> None:
+    """Raise PagerError if ``path`` is a symbolic link: the pager never writes through one."""
+    if os.path.islink(path):
+        raise PagerError(f"{path}: the {what} is a symbolic link; the pager does not follow links "
+                         "(name the file itself)")
+
+
 class PageStore:
-    """The SQLite file holding paged blocks' original text; owner-only, deleted rows zeroed."""
+    """The SQLite file holding paged blocks' original text; owner-only, evicted text wiped.
+
+    Deleted rows are zeroed (``secure_delete``) and, once a pass has deleted or replaced
+    rows, the file is rebuilt (``VACUUM``) so no older copy of a text stays in free
+    space; the rollback journal is deleted at each commit (no WAL file to linger).
+    """
 
     def __init__(self, path: str, connection: sqlite3.Connection) -> None:
         self.path, self._db = path, connection
         self.stub_words = DEFAULT_STUB_WORDS  # for summaries of pages stored without one
+        self.created = False  # this process created the file (a failed pass removes it)
+        self.wiped = False    # rows were deleted or replaced since the last VACUUM
 
     @classmethod
     def open(cls, path: str, create: bool, stub_words: int = DEFAULT_STUB_WORDS) -> Optional["PageStore"]:
-        """Open the store at ``path``; create it (mode 0600) if ``create``, else return None if absent."""
+        """Open the store at ``path``; create it (mode 0600) if ``create``, else return None if absent.
+
+        An existing file must already be a page store (an SQLite file with the pages
+        table), or empty: nothing is written into any other file.
+        """
+        _refuse_link(path, "page store")
+        created = False
         if not os.path.exists(path):
             if not create:
                 return None
             try:
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600))
+                created = True
             except FileExistsError:
                 pass  # another pass created it first
             except OSError as exc:
                 raise PagerError(f"{path}: can't create the page store ({exc.strerror})") from None
         elif os.path.isdir(path):
             raise PagerError(f"{path}: is a directory, not a page store")
+        elif not create and os.path.getsize(path) == 0:
+            return None  # created by a pass that stopped before it stored anything
         try:
             db = sqlite3.connect(path, isolation_level=None, timeout=30)
-            db.execute("PRAGMA secure_delete = ON")  # evicted text must not linger in free pages
-            db.execute("PRAGMA synchronous = FULL")
-            db.executescript(_STORE_SCHEMA)
-            db.execute("SELECT block, turn, role, kind, tokens, keywords, sha256, paged_at, summary, text "
-                       "FROM pages LIMIT 0")
         except sqlite3.Error as exc:
             raise PagerError(f"{path}: not a usable page store ({exc})") from None
-        store = cls(path, db)
-        store.stub_words = stub_words
+        try:
+            store = cls._checked(path, db, create)
+        except BaseException:
+            db.close()
+            if created:
+                os.unlink(path)
+            raise
+        store.stub_words, store.created = stub_words, created
         return store
+
+    @classmethod
+    def _checked(cls, path: str, db: sqlite3.Connection, create: bool) -> "PageStore":
+        """Return the store over ``db`` once its schema and journal mode are the pager's."""
+        try:
+            tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            if tables != ["pages"] and (tables or not create):
+                raise PagerError(f"{path}: not the pager's page store (it holds the tables "
+                                 f"{', '.join(map(_show, tables)) or '(none)'}, not just pages)")
+            if tables:
+                columns = tuple(row[1] for row in db.execute("PRAGMA table_info(pages)"))
+                if columns != _STORE_COLUMNS:
+                    raise PagerError(f"{path}: not the pager's page store (its pages table has other columns)")
+            db.execute("PRAGMA secure_delete = ON")  # deleted rows are zeroed where they lie
+            db.execute("PRAGMA synchronous = FULL")
+            # A store another program switched to WAL keeps old pages in the -wal file: switch back
+            # (which checkpoints and removes it), or refuse when that program still holds it open.
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "delete":
+                if db.execute("PRAGMA journal_mode = DELETE").fetchone()[0] != "delete":
+                    raise PagerError(f"{path}: the page store is in another journal mode and open elsewhere; "
+                                     "close the other program first")
+            if not tables:
+                db.executescript(_STORE_SCHEMA)
+        except sqlite3.Error as exc:
+            if "full" in str(exc):
+                raise _store_error(path, exc, "creating") from None
+            raise PagerError(f"{path}: not a usable page store ({exc})") from None
+        return cls(path, db)
 
     def get(self, block: str) -> Optional[StoredPage]:
         """Return the stored page of ``block``, or None."""
@@ -4062,14 +4171,37 @@ class PageStore:
 
     def put_rows(self, rows: List[tuple]) -> None:
         """Insert or replace rows in the table's column order, keywords as a JSON list."""
-        self._db.executemany("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        before = self._db.total_changes
+        try:
+            self._db.executemany("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            # A replaced row counts twice (its delete, then the insert): its old text needs wiping.
+            if self._db.total_changes - before > len(rows):
+                self.wiped = True
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc, "writing") from None
 
     def commit(self) -> None:
-        self._db.execute("COMMIT")
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc, "writing") from None
 
     def rollback(self) -> None:
-        if self._db.in_transaction:
-            self._db.execute("ROLLBACK")
+        try:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # SQLite rolls back a failed transaction itself when it can't be asked to
+
+    def discard(self) -> None:
+        """Close the store and remove its file if this process created it (a failed first pass)."""
+        self.close()
+        if self.created:
+            for path in (self.path, self.path + "-journal"):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
 
     def keep_only(self, keep: Iterable[str], among: Optional[Iterable[str]] = None) -> int:
         """Delete every page whose block is not in ``keep``; return how many went.
@@ -4080,11 +4212,28 @@ class PageStore:
         keep = set(keep)
         rows = ((b,) for b in among) if among is not None else self._db.execute("SELECT block FROM pages")
         gone = [b for (b,) in rows if b not in keep]
-        if gone:
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany("DELETE FROM pages WHERE block = ?", [(b,) for b in gone])
-            self._db.execute("COMMIT")
+        try:
+            if gone:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany("DELETE FROM pages WHERE block = ?", [(b,) for b in gone])
+                self._db.execute("COMMIT")
+                self.wiped = True
+            self.wipe()
+        except sqlite3.Error as exc:
+            self.rollback()
+            raise _store_error(self.path, exc, "removing evicted pages from") from None
         return len(gone)
+
+    def wipe(self) -> None:
+        """Rebuild the file if rows were deleted or replaced: no old copy of a text stays in it.
+
+        ``secure_delete`` zeroes a deleted row where it lies, but SQLite moves rows
+        between pages as the tree rebalances, leaving earlier copies in free space of
+        pages still in use; VACUUM writes every page afresh from the live rows.
+        """
+        if self.wiped:
+            self._db.execute("VACUUM")
+            self.wiped = False
 
     def close(self) -> None:
         self._db.close()
@@ -4100,9 +4249,13 @@ def _verified_text(page: StoredPage, store: str) -> str:
 # ===== The contract file =====
 
 
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # where the platform has it: never open through a link
+
+
 def _read_contract_bytes(path: str) -> Optional[bytes]:
+    _refuse_link(path, "contract")
     try:
-        with open(path, "rb") as fh:
+        with open(os.open(path, os.O_RDONLY | _O_NOFOLLOW), "rb") as fh:
             return fh.read()
     except FileNotFoundError:
         return None
@@ -4170,6 +4323,8 @@ def _append_pieces(fd: int, pieces: List[bytes], size: int, path: str) -> None:
                 views[first] = views[first][written:]
     except OSError as exc:
         os.ftruncate(fd, size)
+        if exc.errno == errno.ENOSPC:
+            raise PagerError(f"{path}: no space left while writing the contract; contract left as it was") from None
         raise PagerError(f"{path}: write failed ({exc.strerror}); contract left as it was") from None
 
 
@@ -4204,31 +4359,66 @@ class _LockedContract:
         self._size = 0
 
     def __enter__(self) -> "_LockedContract":
-        if os.path.isdir(self.path):
-            raise PagerError(f"{self.path}: is a directory, not a contract file")
-        existed = os.path.exists(self.path)
+        while not self._open_and_lock():
+            pass
         try:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        except OSError as exc:
-            raise PagerError(f"{self.path}: can't open for writing ({exc.strerror})") from None
-        try:
-            if fcntl is not None:
-                fcntl.flock(self._fd, fcntl.LOCK_EX)
             self._size = os.fstat(self._fd).st_size
-            self._created = not existed and self._size == 0
+            self._created = self._created and self._size == 0
             self.state = _state_of(self.path, _decode_contract(self.path, _read_fd(self._fd, self._size)))
         except BaseException:
             self._release(failed=True)
             raise
         return self
 
+    def _open_and_lock(self) -> bool:
+        """Open and lock the contract; return False (and close) if the path no longer names that file.
+
+        A pass that created the file and failed removes it; a pass that opened it in
+        between must not append to the removed file, so it opens the path again.
+        """
+        _refuse_link(self.path, "contract")
+        if os.path.isdir(self.path):
+            raise PagerError(f"{self.path}: is a directory, not a contract file")
+        existed = os.path.exists(self.path)
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | _O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # a link put there after the check above
+                raise PagerError(f"{self.path}: the contract is a symbolic link; the pager does not "
+                                 "follow links (name the file itself)") from None
+            raise PagerError(f"{self.path}: can't open for writing ({exc.strerror})") from None
+        try:
+            if fcntl is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                same = os.stat(self.path, follow_symlinks=False).st_ino == os.fstat(self._fd).st_ino
+            except FileNotFoundError:
+                same = False
+        except BaseException:
+            os.close(self._fd)
+            raise
+        if not same:
+            os.close(self._fd)
+            return False
+        self._created = not existed
+        return True
+
     def append(self, payload: _Payload) -> None:
         """Append ``payload``'s pieces (one ``writev`` for up to _IOV_MAX of them), then fsync."""
         _append_pieces(self._fd, payload.pieces, self._size, self.path)
-        os.fsync(self._fd)
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            os.ftruncate(self._fd, self._size)
+            raise PagerError(f"{self.path}: write failed ({exc.strerror}); contract left as it was") from None
         if self._created:
             _fsync_dir(self.path)
         self._appended = True
+
+    @property
+    def appended(self) -> bool:
+        """Whether this lock's append went through."""
+        return self._appended
 
     def fileno(self) -> int:
         return self._fd
@@ -4275,7 +4465,10 @@ def _normalize_now(text: Optional[str]) -> str:
             raise PagerError(f"--now must be an ISO-8601 timestamp like 2026-05-17T03:08:12+00:00 (got {_show(text)})") from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=datetime.timezone.utc)
-        moment = moment.astimezone(datetime.timezone.utc)
+        try:
+            moment = moment.astimezone(datetime.timezone.utc)
+        except OverflowError:  # e.g. 9999-12-31T23:59:59-23:59 is past year 9999 in UTC
+            raise PagerError(f"--now is out of range once converted to UTC (got {_show(text)})") from None
     return moment.isoformat()
 
 
@@ -4445,17 +4638,19 @@ def _index_block(pages: List[StoredPage], contract_hint: str) -> Dict[str, objec
     return {"id": "pager-index", "turn": 0, "role": "system", "text": text, INDEX_FLAG: True}
 
 
-def _index_reserve(args: argparse.Namespace, store: Optional[PageStore], seen: Container[str]) -> int:
+def _index_reserve(args: argparse.Namespace, locked: Optional[_LockedContract], store: Optional[PageStore],
+                   seen: Container[str]) -> int:
     """Return the tokens the emitted page index takes beyond this history's own pages.
 
     Its header, plus the lines of blocks that earlier passes paged and this history
-    does not hold (as the contract reads now); each page of this history prices its
-    own line. Read before the pass takes its lock: a concurrent pass may shift it.
+    does not hold (as the contract reads under the pass's lock); each page of this
+    history prices its own line.
     """
     if not args.with_index:
         return 0
     header = _index_header(10 ** 6, _recall_hint("ID", args.contract, args.store))
-    earlier = [b for b, a in contract_state(args.contract).directives.items() if a == "page" and b not in seen]
+    state = locked.state if locked is not None else contract_state(args.contract)
+    earlier = [b for b, a in state.directives.items() if a == "page" and b not in seen]
     pages = [p for p in (store.get(b) for b in earlier) if p is not None] if store is not None else []
     return estimate_tokens(header) + sum(estimate_tokens(line) + 1 for line in index_lines(pages))
 
@@ -4509,67 +4704,77 @@ def _transcript_directives(plan: PassPlan, store: Optional[PageStore],
     return out
 
 
-def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: _Reading, store: Optional[PageStore],
-                 store_path: str, now: str, render: Callable[[ContractState], _Payload]):
+def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPlan, reading: _Reading,
+                 store: Optional[PageStore], store_path: str, now: str, render: Callable[[ContractState], _Payload]):
     """Store new pages, append the contract, write the compacted history: in that order, under the lock.
 
     The store commits before the contract append, so a block the contract lists as
     paged is always recallable; rows the contract does not list as paged are
     deleted after the append (a crash in between leaves harmless rows, which the
-    next pass removes).
+    next pass removes). A failure before the append leaves every file as it was:
+    the store's transaction rolls back, and a store this pass created is removed.
     """
+    state = locked.state
+    needs_text = any(a == "page" and not stub for a, stub in zip(_column(plan.decisions, "action"),
+                                                                 _column(plan.decisions, "stub")))
+    if store is None and needs_text:
+        store = PageStore.open(store_path, create=True, stub_words=plan.params.stub_words)
+    stored = 0
+    work = None
     blocks_file = None
-    with _LockedContract(args.contract) as locked:
-        state = locked.state
-        needs_text = any(a == "page" and not stub for a, stub in zip(_column(plan.decisions, "action"),
-                                                                     _column(plan.decisions, "stub")))
-        if store is None and needs_text:
-            store = PageStore.open(store_path, create=True, stub_words=plan.params.stub_words)
-        stored = 0
-        work = None
-        try:
-            with _file_beside(args.emit) as out:
-                if store is not None:
-                    store.begin()
-                hint = lambda block: _recall_hint(block, args.contract, args.store)  # noqa: E731
-                transcript = reading.conversation
-                if needs_text or out is not None:
-                    if out is not None and transcript is None:
-                        blocks_file = tempfile.TemporaryFile("w+", encoding="utf-8")
-                    work = _Materializer(plan, store, now, plan.params.stub_words, hint, blocks_file)
-                    work.run(reading.source)
-                    stored = work.stored
-                if plan.texts is not None:
-                    plan.texts.clear()  # stored: let the memory go before the contract is rendered
-                final = _final_directives(state, plan)
-                if out is not None and transcript is not None:
-                    compacted = emit(transcript, _transcript_directives(plan, store, hint))
-                    problems = validate(transcript.emit_format, compacted)
-                    if problems:  # the emitter must never write what the API rejects
-                        raise AssertionError(f"emitted {transcript.emit_format} history is invalid: {problems[:3]}")
-                    json.dump(compacted, out, ensure_ascii=False, indent=1)
-                    out.write("\n")
-                elif out is not None:
-                    index = None
-                    if args.with_index:
-                        index = _index_block(_paged_pages(final, store, store_path),
-                                             _recall_hint("ID", args.contract, args.store))
-                    _write_pager_history(out, plan.header, blocks_file, index)  # type: ignore[arg-type]
-                payload = render(state)
-                if store is not None:
-                    store.commit()
-                locked.append(payload)
-        except BaseException:
+    try:
+        with _file_beside(args.emit) as out:
             if store is not None:
-                store.rollback()
-            raise
-        finally:
-            if blocks_file is not None:
-                blocks_file.close()
+                store.begin()
+            hint = lambda block: _recall_hint(block, args.contract, args.store)  # noqa: E731
+            transcript = reading.conversation
+            if needs_text or out is not None:
+                if out is not None and transcript is None:
+                    blocks_file = tempfile.TemporaryFile("w+", encoding="utf-8")
+                work = _Materializer(plan, store, now, plan.params.stub_words, hint, blocks_file)
+                work.run(reading.source)
+                stored = work.stored
+            if plan.texts is not None:
+                plan.texts.clear()  # stored: let the memory go before the contract is rendered
+            final = _final_directives(state, plan)
+            if out is not None and transcript is not None:
+                compacted = emit(transcript, _transcript_directives(plan, store, hint))
+                problems = validate(transcript.emit_format, compacted)
+                if problems:  # the emitter must never write what the API rejects
+                    raise AssertionError(f"emitted {transcript.emit_format} history is invalid: {problems[:3]}")
+                json.dump(compacted, out, ensure_ascii=False, indent=1)
+                out.write("\n")
+            elif out is not None:
+                index = None
+                if args.with_index:
+                    index = _index_block(_paged_pages(final, store, store_path),
+                                         _recall_hint("ID", args.contract, args.store))
+                _write_pager_history(out, plan.header, blocks_file, index)  # type: ignore[arg-type]
+            payload = render(state)
+            if store is not None:
+                store.commit()
+            locked.append(payload)
+    except BaseException as exc:
         if store is not None:
-            # Rows this pass added are all pages; only rows found before it can be stale.
+            store.rollback()
+            if store.created and not locked.appended:
+                store.discard()
+        if isinstance(exc, OSError):  # the compacted history or a temporary file could not be written
+            what = "no space left" if exc.errno == errno.ENOSPC else f"write failed ({exc.strerror})"
+            raise PagerError(f"{args.emit or tempfile.gettempdir()}: {what} while writing the compacted "
+                             "history; nothing was changed") from None
+        raise
+    finally:
+        if blocks_file is not None:
+            blocks_file.close()
+    if store is not None:
+        # Rows this pass added are all pages; only rows found before it can be stale.
+        try:
             store.keep_only((b for b, a in final.items() if a == "page"),
                             among=list(work.known) if work is not None else None)
+        except PagerError as exc:
+            raise PagerError(f"{exc}; the contract holds the whole pass, and the next pass "
+                             "removes the pages it no longer lists") from None
     return state, payload, stored, store
 
 
@@ -4577,6 +4782,38 @@ def _not_paged(block: str, action: Optional[str]) -> str:
     """Return why ``block`` can't be recalled: its directive (``action``, None if never seen) is not page."""
     where = "was never seen by the pager" if action is None else f"is {LIST_OF_ACTION[action].split('-')[0]}"
     return f"block {_show(block)} is not paged (it {where})"
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Return True if paths ``a`` and ``b`` name one file: the same inode, or (not yet made) the same path."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _check_paths(history: Optional[str], contract: str, store: Optional[str], emit: Optional[str]) -> None:
+    """Refuse output paths the pass must not write: links, folders, missing folders, one file twice.
+
+    Checked before anything is read or written, so a refusal leaves every file as it was.
+    """
+    _refuse_link(contract, "contract")
+    if store is not None:
+        _refuse_link(store, "page store")
+    if emit is not None:
+        _refuse_link(emit, "--emit path")
+        if os.path.isdir(emit):
+            raise PagerError(f"{emit}: --emit names a directory; name the file to write")
+        parent = os.path.dirname(os.path.abspath(emit))
+        if not os.path.isdir(parent):
+            raise PagerError(f"{emit}: --emit's folder {_show(parent)} does not exist")
+    named = [(what, path) for what, path in (("--history", history if history != "-" else None),
+                                             ("--contract", contract), ("the page store", store),
+                                             ("--emit", emit)) if path is not None]
+    for i, (what, path) in enumerate(named):
+        for other, other_path in named[i + 1:]:
+            if _same_file(path, other_path):
+                raise PagerError(f"{other_path}: {other} and {what} name the same file; give each its own")
 
 
 def _recorded_stub_words(state: ContractState) -> int:
@@ -4601,6 +4838,7 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
     ids = list(dict.fromkeys(ids))
     for block in ids:
         _check_quotable(block, f"recall id {_show(block)}")
+    _refuse_link(contract, "contract")
     if not os.path.exists(contract):
         raise PagerError(f"{contract}: no such contract")
     with _LockedContract(contract) as locked:
@@ -4610,6 +4848,7 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
             if action != "page":
                 raise PagerError(f"{contract}: {_not_paged(block, action)}")
         store_path = _resolve_store(contract, store, state)
+        _check_paths(None, contract, store_path, None)
         opened = PageStore.open(store_path, create=False, stub_words=_recorded_stub_words(state))
         if opened is None:
             raise PagerError(f"{store_path}: the page store does not exist")
@@ -5157,7 +5396,8 @@ class Pager:
         def render(state: ContractState) -> _Payload:
             return _encode_batches(state, _statement_batches(plan, state, now, settings))
 
-        _, _, _, store = _record_pass(args, plan, reading, store, self.store, now, render)  # type: ignore[arg-type]
+        with _LockedContract(self.contract) as locked:  # type: ignore[arg-type]
+            _, _, _, store = _record_pass(args, locked, plan, reading, store, self.store, now, render)  # type: ignore[arg-type]
         if store is not None:
             store.close()
         return PageStore.open(self.store, create=False, stub_words=self.params.stub_words)  # type: ignore[arg-type]
@@ -5431,25 +5671,29 @@ def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
     return None
 
 
-def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
-    """Run one paging pass as the flags say; return the exit code."""
-    params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
-                    args.budget, args.stub_words, args.keep_recent).validate()
-    now = _normalize_now(args.now)
-    if args.with_index and not args.emit:
-        raise PagerError("--with-index needs --emit")
-    given = _flag_intent(args)
-    reading = _open_history(args.history, args.format)
-    if args.with_index and reading.conversation is not None:
-        raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
-                         "'pager.py index'")
+@contextmanager
+def _pass_lock(args: argparse.Namespace) -> Iterator[Optional[_LockedContract]]:
+    """Hold the contract's lock for the whole pass (none for --dry-run, which writes nothing).
+
+    Everything a pass decides from that another pass can change (the contract's state,
+    the store's rows, stub texts, the page index's size) is read while it is held.
+    """
+    if args.dry_run:
+        yield None
+        return
+    with _LockedContract(args.contract) as locked:
+        yield locked
+
+
+def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Optional[Intent], reading: _Reading,
+                 store_path: str, locked: Optional[_LockedContract], stdout, stderr) -> int:
+    """Plan and record the pass (under the contract's lock unless --dry-run); print the outcome."""
     source = reading.source
-    store_path = args.store or _default_store_path(args.contract)
     store = PageStore.open(store_path, create=False, stub_words=params.stub_words)
     try:
         plan = _load_and_plan(source, params, store.get if store is not None else None,
                              lambda page: make_stub(page, _recall_hint(page.block, args.contract, args.store)),
-                             args.with_index, lambda seen: _index_reserve(args, store, seen), given)
+                             args.with_index, lambda seen: _index_reserve(args, locked, store, seen), given)
         # The store's path is recorded when it was chosen, so recall and index find it; the
         # default is derived from the contract's path and is left out to keep contracts portable.
         settings: Dict[str, object] = {"pager-stub-words": params.stub_words, "pager-format": reading.fmt,
@@ -5467,7 +5711,7 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
             payload = render(state)
             stored = 0
         else:
-            state, payload, stored, store = _record_pass(args, plan, reading, store, store_path, now, render)
+            state, payload, stored, store = _record_pass(args, locked, plan, reading, store, store_path, now, render)
     finally:
         if store is not None:
             store.close()
@@ -5521,6 +5765,26 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     return EXIT_OK
 
 
+def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
+    """Run one paging pass as the flags say; return the exit code."""
+    params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
+                    args.budget, args.stub_words, args.keep_recent).validate()
+    now = _normalize_now(args.now)
+    if args.with_index and not args.emit:
+        raise PagerError("--with-index needs --emit")
+    if args.store is not None:
+        _check_quotable(args.store, "--store")  # it is recorded in the contract
+    store_path = args.store or _default_store_path(args.contract)
+    _check_paths(args.history, args.contract, store_path, args.emit)
+    given = _flag_intent(args)
+    reading = _open_history(args.history, args.format)
+    if args.with_index and reading.conversation is not None:
+        raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
+                         "'pager.py index'")
+    with _pass_lock(args) as locked:
+        return _locked_pass(args, params, now, given, reading, store_path, locked, stdout, stderr)
+
+
 def _run_recall(args: argparse.Namespace, stdout, stderr) -> int:
     """Print paged blocks' original text and record the page-in; return the exit code."""
     store_path, pages, texts = _recall_pages(args.contract, args.ids, args.store, _normalize_now(args.now))
@@ -5541,6 +5805,7 @@ def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
         raise PagerError(f"{args.contract}: no such contract")
     state = contract_state(args.contract)
     store_path = _resolve_store(args.contract, args.store, state)
+    _check_paths(None, args.contract, store_path, None)
     store = PageStore.open(store_path, create=False, stub_words=_recorded_stub_words(state))
     try:
         pages = _paged_pages(state.directives, store, store_path)
