@@ -1659,31 +1659,63 @@ def _looks_cut_from_pager_name(words: List[str]) -> bool:
     return any(w not in LIMN_VOCAB and any(n.startswith(w) for n in PAGER_NAMES) for w in words)
 
 
+_LIMINATE_DECORATIVE = ",.?!"  # what Liminate's lexer strips from both ends of an unquoted word
+
+
+def _liminate_words(line: str) -> List[str]:
+    """Return the unquoted words of ``line`` as Liminate's lexer reads them.
+
+    The lexer splits at white space (``str.isspace``), ``:`` and quotes, strips
+    ``,.?!`` from both ends of a word, and lower-cases it; text after an unclosed
+    quote is no word.
+
+    Example:
+        >>> _liminate_words('ADD "b1" TO Paged-Blocks, because: "x"')
+        ['add', 'to', 'paged-blocks', 'because']
+    """
+    words = []
+    for part in line.split('"')[0::2]:
+        for chunk in part.split():
+            for word in chunk.split(":"):
+                word = word.strip(_LIMINATE_DECORATIVE).lower()
+                if word:
+                    words.append(word)
+    return words
+
+
+def _is_liminate_comment(line: str) -> bool:
+    """Return True if Liminate skips ``line``: blank, or ``--`` after leading white space."""
+    stripped = line.lstrip()
+    return not stripped or stripped.startswith("--")
+
+
 def read_contract_state(text: str) -> ContractState:
     """Return the ContractState that the pager's own statements in ``text`` describe.
 
-    Lines that are not the pager's (other tools' Liminate) are skipped. A pager
-    statement that does not parse, or that replay would reject, raises PagerError
-    naming its line.
+    Lines are split as the interpreter splits them (``str.splitlines``). Lines that
+    do not name one of the pager's lists or values, as Liminate's lexer reads the
+    words (any case, ``,.?!`` stripped), are other tools' and skipped. A line that
+    names one must be exactly a pager statement, which replay reads as the pager
+    does; any other such line (another case, punctuation, indentation), a pager
+    statement that does not parse, or one that replay would reject, raises
+    PagerError naming its line: the pager refuses rather than read a different state.
     """
     state = ContractState()
-    lines = text.split("\n")
+    lines = text.splitlines()
+    state.needs_newline = bool(text) and text[-1] not in _LINE_BREAKS
     last_index = len(lines) - 1
-    if lines[-1] == "":
-        lines.pop()
-    elif text:
-        state.needs_newline = True
     for number, raw in enumerate(lines, start=1):
-        line = raw.rstrip("\r").strip()
-        if not line:
+        line = raw.rstrip()
+        if not line.strip():
             continue
         state.empty = False
-        words = _unquoted_words(line)
-        unterminated = number - 1 == last_index
-        verb = words[0] if words else ""
-        ours = verb in ("add", "remove", "remember") and any(w in PAGER_NAMES for w in words)
+        if _is_liminate_comment(line):
+            continue
+        words = _liminate_words(line)
+        unterminated = number - 1 == last_index and state.needs_newline
+        ours = any(w in PAGER_NAMES for w in words)
         if not ours:
-            if unterminated and (line.count('"') % 2 == 1 or _looks_cut_from_pager_name(words)):
+            if unterminated and (line.count('"') % 2 == 1 or _looks_cut_from_pager_name(_unquoted_words(line))):
                 raise PagerError(f"line {number} looks cut short (no line end): {_show(line, 80)}")
             continue
         try:
@@ -4797,6 +4829,12 @@ def _check_paths(history: Optional[str], contract: str, store: Optional[str], em
 
     Checked before anything is read or written, so a refusal leaves every file as it was.
     """
+    for path in (history, contract, store, emit):
+        if path is not None:
+            try:
+                path.encode("utf-8")
+            except UnicodeEncodeError:  # bytes that are not UTF-8, kept by Python as surrogates
+                raise PagerError(f"{_show(path)}: a path must be valid UTF-8") from None
     _refuse_link(contract, "contract")
     if store is not None:
         _refuse_link(store, "page store")
