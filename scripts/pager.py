@@ -4783,18 +4783,23 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
                                          _recall_hint("ID", args.contract, args.store))
                 _write_pager_history(out, plan.header, blocks_file, index)  # type: ignore[arg-type]
             payload = render(state)
+            if out is not None:  # on disk before the contract says the pass happened
+                out.flush()
+                os.fsync(out.fileno())
             if store is not None:
                 store.commit()
             locked.append(payload)
     except BaseException as exc:
-        if store is not None:
+        if store is not None and not locked.appended:
             store.rollback()
-            if store.created and not locked.appended:
+            if store.created:
                 store.discard()
         if isinstance(exc, OSError):  # the compacted history or a temporary file could not be written
             what = "no space left" if exc.errno == errno.ENOSPC else f"write failed ({exc.strerror})"
+            after = ("the contract holds the whole pass, but the file was not replaced" if locked.appended
+                     else "nothing was changed")
             raise PagerError(f"{args.emit or tempfile.gettempdir()}: {what} while writing the compacted "
-                             "history; nothing was changed") from None
+                             f"history; {after}") from None
         raise
     finally:
         if blocks_file is not None:
