@@ -4169,9 +4169,14 @@ class PageStore:
             # A store another program switched to WAL keeps old pages in the -wal file: switch back
             # (which checkpoints and removes it), or refuse when that program still holds it open.
             if db.execute("PRAGMA journal_mode").fetchone()[0] != "delete":
-                if db.execute("PRAGMA journal_mode = DELETE").fetchone()[0] != "delete":
-                    raise PagerError(f"{path}: the page store is in another journal mode and open elsewhere; "
-                                     "close the other program first")
+                busy = f"{path}: the page store is in another journal mode and open elsewhere; close the other program first"
+                db.execute("PRAGMA busy_timeout = 1000")  # the other program may be about to close it
+                try:
+                    if db.execute("PRAGMA journal_mode = DELETE").fetchone()[0] != "delete":
+                        raise PagerError(busy)
+                except sqlite3.OperationalError:
+                    raise PagerError(busy) from None
+                db.execute("PRAGMA busy_timeout = 30000")
             if not tables:
                 db.executescript(_STORE_SCHEMA)
         except sqlite3.Error as exc:
@@ -5844,6 +5849,7 @@ def _run_recall(args: argparse.Namespace, stdout, stderr) -> int:
 
 def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
     """Print the page index of a contract; return the exit code."""
+    _refuse_link(args.contract, "contract")
     if not os.path.exists(args.contract):
         raise PagerError(f"{args.contract}: no such contract")
     state = contract_state(args.contract)
