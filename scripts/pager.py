@@ -2637,7 +2637,8 @@ def _is_responses_value(value: Any) -> bool:
     if isinstance(value, dict):
         return (not isinstance(value.get("blocks"), list) and isinstance(value.get("input"), (list, str))
                 and "messages" not in value)
-    return _is_item_list(value) and any(x.get("type") in RESPONSES_ITEM_TYPES for x in value)
+    return _is_item_list(value) and any(isinstance(x.get("type"), str) and x["type"] in RESPONSES_ITEM_TYPES
+                                        for x in value)
 
 
 def _chat_messages(value: Any) -> Optional[Tuple[List[Any], bool]]:
@@ -2651,6 +2652,11 @@ def _chat_messages(value: Any) -> Optional[Tuple[List[Any], bool]]:
     return None
 
 
+def _str_in(value: Any, names: Container[str]) -> bool:
+    """Return True if ``value`` is a string in ``names`` (an object or list from the input is no name)."""
+    return isinstance(value, str) and value in names
+
+
 def _chat_kind(messages: List[Any], has_system: bool) -> str:
     """Return ``anthropic`` or ``openai`` for a chat message list (rule 3 of detect_format)."""
     if has_system:
@@ -2659,11 +2665,11 @@ def _chat_kind(messages: List[Any], has_system: bool) -> str:
     for msg in messages:
         if not isinstance(msg, dict):
             continue
-        if msg.get("role") in OPENAI_MARKER_ROLES or any(f in msg for f in OPENAI_MARKER_FIELDS):
+        if _str_in(msg.get("role"), OPENAI_MARKER_ROLES) or any(f in msg for f in OPENAI_MARKER_FIELDS):
             return "openai"
         content = msg.get("content")
         for part in content if isinstance(content, list) else ():
-            kind = part.get("type") if isinstance(part, dict) else None
+            kind = part.get("type") if isinstance(part, dict) and isinstance(part.get("type"), str) else None
             if kind in OPENAI_MARKER_PARTS:
                 return "openai"
             if kind in ANTHROPIC_MARKER_BLOCKS:
@@ -3716,14 +3722,14 @@ def _result_ids(obj: Dict[str, Any]) -> List[str]:
     """Return the tool_use ids a user line answers."""
     content = obj["message"].get("content")
     return [b.get("tool_use_id") for b in content if isinstance(b, dict)
-            and b.get("type") == "tool_result"] if isinstance(content, list) else []
+            and b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str)] if isinstance(content, list) else []
 
 
 def _use_ids(obj: Dict[str, Any]) -> List[str]:
     """Return the tool_use ids an assistant line calls."""
     content = obj["message"].get("content")
     return [b.get("id") for b in content if isinstance(b, dict)
-            and b.get("type") == "tool_use"] if isinstance(content, list) else []
+            and b.get("type") == "tool_use" and isinstance(b.get("id"), str)] if isinstance(content, list) else []
 
 
 def _live_branch(records: List[Tuple[int, Dict[str, Any]]],
@@ -3770,9 +3776,9 @@ def _live_branch(records: List[Tuple[int, Dict[str, Any]]],
         if current is None:
             repairs.append('line %d: parent "%s" is not in the file; the branch starts there'
                            % (number, parent))
-    uuids = {o.get("uuid") for o in branch.values()}
+    uuids = {o.get("uuid") for o in branch.values() if isinstance(o.get("uuid"), str)}
     message_ids = {o["message"].get("id") for o in branch.values()
-                   if o["type"] == "assistant"} - {None}
+                   if o["type"] == "assistant" and isinstance(o["message"].get("id"), str)}
     calls = {i for o in branch.values() if o["type"] == "assistant" for i in _use_ids(o)}
     answered = {i for o in branch.values() if o["type"] == "user" for i in _result_ids(o)}
     grew = True
@@ -3780,10 +3786,10 @@ def _live_branch(records: List[Tuple[int, Dict[str, Any]]],
         grew = False
         for number, obj in records:
             if (number in branch or not _is_conversation_line(obj) or obj.get("isMeta")
-                    or obj.get("parentUuid") not in uuids):
+                    or not _str_in(obj.get("parentUuid"), uuids)):
                 continue
             if obj["type"] == "assistant":
-                if obj["message"].get("id") not in message_ids:
+                if not _str_in(obj["message"].get("id"), message_ids):
                     continue
                 calls.update(_use_ids(obj))
             else:
@@ -3792,7 +3798,8 @@ def _live_branch(records: List[Tuple[int, Dict[str, Any]]],
                     continue
                 answered.update(ids)
             branch[number] = obj
-            uuids.add(obj.get("uuid"))
+            if isinstance(obj.get("uuid"), str):
+                uuids.add(obj["uuid"])
             grew = True
     return sorted(branch.items())
 
@@ -4777,7 +4784,11 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
             if out is not None and transcript is not None:
                 compacted = emit(transcript, _transcript_directives(plan, store, hint))
                 problems = validate(transcript.emit_format, compacted)
-                if problems:  # the emitter must never write what the API rejects
+                if problems:  # the emitter must never write what the API rejects...
+                    kept = validate(transcript.emit_format, emit(transcript, {}))
+                    if kept:  # ...unless the history itself, written back whole, breaks the API's rules
+                        raise PagerError(f"{reading.source.name}: the history breaks the {transcript.emit_format} "
+                                         f"API's rules, so no valid compacted history can be written: {kept[0]}")
                     raise AssertionError(f"emitted {transcript.emit_format} history is invalid: {problems[:3]}")
                 json.dump(compacted, out, ensure_ascii=False, indent=1)
                 out.write("\n")
@@ -5888,6 +5899,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _run_pass(_build_parser().parse_args(argv), stdout, stderr)
     except PagerError as exc:
         stderr.write(f"pager: error: {exc}\n")
+        return EXIT_INPUT
+    except RecursionError:  # a value nested just under the decoder's limit, deeper than later steps go
+        stderr.write("pager: error: the input nests values too deeply to process (keep JSON under about "
+                     "900 levels); nothing was changed\n")
+        return EXIT_INPUT
+    except MemoryError:  # files are written last and all-or-nothing, so nothing is half written
+        stderr.write(f"pager: error: out of memory while paging; blocks may hold at most {MAX_BLOCK_CHARS:,} "
+                     "characters (see the README's limits); nothing was changed\n")
         return EXIT_INPUT
 
 
