@@ -1734,6 +1734,9 @@ _DECODER = json.JSONDecoder()
 # Reading a value holds a few copies of it at once (the read buffer, the decoded string, its
 # UTF-8 bytes for the store's hash), so this bounds the pass's peak memory; see the README.
 MAX_BLOCK_CHARS = 1 << 26
+# Transcripts (every format but the pager's) are read whole, at about 15 times their size in
+# memory: the largest transcript file read, in bytes; convert bigger ones to the pager's format.
+MAX_TRANSCRIPT_BYTES = 1 << 27
 
 
 def _decode_problem(exc: BaseException) -> Optional[str]:
@@ -1827,8 +1830,7 @@ class _JsonStream:
             except json.JSONDecodeError as exc:
                 if self.pos == 0:
                     if len(self.buf) > MAX_BLOCK_CHARS:
-                        raise PagerError(f"{self.name}: {self.what} is larger than the limit of "
-                                         f"{MAX_BLOCK_CHARS:,} characters (MAX_BLOCK_CHARS)") from None
+                        self._too_large()
                     # The buffer holds only this unfinished value: it outgrew a chunk. Read
                     # bigger chunks so a huge value costs near-linear, not quadratic, time.
                     self.chunk = min(self.chunk * 2, 1 << 26)
@@ -1840,10 +1842,16 @@ class _JsonStream:
                 if problem is None:
                     raise
                 self.fail(problem)
+            if end - self.pos > MAX_BLOCK_CHARS:
+                self._too_large()
             # A number at the very end of the buffer may continue in the next chunk.
             if end < len(self.buf) or not self._more():
                 self.pos = end
                 return obj
+
+    def _too_large(self) -> NoReturn:
+        raise PagerError(f"{self.name}: {self.what} is larger than the limit of {MAX_BLOCK_CHARS:,} "
+                         "characters of JSON (MAX_BLOCK_CHARS; see the README)")
 
 
 # Between two blocks of the list: the end of one object, a comma, and the start of the next
@@ -4043,6 +4051,14 @@ def _open_history(path: str, fmt: str) -> _Reading:
     source = _HistorySource(path)
     if fmt == "pager" or (fmt == "auto" and _is_pager_history(source)):
         return _Reading("pager", fmt == "auto", source, None)
+    try:
+        size = len(source._stdin) if source._stdin is not None else os.path.getsize(path)
+    except OSError:
+        size = 0  # read_text says what is wrong with the path
+    if size > MAX_TRANSCRIPT_BYTES:
+        raise PagerError(f"{source.name}: a {'transcript' if fmt == 'auto' else fmt + ' history'} is read whole, "
+                         f"and this one is {size:,} bytes; the limit is {MAX_TRANSCRIPT_BYTES:,} "
+                         "(MAX_TRANSCRIPT_BYTES; see the README)")
     text = source.read_text()
     detected = fmt == "auto"
     try:
@@ -5906,7 +5922,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_INPUT
     except MemoryError:  # files are written last and all-or-nothing, so nothing is half written
         stderr.write(f"pager: error: out of memory while paging; blocks may hold at most {MAX_BLOCK_CHARS:,} "
-                     "characters (see the README's limits); nothing was changed\n")
+                     "characters (see the README's limits)\n")
         return EXIT_INPUT
 
 

@@ -475,3 +475,60 @@ def test_splitting_lines_like_the_interpreter(pager):
     text = ('remember a list called paged-blocks\n-- a note\u2028add "b1" to paged-blocks because "x"\n')
     state = pager.read_contract_state(text)
     assert state.lists()["paged-blocks"] == ["b1"] == replay(text)[1]["paged-blocks"]
+
+
+# --- item 9: memory on huge inputs ---
+
+def test_a_block_over_the_limit_is_exit_2_naming_it(cli, pager, tmp_path, monkeypatch):
+    monkeypatch.setattr(pager, "MAX_BLOCK_CHARS", 5000)
+    history = tmp_path / "h.json"
+    blocks = [{"id": "b0", "turn": 1, "role": "user", "text": "pager " * 10},
+              {"id": "b1", "turn": 2, "role": "assistant", "text": "pager " * 2000}]
+    history.write_text(json.dumps({"intent_ir": ["pager"], "blocks": blocks}))
+    before = _snapshot(tmp_path)
+    _assert_refused(cli("--history", history, "--contract", tmp_path / "c.limn", "--now", NOW),
+                    f"{history}: blocks[1] is larger than the limit of 5,000 characters")
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_transcript_over_the_limit_is_exit_2(cli, pager, tmp_path, monkeypatch):
+    monkeypatch.setattr(pager, "MAX_TRANSCRIPT_BYTES", 1000)
+    history = tmp_path / "chat.json"
+    history.write_text(json.dumps([{"role": "user", "content": "pager " * 400}]))
+    before = _snapshot(tmp_path)
+    _assert_refused(cli("--history", history, "--contract", tmp_path / "c.limn", "--now", NOW),
+                    "is read whole", "the limit is 1,000")
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="RLIMIT_AS is Linux's")
+def test_a_huge_block_under_a_memory_limit_is_exit_2_not_memory_error(tmp_path):
+    """A 70 MB text under a 700 MB address-space limit: the block limit answers, no MemoryError."""
+    import resource
+    history = tmp_path / "h.json"
+    with open(history, "w") as fh:
+        fh.write('{"intent_ir": ["pager"], "blocks": [{"id": "a", "turn": 1, "role": "user", "text": "')
+        for _ in range(70):
+            fh.write("pager text " * 95325)  # about 1 MB each
+        fh.write('"}]}')
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (700 << 20, 700 << 20))
+
+    proc = subprocess.run([sys.executable, str(PAGER), "--history", str(history), "--contract",
+                           str(tmp_path / "c.limn"), "--now", NOW], capture_output=True, preexec_fn=limit)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and "MemoryError" not in err and len(err.splitlines()) == 1, err[-600:]
+    assert "blocks[0] is larger than the limit of 67,108,864 characters" in err
+    assert sorted(os.listdir(tmp_path)) == ["h.json"]
+
+
+def test_out_of_memory_anywhere_is_exit_2_with_one_line(cli, pager, tmp_path, monkeypatch):
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(pager, "plan_pass", exhausted)
+    monkeypatch.setattr(pager._Scorer, "finish", exhausted)
+    before = _snapshot(tmp_path)
+    _assert_refused(cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW), "out of memory")
+    assert _snapshot(tmp_path) == before
