@@ -532,3 +532,79 @@ def test_out_of_memory_anywhere_is_exit_2_with_one_line(cli, pager, tmp_path, mo
     before = _snapshot(tmp_path)
     _assert_refused(cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW), "out of memory")
     assert _snapshot(tmp_path) == before
+
+
+# Property: on generated contracts, the pager's reading equals the real interpreter's, or it refuses.
+
+from hypothesis import HealthCheck, example, given, settings, strategies as st  # noqa: E402
+
+_LISTS = ["retained-blocks", "paged-blocks", "evicted-blocks"]
+_IDS = ["b1", "b2", "block-0x05", "5", "a b", "Ünï", "x.y", "--"]
+_BREAKS = ["\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@st.composite
+def _statement(draw):
+    """A line a pager, another tool or a hostile writer may put in a contract."""
+    name = draw(st.sampled_from(_LISTS))
+    block = draw(st.sampled_from(_IDS)) + str(draw(st.integers(0, 10 ** 6)))  # mostly a new block
+    line = draw(st.sampled_from([
+        f"remember a list called {name}",
+        f'add "{block}" to {name} because "why"',
+        f'add "{block}" to {name} because "why"',
+        f'add "{block}" to {name} because "why"',
+        f'remove "{block}" from {name} because "why"',
+        'remember a value called pager-intent with "fix it"',
+        "remember a number called token-budget with 40",
+        'remember a value called owner with "ana"',
+        "remember a list called notes",
+        f'add "{block}" to notes',
+    ]))
+    mutation = draw(st.sampled_from(["none"] * 6 + ["upper", "title", "dot", "comma", "indent", "comment",
+                                                   "midcomma", "doublespace", "trailing-space"]))
+    if mutation == "upper":
+        line = line.upper()
+    elif mutation == "title":
+        line = " ".join(w.capitalize() if not w.startswith('"') else w for w in line.split(" "))
+    elif mutation == "dot":
+        line += "."
+    elif mutation == "comma":
+        line += ","
+    elif mutation == "indent":
+        line = "  " + line
+    elif mutation == "comment":
+        line = "-- note" + draw(st.sampled_from(_BREAKS)) + line
+    elif mutation == "midcomma":
+        line = line.replace(f" {name}", f" {name},", 1)
+    elif mutation == "doublespace":
+        line = line.replace(" ", "  ", 1)
+    elif mutation == "trailing-space":
+        line += " \t"
+    return line
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(head=st.lists(st.sampled_from(_LISTS), unique=True, min_size=2), body=st.lists(_statement(), max_size=8),
+       breaks=st.lists(st.sampled_from(["\n"] * 20 + _BREAKS), min_size=9, max_size=9))
+@example(head=["paged-blocks", "evicted-blocks"], body=['ADD "b1" TO PAGED-BLOCKS BECAUSE "WHY"'], breaks=["\n"] * 9)
+@example(head=["paged-blocks", "evicted-blocks"], body=['-- x\x85add "b1" to paged-blocks because "y"'],
+         breaks=["\n"] * 9)
+def test_contract_reading_agrees_with_the_interpreter(pager, head, body, breaks):
+    liminate = liminate_module()
+    lines = [f"remember a list called {name}" for name in head] + body
+    text = "".join(line + breaks[i % len(breaks)] for i, line in enumerate(lines))
+    try:
+        state = pager.read_contract_state(text)
+    except pager.PagerError as exc:
+        assert str(exc).startswith("line ")  # refused, naming the line
+        return
+    result = liminate.run(text)
+    table = result.symbol_table
+    for name, blocks in state.lists().items():
+        if name in state.declared:
+            assert table[name].value == blocks, (text, name)
+        else:
+            assert name not in table, (text, name)
+    for name, value in state.values.items():
+        got = table[name].value
+        assert (float(got) == float(value)) if isinstance(value, (int, float)) else got == value, (text, name)
