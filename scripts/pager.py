@@ -1753,18 +1753,6 @@ def _decode_problem(exc: BaseException) -> Optional[str]:
     return None
 
 
-@contextmanager
-def _decoding(name: str) -> Iterator[None]:
-    """Turn a decoder failure that is not a syntax error (see _decode_problem) into a PagerError."""
-    try:
-        yield
-    except (RecursionError, ValueError) as exc:
-        problem = _decode_problem(exc)
-        if problem is None:
-            raise
-        raise PagerError(f"{name}: {problem}") from None
-
-
 class _JsonStream:
     """Reads one JSON document from a text stream value by value, in bounded memory."""
 
