@@ -276,16 +276,39 @@ def tokenize(text: str) -> List[str]:
     return _WORD_RE.findall(text.lower())
 
 
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def _snake(token: str) -> str:
+    """Return ``token`` lowercased, a camelCase hump read as "_": ``lineTotal`` -> ``line_total``.
+
+    A programmer reads ``lineTotal``, ``LineTotal`` and ``line_total`` as one name; the
+    snake form is the one the matcher knows (``_identifier_in`` also finds it written
+    joined, as ``linetotal``). All-capitals words and plain words only lose their case.
+
+    Example:
+        >>> [_snake(t) for t in ("lineTotal", "HTTPServer", "parse_v2", "Caroline", "LGBTQ")]
+        ['line_total', 'http_server', 'parse_v2', 'caroline', 'lgbtq']
+    """
+    return _CAMEL_HUMP.sub("_", token).lower() if not token.islower() else token
+
+
 def intent_keywords(items: Iterable[str]) -> List[str]:
     """Return the intent keywords: tokens of ``items`` minus stop words, first occurrence order, once.
+
+    A camelCase token becomes its snake form (``lineTotal`` -> ``line_total``), so the
+    keyword meets the name however a later block writes it.
 
     Example:
         >>> intent_keywords(["Pager", "what is the retention score", "pager"])
         ['pager', 'retention', 'score']
+        >>> intent_keywords(["fix lineTotal in src/billing/totals.py"])
+        ['fix', 'line_total', 'src', 'billing', 'totals', 'py']
     """
     seen: Dict[str, None] = {}
     for item in items:
-        for token in tokenize(item):
+        for raw in _WORD_RE.findall(item):
+            token = _snake(raw)
             if token not in STOP_WORDS:
                 seen.setdefault(token, None)
     return list(seen)
@@ -348,10 +371,68 @@ def _needle(stem_: str) -> str:
     return stem_[:-1] if len(stem_) > 1 and stem_[-1] == "i" else stem_
 
 
+_IDENTIFIER_FORMS: Dict[str, Tuple[Tuple[str, ...], str]] = {}  # memo: identifier -> (snake forms, joined form)
+
+
+def _identifier_forms(name: str) -> Tuple[Tuple[str, ...], str]:
+    """Return the ways a programmer writes the identifier ``name`` (snake case, with a ``_``).
+
+    The snake forms are the name itself and, for a name of three parts or more, the
+    name without its first part and without its last (``test_line_total`` is about
+    ``line_total``); the joined form is the parts run together (``lineTotal`` lowered).
+    """
+    known = _IDENTIFIER_FORMS.get(name)
+    if known is None:
+        parts = [p for p in name.split("_") if p]
+        forms = [name]
+        if len(parts) >= 3:
+            forms += ["_".join(parts[1:]), "_".join(parts[:-1])]
+        known = (tuple(dict.fromkeys(forms)), "".join(parts) if len(parts) >= 2 else "")
+        if len(_IDENTIFIER_FORMS) < _STEMS_MAX:
+            _IDENTIFIER_FORMS[name] = known
+    return known
+
+
+def _found_between(lowered: str, form: str, joint: str) -> bool:
+    """Return True if ``form`` occurs in ``lowered`` with no letter, digit or ``_`` on either side,
+    ``joint`` (``"_"`` or ``""``) counting as a side that is allowed."""
+    size, end = len(form), len(lowered)
+    i = lowered.find(form)
+    while i >= 0:
+        j = i + size
+        before = lowered[i - 1] if i else " "
+        after = lowered[j] if j < end else " "
+        if (before == joint or not (before.isalnum() or before == "_")) and \
+                (after == joint or not (after.isalnum() or after == "_")):
+            return True
+        i = lowered.find(form, i + 1)
+    return False
+
+
+def _identifier_in(lowered: str, name: str) -> bool:
+    """Return True if lowercased text ``lowered`` names the identifier ``name`` (which holds a ``_``).
+
+    A snake form counts where it is a whole token or a ``_``-separated run of parts of
+    one (``line_total`` is in ``test_line_total`` and ``line_total_v2``, not in
+    ``line_totals``); the joined form counts as a whole token (``lineTotal``).
+
+    Example:
+        >>> [_identifier_in(t, "line_total") for t in ("def test_line_total():", "x.linetotal = 1", "line_totals")]
+        [True, True, False]
+    """
+    snakes, joined = _identifier_forms(name)
+    return (any(_found_between(lowered, form, "_") for form in snakes)
+            or (bool(joined) and _found_between(lowered, joined, "")))
+
+
 def _hits(lowered: str, needles: List[Tuple[str, str]]) -> Tuple[str, ...]:
     """Return _block_hits for ``(stem, needle)`` pairs worked out once per pass."""
     found: Tuple[str, ...] = ()
     for s, needle in needles:
+        if "_" in s:  # an identifier: matched as a programmer reads it, not by stem
+            if _identifier_in(lowered, s):
+                found += (s,)
+            continue
         if not needle or needle not in lowered:
             continue
         size = len(needle)
