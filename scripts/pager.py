@@ -131,8 +131,16 @@ NEIGHBOUR_WINDOW = 2       # ...per step, from up to this many blocks before it 
 NEIGHBOUR_POWER = 1.5      # ...raised to this power: a block that clearly raised the topic lends more
 DIALOGUE_ROLES = frozenset({"user", "assistant"})  # neighbour credit flows between these only
 SYSTEM_ROLES = frozenset({"system", "developer"})  # always retained: the agent's instructions
+DEFAULT_TRIGGER = 1.0      # with --target: compact when the history as last decided reaches this share of budget
+MASK_RESULT_SHARE = 0.1    # --mask-results: tool results above this share of the budget page apart from their call
+SIZE_POWER = 0.4          # under a budget a block competes by R / tokens ** this: value per token spent
 LENGTH_WEIGHT = 0.25       # weighted sim: how much a long block's coverage is discounted (0 = none)
 DEFAULT_STUB_WORDS = 40    # words of block text a page stub keeps
+DEFAULT_WORK_STEPS = 3      # the agent's last steps whose calls and results join the intent
+WORK_KEYWORDS = 48          # at most this many keywords from the work, the latest steps' first
+WORK_TEXT_CHARS = 2000      # of a long call or result, this many characters from each end are read
+WORK_SOURCE = "last user message and recent work"
+HUMAN_WORDS = 3             # with the work in the intent, a human message of fewer keywords counts that share
 INDEX_SUMMARY_WORDS = 12   # words of a stub a page-index line keeps
 STORE_SUFFIX = ".pages.sqlite3"  # C.limn -> C.pages.sqlite3 beside the contract
 INDEX_FLAG = "pager_index"  # marks the page-index block --with-index prepends; passes skip it
@@ -655,6 +663,10 @@ class Params:
     budget: Optional[int] = None  # tokens the kept blocks and stubs may take; None: no budget
     stub_words: int = DEFAULT_STUB_WORDS  # words of text a stub keeps
     keep_recent: Optional[int] = None  # always retain the last N blocks; None: the current turn's blocks
+    results_apart: bool = False  # a tool result may be paged in place while its call is kept
+    trigger: float = DEFAULT_TRIGGER  # with target: compact only when the kept history reaches this share of budget
+    target: Optional[float] = None    # compact down to this share of budget; None: fit the whole budget every pass
+    work_steps: int = DEFAULT_WORK_STEPS  # the agent's last steps whose names join an intent drawn from the history
 
     def validate(self) -> "Params":
         """Return self, or raise PagerError naming the first bad value."""
@@ -664,6 +676,17 @@ class Params:
             raise PagerError(f"--budget must be a positive integer (got {_show(self.budget)})")
         if not _is_int(self.stub_words) or self.stub_words < 1:
             raise PagerError(f"--stub-words must be a positive integer (got {_show(self.stub_words)})")
+        if self.target is not None:
+            for flag, value in (("--trigger", self.trigger), ("--target", self.target)):
+                if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+                        or value <= 0:
+                    raise PagerError(f"{flag} must be a positive number (got {_show(value)})")
+            if self.target > self.trigger:
+                raise PagerError(f"--target ({self.target!r}) must not exceed --trigger ({self.trigger!r})")
+            if self.budget is None:
+                raise PagerError("--target needs --budget")
+        if not _is_int(self.work_steps) or self.work_steps < 0:
+            raise PagerError(f"--work-steps must be a non-negative integer (got {_show(self.work_steps)})")
         if self.keep_recent is not None and (not _is_int(self.keep_recent) or self.keep_recent < 0):
             raise PagerError(f"--keep-recent must be a non-negative integer (got {_show(self.keep_recent)})")
         for flag, value in (("--alpha", self.alpha), ("--beta", self.beta)):
@@ -834,14 +857,18 @@ def _join_units(decisions: List[Decision], units: List[Optional[str]]) -> None:
 
 
 def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
-               units: Optional[List[Optional[str]]] = None) -> int:
+               units: Optional[List[Optional[str]]] = None, results_apart: bool = False) -> int:
     """Fit ``decisions`` (changed in place) into ``budget`` tokens; return the tokens kept.
 
     What stays costs its tokens verbatim, or its stub's tokens when paged. Protected
     blocks (pinned, system, recent) always stay verbatim, and so does any unit
     holding one. A unit (a tool call and its results) competes as one piece: its
-    tokens summed, its R the best of its members. The others compete by R, highest
-    first (ties: later turn, then later position):
+    tokens summed, its R the best of its members. With ``results_apart`` it competes
+    as two: its call (with what else is not a tool result, plus the stubs of its
+    results) and its results, which can be kept verbatim only with the call; a call
+    kept without its results has them paged in place (observation masking), so
+    large results are what goes first. The pieces compete by value per token,
+    ``R / tokens ** SIZE_POWER``, highest first (ties: later turn, then later position):
       1. each is kept verbatim while its tokens still fit (one that does not fit is
          skipped, so a smaller one after it may fit);
       2. the rest that classification did not evict become stubs while their stub
@@ -861,38 +888,80 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     table = isinstance(decisions, _DecisionTable)  # then _column gives its own columns, written in place below
     tokens, reasons = _column(decisions, "tokens"), _column(decisions, "reason")
     rs, turns, actions = _column(decisions, "R"), _column(decisions, "turn"), _column(decisions, "action")
+    roles = _column(decisions, "role") if results_apart else None
     left = budget
-    candidates = []
+    # A piece: (value per token, -turn, -position, members, cost, the call piece it needs or None, its unit).
+    pieces: List[tuple] = []
     for members in groups.values():
         cost = sum(tokens[i] for i in members)
         if any(reasons[i] in PROTECTIONS for i in members):
             left -= cost
+            continue
+        best = max(members, key=lambda i: (rs[i], turns[i], i))
+        results = [i for i in members if roles[i] == "tool"] if roles is not None and len(members) > 1 else []
+        call = [i for i in members if roles[i] != "tool"] if results else []  # type: ignore[index]
+        if results and call and sum(tokens[i] for i in results) < MASK_RESULT_SHARE * budget:
+            results = []  # a small result stays with its call: its stub would cost about as much
+        if results and call:
+            call_cost = sum(tokens[i] for i in call) + sum(stub_tokens[i] for i in results)
+            head = (call, call_cost)
+            pieces.append((-rs[best] / max(call_cost, 1) ** SIZE_POWER, -turns[best], -best, call, call_cost, None,
+                           members))
+            extra = sum(tokens[i] - stub_tokens[i] for i in results)  # what the results cost beyond their stubs
+            size = sum(tokens[i] for i in results)
+            pieces.append((-rs[best] / max(size, 1) ** SIZE_POWER, -turns[best], -best, results, extra, head, members))
         else:
-            best = max(members, key=lambda i: (rs[i], turns[i], i))
-            candidates.append((-rs[best], -turns[best], -best, members, cost,
-                               sum(stub_tokens[i] for i in members)))
-    candidates.sort(key=lambda c: c[:3])
+            pieces.append((-rs[best] / max(cost, 1) ** SIZE_POWER, -turns[best], -best, members, cost, None, members))
+    pieces.sort(key=lambda c: c[:3])
     verbatim = set()
-    for *_, members, cost, _stubs in candidates:
+    for *_, members, cost, needs, _unit in pieces:
+        if needs is not None and needs[0][0] not in verbatim:
+            cost += needs[1]
         if cost <= left:
             left -= cost
-            verbatim.add(members[0])
-    for *_, members, cost, stubs in candidates:
-        if members[0] in verbatim:
-            action = "retain"
-        elif actions[members[0]] != "evict" and stubs <= left:
-            left -= stubs
-            action = "page"
+            verbatim.update(members)
+            if needs is not None:
+                verbatim.update(needs[0])
+    done = set()
+    for *_, members in pieces:  # best first: the best of the rest get the room left for stubs
+        if members[0] in done:
+            continue
+        done.add(members[0])
+        rest = [i for i in members if i not in verbatim]
+        if len(rest) < len(members):
+            chosen = {i: "page" for i in rest}  # results of a kept call: their stubs are paid for
         else:
-            action = "evict"
-        reason = "budget-" + {"retain": "kept", "page": "paged", "evict": "evicted"}[action]
+            stubs = sum(stub_tokens[i] for i in members)
+            action = "page" if actions[members[0]] != "evict" and stubs <= left else "evict"
+            if action == "page":
+                left -= stubs
+            chosen = {i: action for i in members}
         for i in members:
+            action = chosen.get(i, "retain")
             if action != actions[i]:
+                reason = "budget-" + {"retain": "kept", "page": "paged", "evict": "evicted"}[action]
                 if table:  # write the table's own columns: building each Decision costs more
                     actions[i], reasons[i] = action, reason
                 else:
                     decisions[i] = decisions[i]._replace(action=action, reason=reason)
     return budget - left
+
+
+def _previous_actions(decisions: List[Decision], stub_tokens: List[int],
+                      previous: Mapping[str, str]) -> Tuple[List[str], int]:
+    """Return every block's directive of the previous pass (a new block: retain) and the tokens they keep.
+
+    Between two compactions nothing the agent has already sent changes, so the
+    emitted history grows only at its end and a cached prompt prefix stays valid.
+    Protected blocks stay retained.
+    """
+    blocks, tokens, reasons = _column(decisions, "block"), _column(decisions, "tokens"), _column(decisions, "reason")
+    chosen, kept = [], 0
+    for i, block in enumerate(blocks):
+        action = "retain" if reasons[i] in PROTECTIONS else previous.get(block, "retain")
+        chosen.append(action)
+        kept += tokens[i] if action == "retain" else stub_tokens[i] if action == "page" else 0
+    return chosen, kept
 
 
 def _evicting_age(params: Params) -> Optional[int]:
@@ -1026,6 +1095,14 @@ class _Scorer:
         self._old_age = _evicting_age(params)  # a block this many turns old scores under the evict cut on age alone
         self.tokens_before = 0  # what the history costs as it arrived (stubs at their own size)
         self.tokens_after: Optional[int] = None  # set by finish when a budget is fitted
+        self.previous: Optional[Mapping[str, str]] = None  # the contract's directives, for --target
+        self.work_terms: frozenset = frozenset()   # terms drawn from the recent work only (see Intent.work)
+        self.compacted: Optional[bool] = None  # with --target: whether this pass compacted
+
+    def use_work(self, work: Iterable[str]) -> None:
+        """Mark the intent keywords ``work`` as drawn from the agent's recent work (see _similarities)."""
+        if self.weighted:
+            self.work_terms = frozenset(_keyword_stems(work))
 
     def _evicted_by_age(self, turn: int) -> bool:
         """Return True if a block of ``turn`` with sim 0 scores under the evict cut, whatever comes later."""
@@ -1168,6 +1245,20 @@ class _Scorer:
         total = sum(idf[t] for t, d in df.items() if d)
         mean_length = sum(self._lengths) / n or 1.0
         coverage = {found: sum(idf[t] for t in found) / total for found in kinds_of_match}
+        if self.work_terms:
+            # An intent with the agent's recent work has two parts, the human's words and the
+            # work's names; a block's coverage is its better part's, so neither dilutes the other.
+            # A human message of few words ("continue") counts only that share of HUMAN_WORDS.
+            human = [t for t in self.terms if t not in self.work_terms]
+            said = min(1.0, sum(1 for t in human if df[t]) / HUMAN_WORDS)
+            for part, factor in ((human, said), ([t for t in self.terms if t in self.work_terms], 1.0)):
+                weight = sum(idf[t] for t in part if df[t])
+                if weight:
+                    members = set(part)
+                    for found in kinds_of_match:
+                        share = factor * sum(idf[t] for t in found if t in members) / weight
+                        if share > coverage[found]:
+                            coverage[found] = share
         lengths = self._lengths
         for i in hits:
             scaled = coverage[matched[i]] / (1.0 - LENGTH_WEIGHT + LENGTH_WEIGHT * lengths[i] / mean_length)
@@ -1234,7 +1325,20 @@ class _Scorer:
             _join_units(decisions, units)
         if self.params.budget is not None:
             room = max(0, self.params.budget - reserved)
-            self.tokens_after = fit_budget(decisions, stub_tokens, room, units or None) + reserved
+            target = self.params.target
+            if target is not None:
+                chosen, kept = _previous_actions(decisions, stub_tokens, self.previous or {})
+                self.compacted = kept + reserved > self.params.trigger * self.params.budget
+                if not self.compacted:  # the directives stay as the agent last saw them ("sticky")
+                    actions = _column(decisions, "action")
+                    for i, action in enumerate(chosen):
+                        if action != actions[i]:
+                            decisions[i] = decisions[i]._replace(action=action, reason="sticky")
+                    self.tokens_after = kept + reserved
+                    return decisions
+                room = max(0, int(target * self.params.budget) - reserved)
+            self.tokens_after = fit_budget(decisions, stub_tokens, room, units or None,
+                                           self.params.results_apart) + reserved
         return decisions
 
 
@@ -1253,6 +1357,7 @@ class PassPlan:
     tokens_before: int = 0              # the history as it arrived (stubs at their own size)
     tokens_after: Optional[int] = None  # kept verbatim plus stubs, when a budget was fitted
     intent_source: str = "intent_ir"    # where the keywords came from (see Intent)
+    compacted: Optional[bool] = None    # with a --target: True if the pass compacted, False if it kept the last
     # Per decision, the text of a block that may be paged, kept from the read (else None);
     # the page store takes new pages' text from here instead of reading the history again.
     texts: Optional[List[Optional[str]]] = dataclasses.field(default=None, repr=False, compare=False)
@@ -1286,6 +1391,7 @@ class Intent(NamedTuple):
 
     keywords: List[str]
     source: str  # "--intent", "--intent-file", "intent_ir", "intent_ir (prosecode.intent.v0)", "last user message"
+    work: Tuple[str, ...] = ()  # the keywords drawn from the agent's recent work (WORK_SOURCE)
 
 
 def _intent_from_ir(value: object) -> Intent:
@@ -1320,15 +1426,77 @@ def _intent_from_ir(value: object) -> Intent:
     raise PagerError(f"intent_ir must be a list of keywords or a {INTENT_SCHEMA} object (got {_show(value)})")
 
 
+# A name in code: letters, digits and "_" joined by ".", "/", ":" or "-" (a path, Foo.bar, file.py:12).
+_CODE_NAME = re.compile(r"[A-Za-z0-9_]+(?:[./:\-][A-Za-z0-9_]+)+|\w*[a-z0-9][A-Z]\w*|\w+_\w+|\w*(?:Error|Exception)\b")
+
+
+class _WorkNotes:
+    """What the intent needs from a history read in order: the last user message and the recent work.
+
+    A step is a run of assistant blocks (text, thinking, tool calls) with the tool results
+    that follow it; the last ``steps`` steps are kept, each call or result cut to its two
+    ends (WORK_TEXT_CHARS each: a command's error is usually at the end of its output).
+    Stub blocks are skipped: they stand for old blocks, not for what the agent just did.
+    """
+
+    def __init__(self, steps: int = DEFAULT_WORK_STEPS) -> None:
+        self.steps = steps
+        self.last_user: Optional[str] = None
+        self.work: List[List[Tuple[str, str]]] = []  # the kept steps, each [(role, text)]
+        self.in_step = False
+
+    def see(self, raw: object, text: Optional[str] = None) -> None:
+        """Note one block of the history (``text`` overrides its text: a stub's stored original)."""
+        if type(raw) is not dict:
+            return
+        role = raw.get("role")
+        body = text if text is not None else raw.get("text")
+        if not isinstance(body, str):
+            return
+        if role == "user":
+            if text is not None or raw.get("stub") is not True:
+                self.last_user = body
+            self.in_step = False
+            return
+        if self.steps <= 0 or raw.get("stub") is True or role not in ("assistant", "tool"):
+            return
+        if role == "assistant" and not self.in_step:
+            self.work.append([])
+            del self.work[:-self.steps]
+            self.in_step = True
+        elif role == "tool":
+            self.in_step = False
+        if self.work:
+            cut = body if len(body) <= 2 * WORK_TEXT_CHARS else body[:WORK_TEXT_CHARS] + "\n" + body[-WORK_TEXT_CHARS:]
+            self.work[-1].append((role, cut))
+
+    def work_keywords(self) -> List[str]:
+        """Return the keywords of the recent work: the names in code (paths, identifiers, error
+        names) of its calls, results and text; the latest step's first, at most WORK_KEYWORDS."""
+        found: Dict[str, None] = {}
+        for step in reversed(self.work):
+            for role, text in step:
+                names = [m.group() for m in _CODE_NAME.finditer(text)]
+                for keyword in intent_keywords(names):
+                    if len(keyword) > 2 and not keyword.isdigit():
+                        found.setdefault(keyword, None)
+        return list(found)[:WORK_KEYWORDS]
+
+
 def _header_intent(header: Mapping[str, object], given: Optional[Intent],
-                   last_user: Optional[str]) -> Intent:
-    """Return the pass's intent: the flags', else intent_ir's, else the last user message's."""
+                   last_user: Optional[str], work: Sequence[str] = ()) -> Intent:
+    """Return the pass's intent: the flags', else intent_ir's, else the last user message's
+    together with the keywords of the agent's recent work (``work``)."""
     if given is not None:
         return given
     if "intent_ir" in header:
         return _intent_from_ir(header["intent_ir"])
-    if last_user is not None:
-        return Intent(intent_keywords([last_user]), "last user message")
+    if last_user is not None or work:
+        human = intent_keywords([last_user]) if last_user is not None else []
+        if not work:
+            return Intent(human, "last user message")
+        return Intent(list(dict.fromkeys(human + list(work))), WORK_SOURCE if last_user is not None
+                      else "recent work", tuple(k for k in work if k not in human))
     raise PagerError("no intent: pass --intent or --intent-file, give intent_ir, or include a user message")
 
 
@@ -1346,11 +1514,14 @@ def _header_current_turn(header: Mapping[str, object]) -> Optional[int]:
 
 
 def plan_pass(history: Mapping[str, object], params: Params = Params(),
-              pages: Optional[Mapping[str, "StoredPage"]] = None, intent: Optional[Intent] = None) -> PassPlan:
+              pages: Optional[Mapping[str, "StoredPage"]] = None, intent: Optional[Intent] = None,
+              previous: Optional[Mapping[str, str]] = None) -> PassPlan:
     """Return the PassPlan for a history dict in the pager's own schema. No I/O.
 
     ``pages`` maps a block id to its stored original (StoredPage); blocks that
-    arrive as stubs (``"stub": true``) are scored on it.
+    arrive as stubs (``"stub": true``) are scored on it. ``previous`` maps block ids
+    to the directives of the last pass (a contract's ``directives``): with
+    ``params.target`` set, they stand until the history reaches the trigger.
 
     Example:
         >>> plan = plan_pass({"intent_ir": ["pager"], "blocks": [
@@ -1365,16 +1536,21 @@ def plan_pass(history: Mapping[str, object], params: Params = Params(),
     if not isinstance(blocks, list):
         raise PagerError(f"blocks must be a list (got {_show(blocks)})" if "blocks" in history
                          else "blocks is missing")
-    last_user = next((b.get("text") for b in reversed(blocks) if isinstance(b, dict) and b.get("role") == "user"
-                      and isinstance(b.get("text"), str) and not b.get("stub")), None)
-    intent = _header_intent(history, intent, last_user)
+    notes = _WorkNotes(params.work_steps)
+    if intent is None and "intent_ir" not in history:
+        for raw in blocks:
+            notes.see(raw)
+    intent = _header_intent(history, intent, notes.last_user, notes.work_keywords())
     current = _header_current_turn(history)
     scorer = _Scorer(intent.keywords, params, pages.get if pages is not None else None, current_turn=current)
+    scorer.previous = previous
+    scorer.use_work(intent.work)
     scorer.add_all(0, blocks)
     decisions = scorer.finish(current)
     header = {key: value for key, value in history.items() if key != "blocks"}
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
-                    params, header, scorer.tokens_before, scorer.tokens_after, intent.source, scorer.texts)
+                    params, header, scorer.tokens_before, scorer.tokens_after, intent.source, scorer.compacted,
+                    scorer.texts)
 
 
 # ===== Liminate statements and contract state =====
@@ -2162,7 +2338,7 @@ def _load_and_plan(source, params: Params,
                   stub_text: Optional[Callable[[StoredPage], str]] = None,
                   with_index: bool = False,
                   reserve: Optional[Callable[[Container[str]], int]] = None,
-                  intent: Optional[Intent] = None) -> PassPlan:
+                  intent: Optional[Intent] = None, previous: Optional[Mapping[str, str]] = None) -> PassPlan:
     """Stream a history (a path, '-' for stdin, or a _HistorySource) and return its PassPlan.
 
     The intent is ``intent`` (from flags), else the history's ``intent_ir``, else the
@@ -2174,12 +2350,14 @@ def _load_and_plan(source, params: Params,
         source = _HistorySource(source)
     scorer: Optional[_Scorer] = None
     chosen: Optional[Intent] = None
-    last_user: List[Optional[str]] = [None]
+    notes = _WorkNotes(params.work_steps)
 
     def new_scorer(header: Dict[str, object], keywords: List[str]) -> _Scorer:
         given = header.get("current_turn")  # a hint only: checked once the header is read
         hint = given if _is_int(given) and given >= 0 else None  # type: ignore[operator]
-        return _Scorer(keywords, params, pages, stub_text, with_index, reserve, hint)  # type: ignore[arg-type]
+        made = _Scorer(keywords, params, pages, stub_text, with_index, reserve, hint)  # type: ignore[arg-type]
+        made.previous = previous
+        return made
 
     def on_blocks(header: Dict[str, object]) -> Optional[Callable[[int, List[object]], None]]:
         nonlocal scorer, chosen
@@ -2187,22 +2365,24 @@ def _load_and_plan(source, params: Params,
             return note_user  # the intent is further on, or is the last user message: read twice
         chosen = _header_intent(header, intent, None)
         scorer = new_scorer(header, chosen.keywords)
+        scorer.use_work(chosen.work)
         return scorer.add_all
 
     def note_user(_first: int, blocks: List[object]) -> None:
         for raw in blocks:
-            if type(raw) is dict and raw.get("role") == "user" and isinstance(raw.get("text"), str):
-                if raw.get("stub") is True and pages is not None:
-                    page = pages(str(raw.get("id")))
-                    last_user[0] = page.text if page is not None else last_user[0]
-                elif raw.get("stub") is not True:
-                    last_user[0] = raw["text"]  # type: ignore[assignment]
+            if type(raw) is dict and raw.get("role") == "user" and raw.get("stub") is True and pages is not None:
+                page = pages(str(raw.get("id")))
+                if page is not None:
+                    notes.see(raw, page.text)
+            else:
+                notes.see(raw)
 
     try:
         header, _ = source.stream(on_blocks)
         if scorer is None:
-            chosen = _header_intent(header, intent, last_user[0])
+            chosen = _header_intent(header, intent, notes.last_user, notes.work_keywords())
             scorer = new_scorer(header, chosen.keywords)
+            scorer.use_work(chosen.work)
             source.stream(lambda _header: scorer.add_all)  # type: ignore[union-attr]
         current = _header_current_turn(header)
         decisions = scorer.finish(current)
@@ -2212,6 +2392,7 @@ def _load_and_plan(source, params: Params,
         raise PagerError(message if message.startswith(source.name + ":") else f"{source.name}: {message}") from None
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                     params, header, scorer.tokens_before, scorer.tokens_after, chosen.source,  # type: ignore[union-attr]
+                    scorer.compacted,
                     scorer.texts)
 
 
@@ -5753,6 +5934,19 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--intent-file", metavar="FILE", help="read the intent text from FILE")
     parser.add_argument("--keep-recent", type=_count_flag("--keep-recent", 0), metavar="N",
                         help="always retain the last N blocks (default: the current turn's blocks)")
+    parser.add_argument("--work-steps", type=_count_flag("--work-steps", 0), default=DEFAULT_WORK_STEPS,
+                        metavar="N", help="with no --intent or intent_ir: names in the agent's last N steps "
+                        f"(calls, results, errors) join the last user message's words (default {DEFAULT_WORK_STEPS}; "
+                        "0: the user message alone)")
+    parser.add_argument("--target", type=_number_flag("--target"), metavar="SHARE",
+                        help="with --budget: cache-stable compaction. Keep the contract's last directives (new "
+                             "blocks verbatim) until the history reaches --trigger times the budget, then compact "
+                             "down to SHARE of it (0.7 is a good value)")
+    parser.add_argument("--trigger", type=_number_flag("--trigger"), default=DEFAULT_TRIGGER, metavar="SHARE",
+                        help=f"with --target: the pressure that starts a compaction (default {DEFAULT_TRIGGER})")
+    parser.add_argument("--mask-results", action="store_true",
+                        help="with --budget (pager format): a tool result larger than a tenth of the budget may be "
+                             "paged in place while its call stays verbatim")
     parser.add_argument("--similarity", choices=SIMILARITIES, default=SIMILARITIES[0],
                         help="weighted (default): rare keywords count more, stems match, neighbours share "
                              "credit; plain: the share of keywords present")
@@ -5835,9 +6029,15 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
     source = reading.source
     store = PageStore.open(store_path, create=False, stub_words=params.stub_words)
     try:
+        # With --target the last directives stand between compactions: the contract's, read
+        # under the lock the whole pass holds.
+        previous = None
+        if params.target is not None:
+            previous = dict((locked.state if locked is not None else contract_state(args.contract)).directives)
         plan = _load_and_plan(source, params, store.get if store is not None else None,
                              lambda page: make_stub(page, _recall_hint(page.block, args.contract, args.store)),
-                             args.with_index, lambda seen: _index_reserve(args, locked, store, seen), given)
+                             args.with_index, lambda seen: _index_reserve(args, locked, store, seen), given,
+                             previous)
         # The store's path is recorded when it was chosen, so recall and index find it; the
         # default is derived from the contract's path and is left out to keep contracts portable.
         settings: Dict[str, object] = {"pager-stub-words": params.stub_words, "pager-format": reading.fmt,
@@ -5883,6 +6083,8 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
         summary.update({"budget": params.budget, "tokens_before": plan.tokens_before,
                         "tokens_after": plan.tokens_after, "pressure_before": round(rho[0], 4),
                         "pressure_after": round(rho[1], 4), "over_budget": rho[1] > 1.0})
+        if plan.compacted is not None:
+            summary["compacted"] = plan.compacted
         if rho[1] > 1.0:
             stderr.write(f"pager: warning: protected blocks alone take {plan.tokens_after} tokens, over the "
                          f"budget of {params.budget}; everything else was paged or evicted\n")
@@ -5894,6 +6096,9 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
         if rho is not None:
             extra += (f"; pressure {rho[0]:.2f} -> {rho[1]:.2f} of {params.budget} tokens "
                       f"({plan.tokens_before} -> {plan.tokens_after})")
+            if plan.compacted is not None:
+                extra += (f"; compacted to {params.target:g} of the budget" if plan.compacted
+                          else f"; kept the last directives (under the trigger, {params.trigger:g})")
         extra += f"; stored {stored} pages in {store_path}" if stored else ""
         extra += f"; wrote {args.emit}" if summary["emitted"] else ""
         if skipped:
@@ -5912,7 +6117,8 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
 def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     """Run one paging pass as the flags say; return the exit code."""
     params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
-                    args.budget, args.stub_words, args.keep_recent).validate()
+                    args.budget, args.stub_words, args.keep_recent, args.mask_results, args.trigger, args.target,
+                    args.work_steps).validate()
     now = _normalize_now(args.now)
     if args.with_index and not args.emit:
         raise PagerError("--with-index needs --emit")
@@ -5922,6 +6128,9 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     _check_paths(args.history, args.contract, store_path, args.emit)
     given = _flag_intent(args)
     reading = _open_history(args.history, args.format)
+    if args.mask_results and reading.conversation is not None:
+        raise PagerError(f"--mask-results is for the pager format; {reading.fmt} histories page a tool call "
+                         "and its results together")
     if args.with_index and reading.conversation is not None:
         raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
                          "'pager.py index'")

@@ -40,3 +40,171 @@ def test_an_identifier_does_not_meet_other_names(pager, intent, text):
 def test_camel_case_intent_keywords_become_snake_case(pager):
     assert pager.intent_keywords(["Fix lineTotal and HTTPServer in Foo.bar"]) == [
         "fix", "line_total", "http_server", "foo", "bar"]
+
+
+# --- intent from the work ---
+
+def _session(*, human="continue", extra=()):
+    """Return a small coding history: an old read of totals.py, unrelated work, then a failing test."""
+    blocks = [
+        {"id": "ask", "turn": 1, "role": "user", "text": "Fix the invoice rounding bug"},
+        {"id": "c1", "turn": 2, "role": "assistant", "unit": "tool:c1",
+         "text": 'Read({"file_path": "src/billing/totals.py"})'},
+        {"id": "c1:result", "turn": 3, "role": "tool", "unit": "tool:c1",
+         "text": "def line_total(qty, price):\n    return round(qty * price, 2)\n" * 3},
+        {"id": "c2", "turn": 4, "role": "assistant", "unit": "tool:c2", "text": 'Bash({"command": "ls docs"})'},
+        {"id": "c2:result", "turn": 5, "role": "tool", "unit": "tool:c2", "text": "index.md\nchangelog.md\n"},
+        *[block for k in (1, 2, 3) for block in (
+            {"id": f"f{k}", "turn": 4 + 2 * k, "role": "assistant", "unit": f"tool:f{k}",
+             "text": 'Bash({"command": "git status"})'},
+            {"id": f"f{k}:result", "turn": 5 + 2 * k, "role": "tool", "unit": f"tool:f{k}",
+             "text": "nothing to commit"})],
+        {"id": "more", "turn": 12, "role": "user", "text": human},
+        {"id": "c3", "turn": 13, "role": "assistant", "unit": "tool:c3",
+         "text": 'Bash({"command": "pytest tests/test_totals.py"})'},
+        {"id": "c3:result", "turn": 14, "role": "tool", "unit": "tool:c3",
+         "text": "FAILED tests/test_totals.py::test_line_total - ZeroDivisionError: division by zero"},
+        *extra,
+    ]
+    return {"blocks": blocks}
+
+
+def test_the_intent_draws_on_the_recent_work_when_the_human_says_little(pager):
+    plan = pager.plan_pass(_session())
+    assert plan.intent_source == "last user message and recent work"
+    assert {"test_line_total", "zero_division_error", "test_totals"} <= set(plan.keywords)
+    by_id = {d.block: d for d in plan.decisions}
+    # the old read of line_total meets the failing test; the unrelated listing does not
+    assert by_id["c1:result"].matched and by_id["c1:result"].similarity > by_id["c2:result"].similarity
+    # "continue" alone counts a third of a full request: the block that says it is no perfect match
+    alone = {d.block: d for d in pager.plan_pass(_session(), pager.Params(work_steps=0)).decisions}
+    assert alone["more"].own == 1.0 and by_id["more"].own < 0.5
+
+
+def test_work_steps_zero_keeps_the_last_user_message_alone(pager):
+    plan = pager.plan_pass(_session(), pager.Params(work_steps=0))
+    assert plan.intent_source == "last user message" and plan.keywords == ["continue"]
+
+
+def test_a_long_human_request_still_counts_in_full(pager):
+    plan = pager.plan_pass(_session(human="check the docs changelog index for release notes"))
+    by_id = {d.block: d for d in plan.decisions}
+    before = {d.block: d for d in pager.plan_pass(_session()).decisions}
+    assert by_id["c2:result"].matched and not before["c2:result"].matched
+    assert by_id["c2:result"].similarity > by_id["c1:result"].similarity
+
+
+def test_the_cli_records_and_shows_the_intent_source(cli, tmp_path):
+    import json
+    history = tmp_path / "h.json"
+    history.write_text(json.dumps(_session()))
+    contract = tmp_path / "c.limn"
+    result = cli("--history", history, "--contract", contract, "--now", "2026-05-17T03:08:12Z")
+    assert result.code == 0
+    assert "intent from last user message and recent work" in result.out
+    assert 'remember a value called pager-intent-source with "last user message and recent work"' \
+        in contract.read_text()
+
+
+# --- observation masking inside a unit ---
+
+def _masking_history():
+    big = "line %d of a long build log\n"
+    blocks = [{"id": "ask", "turn": 1, "role": "user", "text": "Make the build pass"}]
+    for k in range(4):
+        blocks += [
+            {"id": f"c{k}", "turn": 2 + 2 * k, "role": "assistant", "unit": f"tool:c{k}",
+             "text": f'Bash({{"command": "make target{k}"}})'},
+            {"id": f"c{k}:result", "turn": 3 + 2 * k, "role": "tool", "unit": f"tool:c{k}",
+             "text": "".join(big % i for i in range(200))}]
+    blocks.append({"id": "now", "turn": 20, "role": "user", "text": "continue"})
+    return {"blocks": blocks}
+
+
+def test_mask_results_keeps_calls_verbatim_and_pages_their_large_results(pager):
+    params = dict(budget=1200, work_steps=0)
+    whole = {d.block: d.action for d in pager.plan_pass(_masking_history(), pager.Params(**params)).decisions}
+    plan = pager.plan_pass(_masking_history(), pager.Params(results_apart=True, **params))
+    masked = {d.block: d.action for d in plan.decisions}
+    calls = [f"c{k}" for k in range(4)]
+    assert not all(whole[c] == "retain" for c in calls)  # whole units do not fit: calls go with them
+    assert all(masked[c] == "retain" for c in calls)
+    assert all(masked[f"{c}:result"] == "page" for c in calls)  # never evicted while their call stays
+    assert plan.tokens_after <= 1200
+
+
+def test_mask_results_is_refused_for_transcript_formats(cli, tmp_path):
+    import json
+    history = tmp_path / "chat.json"
+    history.write_text(json.dumps([
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "a.txt"}]))
+    contract = tmp_path / "c.limn"
+    result = cli("--history", history, "--contract", contract, "--budget", "100", "--mask-results")
+    assert result.code == 2 and "--mask-results is for the pager format" in result.err
+    assert not contract.exists()
+
+
+def test_mask_results_emits_the_call_and_a_stub_for_its_result(cli, tmp_path):
+    import json
+    history = tmp_path / "h.json"
+    history.write_text(json.dumps(_masking_history()))
+    out = tmp_path / "out.json"
+    result = cli("--history", history, "--contract", tmp_path / "c.limn", "--budget", "1200", "--mask-results",
+                 "--work-steps", "0", "--emit", out, "--now", "2026-05-17T03:08:12Z")
+    assert result.code == 0, result.err
+    emitted = {b["id"]: b for b in json.loads(out.read_text())["blocks"]}
+    assert emitted["c0"]["text"].startswith("Bash(") and not emitted["c0"].get("stub")
+    assert emitted["c0:result"]["stub"] is True and emitted["c0:result"]["text"].startswith("[paged c0:result")
+
+
+# --- cache-stable compaction: two watermarks ---
+
+def _grow(pager, cli, tmp_path, sizes, *flags):
+    """Replay a growing history pass by pass; return [(summary, emitted blocks)]."""
+    import json
+    blocks, passes = [], []
+    for n, size in enumerate(sizes):
+        blocks.append({"id": f"b{n}", "turn": n + 1, "role": "assistant" if n % 2 else "user",
+                       "text": f"step {n} " + "word " * size})
+        history = tmp_path / "h.json"
+        history.write_text(json.dumps({"blocks": blocks}))
+        out = tmp_path / "out.json"
+        result = cli("--history", history, "--contract", tmp_path / "c.limn", "--budget", "1000", "--json",
+                     "--emit", out, "--now", f"2026-05-17T03:{n:02d}:00Z", *flags)
+        assert result.code == 0, result.err
+        passes.append((json.loads(result.out.splitlines()[-1]), json.loads(out.read_text())["blocks"]))
+    return passes
+
+
+def test_watermarks_keep_the_emitted_prefix_until_the_trigger_then_compact_to_the_target(pager, cli, tmp_path):
+    passes = _grow(pager, cli, tmp_path, [150] * 14, "--target", "0.6")
+    compacted = [summary["compacted"] for summary, _ in passes]
+    assert compacted.count(True) >= 2 and compacted.count(False) >= 8
+    for (summary, emitted), (_, before) in zip(passes[1:], passes):
+        assert summary["tokens_after"] <= 1000  # never over the budget
+        if not summary["compacted"]:  # between compactions: what was sent stays byte for byte
+            assert emitted[:len(before)] == before
+        else:
+            assert summary["tokens_after"] <= 600
+
+
+def test_without_a_target_every_pass_refits_the_whole_budget(pager, cli, tmp_path):
+    passes = _grow(pager, cli, tmp_path, [150] * 10)
+    assert all("compacted" not in summary for summary, _ in passes)
+    assert max(summary["tokens_after"] for summary, _ in passes) > 900
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--target", "0.7"], "--target needs --budget"),
+    (["--budget", "100", "--target", "0.9", "--trigger", "0.8"], "must not exceed --trigger"),
+    (["--budget", "100", "--target", "0"], "--target must be a positive number"),
+])
+def test_watermark_flags_are_checked(cli, tmp_path, flags, message):
+    import json
+    history = tmp_path / "h.json"
+    history.write_text(json.dumps({"blocks": [{"id": "a", "turn": 1, "role": "user", "text": "hi"}]}))
+    result = cli("--history", history, "--contract", tmp_path / "c.limn", *flags)
+    assert result.code == 2 and message in result.err
