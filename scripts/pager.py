@@ -132,6 +132,7 @@ NEIGHBOUR_POWER = 1.5      # ...raised to this power: a block that clearly raise
 DIALOGUE_ROLES = frozenset({"user", "assistant"})  # neighbour credit flows between these only
 SYSTEM_ROLES = frozenset({"system", "developer"})  # always retained: the agent's instructions
 DEFAULT_TRIGGER = 1.0      # with --target: compact when the history as last decided reaches this share of budget
+REPEAT_MIN_CHARS = 400     # a tool result this long whose text a later result repeats is paged first
 MASK_RESULT_SHARE = 0.1    # --mask-results: tool results above this share of the budget page apart from their call
 SIZE_POWER = 0.4          # under a budget a block competes by R / tokens ** this: value per token spent
 LENGTH_WEIGHT = 0.25       # weighted sim: how much a long block's coverage is discounted (0 = none)
@@ -1097,12 +1098,29 @@ class _Scorer:
         self.tokens_after: Optional[int] = None  # set by finish when a budget is fitted
         self.previous: Optional[Mapping[str, str]] = None  # the contract's directives, for --target
         self.work_terms: frozenset = frozenset()   # terms drawn from the recent work only (see Intent.work)
+        self._contents: Dict[bytes, int] = {}  # digest of a long tool result -> its latest position
+        self.repeated: Dict[int, str] = {}     # position of a tool result -> id of a later one with its content
+        self._long: set = set()                # positions of tool results of REPEAT_MIN_CHARS or more
         self.compacted: Optional[bool] = None  # with --target: whether this pass compacted
 
     def use_work(self, work: Iterable[str]) -> None:
         """Mark the intent keywords ``work`` as drawn from the agent's recent work (see _similarities)."""
         if self.weighted:
             self.work_terms = frozenset(_keyword_stems(work))
+
+    def _note_repeat(self, position: int, block_id: str, role: str, text: str) -> None:
+        """Remember a long tool result's content, or a tool call's; an earlier one the same is repeated.
+
+        The same call again (the same file read, the same command run) supersedes the
+        earlier call and its results, whatever they said: the newer copy is the current one.
+        """
+        if role == "tool":
+            self._long.add(position)
+        digest = hashlib.blake2b((role + "\x00" + text).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        earlier = self._contents.get(digest)
+        if earlier is not None:
+            self.repeated[earlier] = block_id
+        self._contents[digest] = position
 
     def _evicted_by_age(self, turn: int) -> bool:
         """Return True if a block of ``turn`` with sim 0 scores under the evict cut, whatever comes later."""
@@ -1193,6 +1211,9 @@ class _Scorer:
         self._matched.append(matched)
         self._lengths.append(len(text))
         self.texts.append(None if stub is True else self._keep_text(text, turn, matched, unit))
+        if not stub and ((role == "tool" and len(text) >= REPEAT_MIN_CHARS)
+                         or (unit is not None and role == "assistant" and unit.startswith("tool:"))):
+            self._note_repeat(position, block_id, role, text)
 
     def add_all(self, first: int, blocks: List[object]) -> None:
         """Validate and record ``blocks``, the blocks at ``blocks[first:]``, one at a time."""
@@ -1305,6 +1326,17 @@ class _Scorer:
         # Params.classify, inlined: this runs once per block
         actions = ["retain" if r >= retain_cut else "evict" if r < evict_cut else "page" for r in rs]
         reasons = ["score"] * n
+        if self.repeated:
+            members: Dict[str, List[int]] = {}
+            for i, unit in self._units.items():
+                members.setdefault(unit, []).append(i)
+            for i, newer in self.repeated.items():
+                # A later block repeats this one: page it (and its unit) first, at R 0. A call
+                # repeated counts when its results are long: a short one is cheaper than its stub.
+                group = members.get(self._units[i], [i]) if i in self._units else [i]
+                if self._long.intersection(group):
+                    for j in group:
+                        rs[j], actions[j], reasons[j] = 0.0, "page", f"repeated by {newer}"
         for i, guard in self._guards.items():
             actions[i], reasons[i] = "retain", guard
         stubs = [False] * n
@@ -1467,7 +1499,10 @@ class _WorkNotes:
         elif role == "tool":
             self.in_step = False
         if self.work:
-            cut = body if len(body) <= 2 * WORK_TEXT_CHARS else body[:WORK_TEXT_CHARS] + "\n" + body[-WORK_TEXT_CHARS:]
+            cut = body
+            if len(body) > 2 * WORK_TEXT_CHARS:  # the two ends, cut at a space so no name is cut in two
+                head, tail = body[:WORK_TEXT_CHARS], body[-WORK_TEXT_CHARS:]
+                cut = head[:max(head.rfind(" "), head.rfind("\n"), 0)] + "\n" + tail[max(tail.find(" "), tail.find("\n"), 0):]
             self.work[-1].append((role, cut))
 
     def work_keywords(self) -> List[str]:
@@ -5508,7 +5543,10 @@ class Pager:
     """A context pager for a running agent: ``compact`` before each model call, ``recall`` on demand.
 
     ``budget`` and the other Params fields (alpha, beta, retain_cut, evict_cut, similarity,
-    stub_words, keep_recent) are the CLI's flags.  Pages live in this object unless ``contract``
+    stub_words, keep_recent, results_apart, trigger, target, work_steps) are the CLI's flags;
+    ``work_steps`` defaults to 0 here (the CLI's 3 changes the intent at every step, which
+    empties the per-block cache), and with ``target`` the last call's directives stand
+    between compactions, as the contract's do for the CLI.  Pages live in this object unless ``contract``
     (a ``.limn`` file the passes and recalls are appended to, with its page store beside it or at
     ``store``) or ``store`` alone (a SQLite page store) is given.  ``token_counter(text) -> int``
     replaces the token estimate.  ``hint(block) -> str`` is what a stub says to recall it
@@ -5523,6 +5561,9 @@ class Pager:
         if unknown:
             raise PagerError(f"unknown parameter {unknown[0]!r} (expected budget or one of "
                              f"{', '.join(f.name for f in dataclasses.fields(Params) if f.name != 'budget')})")
+        # The recent work changes the intent at every step, and the per-block cache is keyed by
+        # the intent: the library reads the last user message alone unless work_steps is given.
+        params.setdefault("work_steps", 0)
         self.params = Params(budget=budget, **params).validate()
         if format is not None and format not in LIBRARY_FORMATS:
             raise PagerError(f"format must be one of {', '.join(LIBRARY_FORMATS)} (got {_show(format)})")
@@ -5615,19 +5656,17 @@ class Pager:
               store: Optional[PageStore]) -> Tuple[PassPlan, _CachedScorer]:
         """Score the blocks (features from the cache where a block is unchanged); return the plan."""
         pages = self._page_of(store)
-        last_user = None
-        for raw in reversed(blocks):
-            if type(raw) is dict and raw.get("role") == "user" and isinstance(raw.get("text"), str):
-                if raw.get("stub") is True:
+        notes = _WorkNotes(self.params.work_steps)  # the last user message and the recent work, as the CLI reads them
+        if given is None and "intent_ir" not in header:
+            for raw in blocks:
+                if type(raw) is dict and raw.get("role") == "user" and raw.get("stub") is True:
                     page = pages(str(raw.get("id")))
-                    if page is None:
-                        continue
-                    last_user = page.text
+                    if page is not None:
+                        notes.see(raw, page.text)
                 else:
-                    last_user = raw["text"]
-                break
+                    notes.see(raw)
         try:
-            intent = _header_intent(header, given, last_user)
+            intent = _header_intent(header, given, notes.last_user, notes.work_keywords())
             current = _header_current_turn(header)
             params, hint = self.params, self.hint
             stub_text = lambda page: make_stub(page, hint(page.block))  # noqa: E731
@@ -5636,13 +5675,16 @@ class Pager:
                 self._cache, self._cache_key = {}, settings
             scorer = _CachedScorer(self._cache, self.token_counter, intent.keywords, params, pages, stub_text,
                                    False, None, current)
+            scorer.previous = self._actions  # the last pass's directives: with params.target they stand
+            scorer.use_work(intent.work)
             scorer.add_all(0, blocks)
             decisions = scorer.finish(current)
         except PagerError as exc:
             raise PagerError(f"messages: {exc}") from None
         self._cache = scorer.fresh  # only blocks of this conversation: a dropped one is forgotten
         plan = PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
-                        params, header, scorer.tokens_before, scorer.tokens_after, intent.source, scorer.texts)
+                        params, header, scorer.tokens_before, scorer.tokens_after, intent.source, scorer.compacted,
+                        scorer.texts)
         return plan, scorer
 
     def _page(self, d: Decision, text: str, now: str) -> StoredPage:

@@ -208,3 +208,41 @@ def test_watermark_flags_are_checked(cli, tmp_path, flags, message):
     history.write_text(json.dumps({"blocks": [{"id": "a", "turn": 1, "role": "user", "text": "hi"}]}))
     result = cli("--history", history, "--contract", tmp_path / "c.limn", *flags)
     assert result.code == 2 and message in result.err
+
+
+def test_the_library_pager_keeps_its_last_directives_between_compactions(pager):
+    agent = pager.Pager(1000, target=0.6)
+    blocks, previous, compactions = [], None, 0
+    for n in range(14):
+        blocks.append({"id": f"b{n}", "turn": n + 1, "role": "assistant" if n % 2 else "user",
+                       "text": f"step {n} " + "word " * 150})
+        result = agent.compact({"blocks": list(blocks)})
+        assert result.report.tokens_after <= 1000
+        emitted = result.messages["blocks"]
+        if previous is not None and emitted[:len(previous)] != previous:
+            compactions += 1
+            assert result.report.tokens_after <= 600
+        previous = emitted
+    assert 2 <= compactions <= 5
+
+
+def test_the_library_draws_on_the_work_only_when_asked(pager):
+    history = _session()
+    assert pager.Pager().compact(history).report.intent_source == "last user message"
+    assert pager.Pager(work_steps=3).compact(history).report.intent_source == "last user message and recent work"
+
+
+# --- repeats ---
+
+def test_a_command_run_again_pages_the_earlier_run_first(pager):
+    log = "".join(f"test_{k} passed\n" for k in range(60))
+    blocks = [{"id": "ask", "turn": 1, "role": "user", "text": "run the tests"}]
+    for n, (cid, out) in enumerate((("r1", log + "1 failed"), ("other", "ok"), ("r2", log + "all passed"))):
+        command = 'Bash({"command": "pytest -q"})' if cid != "other" else 'Bash({"command": "git diff"})'
+        blocks += [{"id": cid, "turn": 2 + 2 * n, "role": "assistant", "unit": f"tool:{cid}", "text": command},
+                   {"id": f"{cid}:result", "turn": 3 + 2 * n, "role": "tool", "unit": f"tool:{cid}", "text": out}]
+    blocks.append({"id": "now", "turn": 9, "role": "user", "text": "go on"})
+    by_id = {d.block: d for d in pager.plan_pass({"blocks": blocks}, pager.Params(work_steps=0)).decisions}
+    assert by_id["r1"].action == by_id["r1:result"].action == "page"
+    assert by_id["r1:result"].reason == "repeated by r2" and by_id["r1:result"].R == 0.0
+    assert by_id["r2:result"].reason != "repeated by r2" and by_id["other"].reason == "score"

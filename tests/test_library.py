@@ -280,7 +280,9 @@ def test_compact_matches_the_cli_on_every_format_fixture(pager, cli, tmp_path, n
     value = json.loads((ROOT / "tests" / "fixtures" / "transcripts" / name).read_text(encoding="utf-8"))
     flags = [part for key, val in options.items() for part in ("--" + key.replace("_", "-"), val)]
     records, emitted, contract = cli_pass(cli, tmp_path, value, *flags, fmt=fmt)
-    result = pager.compact(value, format=fmt, hint=lambda block: pager._recall_hint(block, contract, None), **options)
+    # the library reads the last user message alone unless told (work_steps); the CLI's default is 3
+    result = pager.compact(value, format=fmt, hint=lambda block: pager._recall_hint(block, contract, None),
+                           work_steps=pager.DEFAULT_WORK_STEPS, **options)
     assert {d.block: d.to_dict() for d in result.report.decisions} == records
     assert result.messages == emitted
     if options == {"evict_cut": 0.0}:  # nothing is evicted by score and no budget: the pass pages
