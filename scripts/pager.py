@@ -682,6 +682,9 @@ class Params:
                 if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
                         or value <= 0:
                     raise PagerError(f"{flag} must be a positive number (got {_show(value)})")
+            if self.trigger > 1.0:
+                raise PagerError(f"--trigger must not exceed 1: the history may not outgrow the budget "
+                                 f"(got {self.trigger!r})")
             if self.target > self.trigger:
                 raise PagerError(f"--target ({self.target!r}) must not exceed --trigger ({self.trigger!r})")
             if self.budget is None:

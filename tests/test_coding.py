@@ -201,6 +201,7 @@ def test_without_a_target_every_pass_refits_the_whole_budget(pager, cli, tmp_pat
     (["--target", "0.7"], "--target needs --budget"),
     (["--budget", "100", "--target", "0.9", "--trigger", "0.8"], "must not exceed --trigger"),
     (["--budget", "100", "--target", "0"], "--target must be a positive number"),
+    (["--budget", "100", "--target", "0.7", "--trigger", "1.2"], "--trigger must not exceed 1"),
 ])
 def test_watermark_flags_are_checked(cli, tmp_path, flags, message):
     import json
