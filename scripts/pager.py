@@ -1365,10 +1365,10 @@ class _Scorer:
                 chosen, kept = _previous_actions(decisions, stub_tokens, self.previous or {})
                 self.compacted = kept + reserved > self.params.trigger * self.params.budget
                 if not self.compacted:  # the directives stay as the agent last saw them ("sticky")
-                    actions = _column(decisions, "action")
+                    actions, reasons = decisions.action, decisions.reason
                     for i, action in enumerate(chosen):
                         if action != actions[i]:
-                            decisions[i] = decisions[i]._replace(action=action, reason="sticky")
+                            actions[i], reasons[i] = action, "sticky"
                     self.tokens_after = kept + reserved
                     return decisions
                 room = max(0, int(target * self.params.budget) - reserved)
