@@ -57,7 +57,7 @@ import tempfile
 from bisect import bisect_right
 from collections import Counter
 from contextlib import contextmanager
-from itertools import chain, compress, repeat
+from itertools import chain, compress, islice, repeat
 from typing import (Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn,
                     Optional, Sequence, Tuple)
 
@@ -4847,6 +4847,21 @@ def _record_line(d: Decision) -> str:
                       sim, own, near, rec, delta_t, r, action, enc(reason), "true" if stub else "false")
 
 
+def _write_records(out: io.TextIOBase, decisions: Iterable[Decision]) -> None:
+    """Write every decision's record (_record_line) to ``out``, one line each, a batch of lines per write.
+
+    Python's stderr has no buffer under its text layer, so a write per record would
+    be a system call per block.
+    """
+    lines = map(_record_line, decisions)
+    while True:
+        batch = list(islice(lines, _BATCH_BLOCKS))
+        if not batch:
+            return
+        batch.append("")  # the last line's end
+        out.write("\n".join(batch))
+
+
 class _Materializer:
     """The second read of a history: stores new pages' text and writes the compacted history.
 
@@ -6106,8 +6121,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
             store.close()
     lead = 1 if state.needs_newline else 0  # the line end owed to an unterminated last line
     changes = _count_changes(plan, state)
-    for decision in plan.decisions:
-        stderr.write(_record_line(decision) + "\n")
+    _write_records(stderr, plan.decisions)
     counts = plan.counts()
     if args.dry_run:
         stdout.write(payload.tobytes()[lead:].decode("utf-8"))

@@ -134,6 +134,22 @@ def test_records_are_the_json_of_each_decision(pager):
     assert [json.loads(line) for line in lines] == [d.to_dict() for d in plan.decisions]
 
 
+def test_written_records_are_one_line_per_decision_across_batches(pager, monkeypatch):
+    """_write_records writes a batch of lines per write: every decision's record, in order, each ending its line."""
+    import io
+    plan = pager.plan_pass({"intent_ir": ["pager"], "blocks": [
+        {"id": f"b{i}", "turn": i, "role": "user", "text": "pager" if i % 3 else "noise"} for i in range(10)]})
+    for batch in (3, 5, 10, 4096):
+        monkeypatch.setattr(pager, "_BATCH_BLOCKS", batch)
+        out = io.StringIO()
+        pager._write_records(out, plan.decisions)
+        assert out.getvalue().endswith("\n")
+        assert [json.loads(line) for line in out.getvalue().splitlines()] == [d.to_dict() for d in plan.decisions]
+    out = io.StringIO()
+    pager._write_records(out, [])
+    assert out.getvalue() == ""
+
+
 def test_formatted_equals_percent_formatting_whether_values_repeat_or_not(pager):
     repeated = [0.0, 0.5, 0.0, 1 / 3, 0.0, 0.5] * 10
     distinct = [i / 7 for i in range(40)]
