@@ -1087,15 +1087,15 @@ class _Scorer:
         self._units: Dict[int, str] = {}      # blocks sharing a unit (a tool call and its results)
         self._stubs: set = set()              # arrived as a page stub, scored on its stored text
         # The text of each block that may end up paged, else None: a block is sure to be
-        # evicted when nothing can raise its sim above 0 (no match of its own, none just
-        # before it, no unit) and its recency alone scores under the evict cut.
+        # evicted when nothing can raise its sim above 0 (no match of its own, no unit, no
+        # neighbour credit to borrow) and its recency alone scores under the evict cut.
         self.texts: List[Optional[str]] = []
         self._seen: set = set()  # ids so far: a set, not a dict of positions, to keep 100k-block passes small
         self.skipped: List[int] = []  # positions of page-index blocks, which get no decision
         self._shared: Dict[object, object] = {}  # one copy of each role, kind and match tuple
         self.max_turn: Optional[int] = None
         self.current_turn = current_turn  # when the header gave it before the blocks
-        self._last_hit = -NEIGHBOUR_WINDOW - 1  # the position of the last block with a match
+        self._last_lender = -NEIGHBOUR_WINDOW - 1  # the last position that may lend neighbour credit
         self._old_age = _evicting_age(params)  # a block this many turns old scores under the evict cut on age alone
         self.tokens_before = 0  # what the history costs as it arrived (stubs at their own size)
         self.tokens_after: Optional[int] = None  # set by finish when a budget is fitted
@@ -1131,12 +1131,15 @@ class _Scorer:
         latest = self.current_turn if self.current_turn is not None else self.max_turn
         return self._old_age is not None and latest is not None and latest - turn >= self._old_age
 
-    def _keep_text(self, text: str, turn: int, matched: tuple, unit: Optional[str]) -> Optional[str]:
+    def _keep_text(self, text: str, turn: int, role: str, matched: tuple, unit: Optional[str]) -> Optional[str]:
         """Return ``text`` if the block may yet be paged, else None (see ``texts``)."""
         position = len(self._ids) - 1  # the block just recorded
-        near = self.weighted and position - self._last_hit <= NEIGHBOUR_WINDOW
-        if matched:
-            self._last_hit = position
+        # Neighbour credit (weighted proxy) flows only between dialogue blocks outside any
+        # unit, from a matching one to the NEIGHBOUR_WINDOW blocks after it (_similarities).
+        talk = self.weighted and role in DIALOGUE_ROLES and unit is None
+        near = talk and position - self._last_lender <= NEIGHBOUR_WINDOW
+        if matched and talk:
+            self._last_lender = position
         if matched or near or unit is not None or not self._evicted_by_age(turn):
             return text
         return None
@@ -1213,7 +1216,7 @@ class _Scorer:
         self._tokens.append(tokens)
         self._matched.append(matched)
         self._lengths.append(len(text))
-        self.texts.append(None if stub is True else self._keep_text(text, turn, matched, unit))
+        self.texts.append(None if stub is True else self._keep_text(text, turn, role, matched, unit))
         if not stub and ((role == "tool" and len(text) >= REPEAT_MIN_CHARS)
                          or (unit is not None and role == "assistant" and unit.startswith("tool:"))):
             self._note_repeat(position, block_id, role, text)

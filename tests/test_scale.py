@@ -78,6 +78,38 @@ def test_texts_are_kept_only_for_blocks_that_may_be_paged(pager):
     for k, d in enumerate(plan.decisions):
         if d.action == "page":
             assert plan.texts[k] == blocks[k]["text"]
+    # Neighbour credit flows only between dialogue blocks outside units: a tool block after a
+    # match borrows none, and a matching tool block lends none.
+    roles = ["user", "user", "user", "tool", "assistant", "user", "tool", "user", "assistant"]
+    texts = ["noise", "the pager", "after it", "after it", "two after", "noise", "the pager", "after a tool", "now"]
+    blocks = [{"id": f"b{i}", "turn": i, "role": r, "text": t} for i, (r, t) in enumerate(zip(roles, texts))]
+    plan = pager.plan_pass({"intent_ir": ["pager"], "current_turn": 8, "blocks": blocks})
+    kept = [plan.texts[k] is not None for k in range(len(blocks))]
+    assert kept == [False, True, True, False, False, False, True, False, True]
+
+
+_DIALOGUE_BLOCK = st.fixed_dictionaries({
+    "turn": st.integers(0, 12),
+    "role": st.sampled_from(["user", "assistant", "tool", "system"]),
+    "text": st.sampled_from(["the pager", "scores", "pager score families", "unrelated chatter", "more noise", ""])},
+    optional={"unit": st.sampled_from(["u1", "u2"])})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_DIALOGUE_BLOCK, min_size=1, max_size=14),
+       st.sampled_from([(0.7, 0.3, None), (0.9, 0.1, None), (0.5, 0.5, 60), (0.7, 0.3, 25)]),
+       st.sampled_from(["weighted", "plain"]))
+def test_every_paged_block_had_its_text_kept(blocks, weights, similarity):
+    """The kept texts cover every block a pass pages, whatever the roles, units, weights and budget."""
+    import pager
+    alpha, beta, budget = weights
+    history = [dict(b, id=f"b{i}") for i, b in enumerate(blocks)]
+    current = max(b["turn"] for b in history)
+    plan = pager.plan_pass({"intent_ir": ["pager", "score", "family"], "current_turn": current, "blocks": history},
+                           pager.Params(alpha=alpha, beta=beta, similarity=similarity, budget=budget))
+    for k, d in enumerate(plan.decisions):
+        if d.action == "page":
+            assert plan.texts[k] == history[k]["text"]
 
 
 @pytest.mark.parametrize("alpha, beta, retain_cut, evict_cut", [
