@@ -4823,11 +4823,19 @@ def _normalize_now(text: Optional[str]) -> str:
     return moment.isoformat()
 
 
-def _final_directives(state: ContractState, plan: PassPlan) -> Dict[str, str]:
-    """Return every known block's directive once this pass is recorded."""
-    final = dict(state.directives)
-    final.update(zip(_column(plan.decisions, "block"), _column(plan.decisions, "action")))
-    return final
+def _final_paged(state: ContractState, plan: PassPlan) -> Dict[str, str]:
+    """Return block -> "page" for every block the contract lists as paged once this pass is recorded.
+
+    In contract order: blocks it listed before keep their place, new ones follow in
+    the pass's order. Only the paged blocks are gathered, not every block's directive:
+    on a large pass that table would sit beside the contract payload at the peak.
+    """
+    blocks, actions = _column(plan.decisions, "block"), _column(plan.decisions, "action")
+    known = state.directives
+    now = {block: action for block, action in zip(blocks, actions) if block in known}
+    paged = [block for block, action in known.items() if now.get(block, action) == "page"]
+    paged += [block for block, action in zip(blocks, actions) if action == "page" and block not in known]
+    return dict.fromkeys(paged, "page")
 
 
 _encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
@@ -5102,7 +5110,7 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
                 stored = work.stored
             if plan.texts is not None:
                 plan.texts.clear()  # stored: let the memory go before the contract is rendered
-            final = _final_directives(state, plan)
+            final = _final_paged(state, plan)
             if out is not None and transcript is not None:
                 compacted = emit(transcript, _transcript_directives(plan, store, hint))
                 problems = validate(transcript.emit_format, compacted)
@@ -5142,8 +5150,9 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
     finally:
         if blocks_file is not None:
             blocks_file.close()
-    if store is not None:
-        # Rows this pass added are all pages; only rows found before it can be stale.
+    if store is not None and (work is None or work.known):
+        # Rows this pass added are all pages; only rows found before it can be stale
+        # (none when the store was empty before it).
         try:
             store.keep_only((b for b, a in final.items() if a == "page"),
                             among=list(work.known) if work is not None else None)
