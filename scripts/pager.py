@@ -1719,7 +1719,7 @@ def _check_statements(statements: List[str]) -> None:
     """
     if not statements:
         return
-    text = "\n".join(statements) + "\n"
+    text = "\n".join(chain(statements, [""]))  # each statement ends its line; no second copy of the text
     if text.count("\n") != len(statements) or _STATEMENTS_RE.fullmatch(text) is None:
         for statement in statements:
             check_statement(statement)
@@ -4859,14 +4859,14 @@ def _record_line(d: Decision) -> str:
 
 
 def _write_records(out: io.TextIOBase, decisions: Iterable[Decision]) -> None:
-    """Write every decision's record (_record_line) to ``out``, one line each, a batch of lines per write.
+    """Write every decision's record (_record_line) to ``out``, one line each, _PAYLOAD_PIECE lines per write.
 
     Python's stderr has no buffer under its text layer, so a write per record would
-    be a system call per block.
+    be a system call per block; a few hundred lines a write keep the joined text small.
     """
     lines = map(_record_line, decisions)
     while True:
-        batch = list(islice(lines, _BATCH_BLOCKS))
+        batch = list(islice(lines, _PAYLOAD_PIECE))
         if not batch:
             return
         batch.append("")  # the last line's end

@@ -167,12 +167,12 @@ def test_records_are_the_json_of_each_decision(pager):
 
 
 def test_written_records_are_one_line_per_decision_across_batches(pager, monkeypatch):
-    """_write_records writes a batch of lines per write: every decision's record, in order, each ending its line."""
+    """_write_records writes _PAYLOAD_PIECE lines per write: every decision's record, in order, each ending its line."""
     import io
     plan = pager.plan_pass({"intent_ir": ["pager"], "blocks": [
         {"id": f"b{i}", "turn": i, "role": "user", "text": "pager" if i % 3 else "noise"} for i in range(10)]})
     for batch in (3, 5, 10, 4096):
-        monkeypatch.setattr(pager, "_BATCH_BLOCKS", batch)
+        monkeypatch.setattr(pager, "_PAYLOAD_PIECE", batch)
         out = io.StringIO()
         pager._write_records(out, plan.decisions)
         assert out.getvalue().endswith("\n")
