@@ -151,7 +151,7 @@ IMPORT_NAME = "prosecode_pager"  # the installed package: no top-level module na
 
 PROTECTIONS = ("pinned", "system", "recent")  # reasons a block is kept whatever its score or the budget
 _MAX_COUNT = (1 << 63) - 1  # turns and token counts are kept in 64-bit arrays
-_BATCH_BLOCKS = 4096  # blocks handled a batch at a time (statements, decoded JSON)
+_BATCH_BLOCKS = 1024  # blocks handled a batch at a time (statements, decoded JSON); small keeps the peak low
 
 _PAGE_ROWS = 1024  # page-store rows inserted at a time
 
