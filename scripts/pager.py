@@ -5370,7 +5370,7 @@ class _CachedScorer(_Scorer):
             return None  # a stub is scored on its stored page; the page index is skipped
         return tuple(raw.items())
 
-    def _keep_text(self, text: str, turn: int, matched: tuple, unit: Optional[str]) -> Optional[str]:
+    def _keep_text(self, text: str, turn: int, role: str, matched: tuple, unit: Optional[str]) -> Optional[str]:
         return text  # every text: pages and stubs are made from the messages in memory
 
     def _stub_cost(self, block_id: str, turn: int, role: str, kind: Optional[str], tokens: int,
