@@ -4823,8 +4823,8 @@ def _normalize_now(text: Optional[str]) -> str:
     return moment.isoformat()
 
 
-def _final_paged(state: ContractState, plan: PassPlan) -> Dict[str, str]:
-    """Return block -> "page" for every block the contract lists as paged once this pass is recorded.
+def _final_paged(state: ContractState, plan: PassPlan) -> List[str]:
+    """Return every block the contract lists as paged once this pass is recorded.
 
     In contract order: blocks it listed before keep their place, new ones follow in
     the pass's order. Only the paged blocks are gathered, not every block's directive:
@@ -4835,7 +4835,7 @@ def _final_paged(state: ContractState, plan: PassPlan) -> Dict[str, str]:
     now = {block: action for block, action in zip(blocks, actions) if block in known}
     paged = [block for block, action in known.items() if now.get(block, action) == "page"]
     paged += [block for block, action in zip(blocks, actions) if action == "page" and block not in known]
-    return dict.fromkeys(paged, "page")
+    return paged
 
 
 _encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
@@ -5125,7 +5125,7 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
             elif out is not None:
                 index = None
                 if args.with_index:
-                    index = _index_block(_paged_pages(final, store, store_path),
+                    index = _index_block(_paged_pages(dict.fromkeys(final, "page"), store, store_path),
                                          _recall_hint("ID", args.contract, args.store))
                 _write_pager_history(out, plan.header, blocks_file, index)  # type: ignore[arg-type]
             payload = render(state)
@@ -5154,7 +5154,7 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
         # Rows this pass added are all pages; only rows found before it can be stale
         # (none when the store was empty before it).
         try:
-            store.keep_only((b for b, a in final.items() if a == "page"),
+            store.keep_only(final,
                             among=list(work.known) if work is not None else None)
         except PagerError as exc:
             raise PagerError(f"{exc}; the contract holds the whole pass, and the next pass "
