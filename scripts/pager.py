@@ -132,7 +132,12 @@ STORE_SUFFIX = ".pages.sqlite3"  # C.limn -> C.pages.sqlite3 beside the contract
 INDEX_FLAG = "pager_index"  # marks the page-index block --with-index prepends; passes skip it
 RECALL_COMMAND = "python3 scripts/pager.py recall"  # relative to the skill root, as SKILL.md says
 
-PROTECTIONS = ("pinned", "system", "recent")  # reasons a block is kept whatever its score or the budget
+PROTECTIONS = ("pinned", "system", "task", "recent")  # reasons a block is kept whatever its score or the budget
+# Block ``protected`` values with a meaning beyond "system": the task statement (kept like a pin
+# unless Params.protect_task is off), a human's message (paged at worst, never evicted) and a
+# block from before a compaction boundary (paged: stored, listed, never emitted).
+FLOORED = ("task", "human")
+ARCHIVED = "archived"
 _MAX_COUNT = (1 << 63) - 1  # turns and token counts are kept in 64-bit arrays
 _BATCH_BLOCKS = 4096  # blocks handled a batch at a time (statements, decoded JSON)
 
@@ -547,6 +552,7 @@ class Params:
     budget: Optional[int] = None  # tokens the kept blocks and stubs may take; None: no budget
     stub_words: int = DEFAULT_STUB_WORDS  # words of text a stub keeps
     keep_recent: Optional[int] = None  # always retain the last N blocks; None: the current turn's blocks
+    protect_task: bool = True  # a block marked protected="task" (a session's first human request) stays like a pin
 
     def validate(self) -> "Params":
         """Return self, or raise PagerError naming the first bad value."""
@@ -713,20 +719,32 @@ def _protect_recent(decisions: List[Decision], current_turn: int, keep_recent: O
             _guard(decisions, i, "recent")
 
 
-def _join_units(decisions: List[Decision], units: List[Optional[str]]) -> None:
-    """Give every block of a unit its strongest member's directive (retain > page > evict)."""
+def _join_units(decisions: List[Decision], units: List[Optional[str]],
+                unpageable: Container[int] = ()) -> None:
+    """Give every block of a unit its strongest member's directive (retain > page > evict).
+
+    A unit holding a picture or file (``unpageable`` positions) is never paged: it is evicted
+    whole instead.
+    """
     best: Dict[str, str] = {}
     actions = _column(decisions, "action")
-    for action, unit in zip(actions, units):
+    whole = set()
+    for i, (action, unit) in enumerate(zip(actions, units)):
         if unit is not None and ACTION_RANK[action] >= ACTION_RANK[best.get(unit, "evict")]:
             best[unit] = action
+        if unit is not None and i in unpageable:
+            whole.add(unit)
+    for unit in whole:
+        if best[unit] == "page":
+            best[unit] = "evict"
     for i, unit in enumerate(units):
         if unit is not None and actions[i] != best[unit]:
             decisions[i] = decisions[i]._replace(action=best[unit], reason=f"unit {unit}")
 
 
 def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
-               units: Optional[List[Optional[str]]] = None) -> int:
+               units: Optional[List[Optional[str]]] = None, floors: Container[int] = (),
+               unpageable: Container[int] = ()) -> int:
     """Fit ``decisions`` (changed in place) into ``budget`` tokens; return the tokens kept.
 
     What stays costs its tokens verbatim, or its stub's tokens when paged. Protected
@@ -745,6 +763,11 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     whole. Every change says so in its reason: "budget-kept", "budget-paged",
     "budget-evicted". When protected blocks alone exceed the budget the pass still
     completes (all else evicted) and the caller reports the overflow.
+
+    A block in ``floors`` (a human's message) is never evicted: its stub is spoken for first,
+    and it is kept verbatim when that fits.  A unit holding a block in ``unpageable`` (a picture
+    or file) is kept verbatim or evicted, never paged.  A block paged for a compaction boundary
+    (reason "compacted") is not in the context and costs nothing.
     """
     groups: Dict[object, List[int]] = {}
     for i in range(len(decisions)):
@@ -754,24 +777,34 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     rs, turns, actions = _column(decisions, "R"), _column(decisions, "turn"), _column(decisions, "action")
     left = budget
     candidates = []
+    floored = set()
     for members in groups.values():
+        if all(reasons[i] == "compacted" for i in members):
+            continue
         cost = sum(tokens[i] for i in members)
+        stubs = sum(stub_tokens[i] for i in members)
         if any(reasons[i] in PROTECTIONS for i in members):
             left -= cost
-        else:
-            best = max(members, key=lambda i: (rs[i], turns[i], i))
-            candidates.append((-rs[best], -turns[best], -best, members, cost,
-                               sum(stub_tokens[i] for i in members)))
+            continue
+        if any(i in floors for i in members):
+            left -= stubs  # its stub is spoken for: a human's words are never evicted
+            floored.add(members[0])
+        best = max(members, key=lambda i: (rs[i], turns[i], i))
+        candidates.append((-rs[best], -turns[best], -best, members, cost, stubs))
     candidates.sort(key=lambda c: c[:3])
     verbatim = set()
-    for *_, members, cost, _stubs in candidates:
-        if cost <= left:
-            left -= cost
+    for *_, members, cost, stubs in candidates:
+        extra = cost - stubs if members[0] in floored else cost
+        if extra <= left:
+            left -= extra
             verbatim.add(members[0])
     for *_, members, cost, stubs in candidates:
         if members[0] in verbatim:
             action = "retain"
-        elif actions[members[0]] != "evict" and stubs <= left:
+        elif members[0] in floored:
+            action = "page"
+        elif (actions[members[0]] != "evict" and stubs <= left
+              and not any(i in unpageable for i in members)):
             left -= stubs
             action = "page"
         else:
@@ -898,7 +931,10 @@ class _Scorer:
         self._matched: List[Tuple[str, ...]] = []  # the intent terms each holds (shared tuples)
         self._lengths = array.array("q")      # characters of the (original) text, for the weighted proxy
         self._stub_tokens = array.array("q")  # what each costs as a stub (budget mode only)
-        self._guards: Dict[int, str] = {}     # why it must stay: "pinned" or "system"
+        self._guards: Dict[int, str] = {}     # why it must stay: "pinned", "system" or "task"
+        self._floors: set = set()             # a human's message: paged at worst, never evicted
+        self._archived: set = set()           # before a compaction boundary: paged, costs nothing
+        self._unpageable: set = set()         # a picture or file: a stub would lose it, so never paged
         self._units: Dict[int, str] = {}      # blocks sharing a unit (a tool call and its results)
         self._stubs: set = set()              # arrived as a page stub, scored on its stored text
         # The text of each block that may end up paged, else None: a block is sure to be
@@ -963,8 +999,11 @@ class _Scorer:
         seen.add(block_id)
         if len(seen) == size:
             self._duplicate(index, block_id)
-        self.tokens_before += tokens
         position = len(self._ids)
+        if protected == ARCHIVED:
+            self._archived.add(position)  # not in the live context: no part of its size
+        else:
+            self.tokens_before += tokens
         if stub:
             # Never score a stub as if it were the block: score the original it stands for.
             page = self.pages(block_id) if self.pages is not None else None
@@ -994,6 +1033,12 @@ class _Scorer:
             self._guards[position] = "pinned"
         elif role in SYSTEM_ROLES or protected == "system":
             self._guards[position] = "system"
+        elif protected == "task" and self.params.protect_task:
+            self._guards[position] = "task"
+        elif protected in FLOORED:
+            self._floors.add(position)
+        if kind == "media":
+            self._unpageable.add(position)
         if self.max_turn is None or turn > self.max_turn:
             self.max_turn = turn
         self._ids.append(block_id)
@@ -1104,6 +1149,14 @@ class _Scorer:
         reasons = ["score"] * n
         for i, guard in self._guards.items():
             actions[i], reasons[i] = "retain", guard
+        for i in self._floors:
+            if actions[i] == "evict":
+                actions[i], reasons[i] = "page", "human"
+        for i in self._unpageable:
+            if actions[i] == "page":
+                actions[i], reasons[i] = "evict", "media"
+        for i in self._archived:
+            actions[i], reasons[i] = ("evict" if i in self._unpageable else "page"), "compacted"
         stubs = [False] * n
         for i in self._stubs:
             stubs[i] = True
@@ -1119,10 +1172,11 @@ class _Scorer:
         self._lengths = array.array("q")
         _protect_recent(decisions, current_turn, self.params.keep_recent)
         if units:
-            _join_units(decisions, units)
+            _join_units(decisions, units, self._unpageable)
         if self.params.budget is not None:
             room = max(0, self.params.budget - reserved)
-            self.tokens_after = fit_budget(decisions, stub_tokens, room, units or None) + reserved
+            self.tokens_after = fit_budget(decisions, stub_tokens, room, units or None, self._floors,
+                                           self._unpageable) + reserved
         return decisions
 
 
@@ -1144,6 +1198,8 @@ class PassPlan:
     # Per decision, the text of a block that may be paged, kept from the read (else None);
     # the page store takes new pages' text from here instead of reading the history again.
     texts: Optional[List[Optional[str]]] = dataclasses.field(default=None, repr=False, compare=False)
+    intent_block: Optional[str] = None  # the message the intent came from (id, turn), when one did
+    intent_turn: Optional[int] = None
 
     def pressure(self) -> Optional[Tuple[float, float]]:
         """Return context pressure (tokens / budget) before and after the pass, or None."""
@@ -1173,7 +1229,10 @@ class Intent(NamedTuple):
     """The intent keywords of a pass and where they came from."""
 
     keywords: List[str]
-    source: str  # "--intent", "--intent-file", "intent_ir", "intent_ir (prosecode.intent.v0)", "last user message"
+    source: str  # "--intent", "--intent-file", "intent_ir", "intent_ir (prosecode.intent.v0)",
+    #              "last human message", "last user message"
+    block: Optional[str] = None  # the message's block id, when a message gave the intent
+    turn: Optional[int] = None   # ... and its turn
 
 
 def _intent_from_ir(value: object) -> Intent:
@@ -1208,15 +1267,57 @@ def _intent_from_ir(value: object) -> Intent:
     raise PagerError(f"intent_ir must be a list of keywords or a {INTENT_SCHEMA} object (got {_show(value)})")
 
 
+class _LastRequest:
+    """Follows the blocks of a history and keeps the message that gives the intent.
+
+    The last block a human wrote (``protected`` "task" or "human": the transcript readers mark
+    them, see human_requests) wins; a history with no such mark falls back to its last user
+    block.  Blocks from before a compaction boundary (``protected`` "archived") never count.
+    """
+
+    def __init__(self, pages: Optional[Callable[[str], Optional["StoredPage"]]] = None) -> None:
+        self.pages = pages
+        self.human: Optional[Tuple[str, str, int]] = None  # (text, block id, turn)
+        self.user: Optional[Tuple[str, str, int]] = None
+
+    def note(self, raw: object) -> None:
+        """Look at one raw block."""
+        if type(raw) is not dict or raw.get("role") != "user" or not isinstance(raw.get("text"), str):
+            return
+        protected = raw.get("protected")
+        if protected == ARCHIVED:
+            return
+        text: Optional[str] = raw["text"]
+        if raw.get("stub") is True:
+            page = self.pages(str(raw.get("id"))) if self.pages is not None else None
+            text = page.text if page is not None else None
+        if text is None:
+            return
+        found = (text, str(raw.get("id")), raw.get("turn") if _is_int(raw.get("turn")) else 0)
+        if protected in FLOORED:
+            self.human = found
+        self.user = found
+
+    def intent(self) -> Optional[Intent]:
+        """Return the Intent of the message found, or None."""
+        if self.human is not None:
+            text, block, turn = self.human
+            return Intent(intent_keywords([text]), "last human message", block, turn)
+        if self.user is not None:
+            text, block, turn = self.user
+            return Intent(intent_keywords([text]), "last user message", block, turn)
+        return None
+
+
 def _header_intent(header: Mapping[str, object], given: Optional[Intent],
-                   last_user: Optional[str]) -> Intent:
-    """Return the pass's intent: the flags', else intent_ir's, else the last user message's."""
+                   last_user: Optional[Intent]) -> Intent:
+    """Return the pass's intent: the flags', else intent_ir's, else the last human (or user) message's."""
     if given is not None:
         return given
     if "intent_ir" in header:
         return _intent_from_ir(header["intent_ir"])
     if last_user is not None:
-        return Intent(intent_keywords([last_user]), "last user message")
+        return last_user
     raise PagerError("no intent: pass --intent or --intent-file, give intent_ir, or include a user message")
 
 
@@ -1251,16 +1352,18 @@ def plan_pass(history: Mapping[str, object], params: Params = Params(),
     if not isinstance(blocks, list):
         raise PagerError(f"blocks must be a list (got {_show(blocks)})" if "blocks" in history
                          else "blocks is missing")
-    last_user = next((b.get("text") for b in reversed(blocks) if isinstance(b, dict) and b.get("role") == "user"
-                      and isinstance(b.get("text"), str) and not b.get("stub")), None)
-    intent = _header_intent(history, intent, last_user)
+    last = _LastRequest()
+    for raw in blocks:
+        last.note(raw)
+    intent = _header_intent(history, intent, last.intent())
     current = _header_current_turn(history)
     scorer = _Scorer(intent.keywords, params, pages.get if pages is not None else None, current_turn=current)
     scorer.add_all(0, blocks)
     decisions = scorer.finish(current)
     header = {key: value for key, value in history.items() if key != "blocks"}
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
-                    params, header, scorer.tokens_before, scorer.tokens_after, intent.source, scorer.texts)
+                    params, header, scorer.tokens_before, scorer.tokens_after, intent.source, scorer.texts,
+                    intent.block, intent.turn)
 
 
 # ===== Liminate statements and contract state =====
@@ -1991,7 +2094,7 @@ def _load_and_plan(source, params: Params,
         source = _HistorySource(source)
     scorer: Optional[_Scorer] = None
     chosen: Optional[Intent] = None
-    last_user: List[Optional[str]] = [None]
+    last = _LastRequest(pages)
 
     def new_scorer(header: Dict[str, object], keywords: List[str]) -> _Scorer:
         given = header.get("current_turn")  # a hint only: checked once the header is read
@@ -2008,17 +2111,12 @@ def _load_and_plan(source, params: Params,
 
     def note_user(_first: int, blocks: List[object]) -> None:
         for raw in blocks:
-            if type(raw) is dict and raw.get("role") == "user" and isinstance(raw.get("text"), str):
-                if raw.get("stub") is True and pages is not None:
-                    page = pages(str(raw.get("id")))
-                    last_user[0] = page.text if page is not None else last_user[0]
-                elif raw.get("stub") is not True:
-                    last_user[0] = raw["text"]  # type: ignore[assignment]
+            last.note(raw)
 
     try:
         header, _ = source.stream(on_blocks)
         if scorer is None:
-            chosen = _header_intent(header, intent, last_user[0])
+            chosen = _header_intent(header, intent, last.intent())
             scorer = new_scorer(header, chosen.keywords)
             source.stream(lambda _header: scorer.add_all)  # type: ignore[union-attr]
         current = _header_current_turn(header)
@@ -2029,7 +2127,7 @@ def _load_and_plan(source, params: Params,
         raise PagerError(message if message.startswith(source.name + ":") else f"{source.name}: {message}") from None
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                     params, header, scorer.tokens_before, scorer.tokens_after, chosen.source,  # type: ignore[union-attr]
-                    scorer.texts)
+                    scorer.texts, chosen.block, chosen.turn)  # type: ignore[union-attr]
 
 
 # ===== Transcripts =====
@@ -2211,6 +2309,8 @@ class _Msg:
     tokens: Optional[int] = None   # real output-token count of the whole message
     repaired: bool = False         # a part was dropped at load: raw content is stale
     turn: int = 0
+    harness: bool = False          # a user-role message the harness wrote (the format's metadata says so)
+    human: bool = False            # a message a human wrote (set by _finish: see human_requests)
 
 
 @dataclasses.dataclass
@@ -2221,6 +2321,13 @@ class Conversation:
     emit_format: str          # the format emit() writes it back in (its registry entry's emits_as)
     skipped_lines: int = 0
     repairs: List[str] = dataclasses.field(default_factory=list)
+    # What the log recorded about the context a call really used (Claude Code and Codex usage):
+    # recorded_context_tokens (the last call), recorded_baseline_tokens (the first call: system
+    # prompt and tools, which the transcript does not hold); empty when the log has none.
+    recorded: Dict[str, int] = dataclasses.field(default_factory=dict)
+    other_lines: Dict[str, int] = dataclasses.field(default_factory=dict)    # non-conversation lines by type
+    unknown_parts: Dict[str, int] = dataclasses.field(default_factory=dict)  # parts of types the pager does not know
+    archived: int = 0  # blocks before a compaction boundary: stored as pages, never emitted
     _msgs: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
     _head: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
     _shell: Any = dataclasses.field(default=None, repr=False)
@@ -2294,8 +2401,186 @@ def _compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+# What the providers charge for an image (their vision documentation): Anthropic about
+# width * height / 750 tokens after scaling the long side to at most 1568 px (so at most about
+# 1,600 a picture); OpenAI "high" detail 85 + 170 per 512 px tile after fitting 2048 x 2048 and
+# then the short side to 768, "low" detail 85.  Without dimensions the data size decides, capped
+# at the provider's most for one picture; a document or file is counted from its data size.
+ANTHROPIC_IMAGE_EDGE = 1568
+ANTHROPIC_IMAGE_PIXELS_PER_TOKEN = 750
+ANTHROPIC_IMAGE_MAX = 1600
+OPENAI_IMAGE_BASE, OPENAI_IMAGE_TILE, OPENAI_IMAGE_MAX = 85, 170, 85 + 170 * 6
+MEDIA_BYTES_PER_TOKEN = 750  # unknown dimensions: about a token per 750 bytes of picture data
+_B64_HEAD = 4096  # base64 characters decoded at a time while looking for the dimensions
+
+
+def _b64_bytes(data: str, count: int) -> bytes:
+    """Return the first bytes of base64 ``data`` (about ``count``), b'' when it does not decode."""
+    import base64
+    chars = -(-count // 3) * 4
+    try:
+        return base64.b64decode(data[:chars].strip() + "=" * (-len(data[:chars].strip()) % 4))
+    except ValueError:
+        return b""
+
+
+def _jpeg_size(data: str) -> Optional[Tuple[int, int]]:
+    """Return (width, height) from a JPEG's first frame header, decoding only as far as it lies."""
+    want = _B64_HEAD
+    while True:
+        head = _b64_bytes(data, want)
+        i = 2
+        while i + 9 < len(head):
+            if head[i] != 0xFF:
+                return None
+            marker = head[i + 1]
+            if marker == 0xFF or marker == 0x01 or 0xD0 <= marker <= 0xD7:
+                i += 1 if marker == 0xFF else 2
+                continue
+            length = int.from_bytes(head[i + 2:i + 4], "big")
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                return int.from_bytes(head[i + 7:i + 9], "big"), int.from_bytes(head[i + 5:i + 7], "big")
+            i += 2 + length
+        if len(head) < want * 3 // 4 - 3 or want > 1 << 22:
+            return None  # the data ended (or is absurd) before a frame header
+        want = max(want * 2, (i + 16) * 4 // 3 + 8)
+
+
+def image_size(data: str) -> Optional[Tuple[int, int]]:
+    """Return (width, height) of a base64 PNG, GIF, WebP or JPEG picture, or None.
+
+    Only the header is decoded (JPEG: as far as its first frame header).
+
+    Example:
+        >>> import base64, struct
+        >>> png = b"\x89PNG\r\n\x1a\n" + b"\0\0\0\rIHDR" + struct.pack(">II", 640, 480)
+        >>> image_size(base64.b64encode(png + b"\0" * 8).decode())
+        (640, 480)
+    """
+    if not isinstance(data, str) or not data:
+        return None
+    head = _b64_bytes(data, 64)
+    if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and len(head) >= 24:
+        return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    if head[:6] in (b"GIF87a", b"GIF89a") and len(head) >= 10:
+        return int.from_bytes(head[6:8], "little"), int.from_bytes(head[8:10], "little")
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP" and len(head) >= 30:
+        chunk = head[12:16]
+        if chunk == b"VP8 " and head[23:26] == b"\x9d\x01\x2a":
+            return (int.from_bytes(head[26:28], "little") & 0x3FFF,
+                    int.from_bytes(head[28:30], "little") & 0x3FFF)
+        if chunk == b"VP8L" and head[20] == 0x2F:
+            bits = int.from_bytes(head[21:25], "little")
+            return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+        if chunk == b"VP8X":
+            return int.from_bytes(head[24:27], "little") + 1, int.from_bytes(head[27:30], "little") + 1
+        return None
+    if head[:2] == b"\xff\xd8":
+        return _jpeg_size(data)
+    return None
+
+
+def _anthropic_image_tokens(size: Tuple[int, int]) -> int:
+    """Return Anthropic's charge for a picture of ``size`` (scaled to its edge limit first)."""
+    width, height = size
+    scale = min(1.0, ANTHROPIC_IMAGE_EDGE / max(width, height, 1))
+    pixels = int(width * scale) * int(height * scale)
+    return min(ANTHROPIC_IMAGE_MAX, max(1, -(-pixels // ANTHROPIC_IMAGE_PIXELS_PER_TOKEN)))
+
+
+def _openai_image_tokens(size: Tuple[int, int], detail: Any) -> int:
+    """Return OpenAI's charge for a picture of ``size`` at ``detail`` (the tile rule)."""
+    if detail == "low":
+        return OPENAI_IMAGE_BASE
+    width, height = (float(v) for v in size)
+    fit = min(1.0, 2048 / max(width, height, 1))
+    width, height = width * fit, height * fit
+    short = min(1.0, 768 / max(min(width, height), 1))
+    width, height = width * short, height * short
+    tiles = math.ceil(width / 512) * math.ceil(height / 512)
+    return OPENAI_IMAGE_BASE + OPENAI_IMAGE_TILE * tiles
+
+
+def _media_data(part: Dict[str, Any]) -> Tuple[Optional[str], Any]:
+    """Return (base64 data or None, OpenAI detail) of a picture, document or file part."""
+    source = part.get("source")
+    if isinstance(source, dict):  # Anthropic image/document
+        data = source.get("data")
+        return (data if isinstance(data, str) else None), None
+    inner = part.get("image_url", part)
+    url = inner.get("url") if isinstance(inner, dict) else inner
+    detail = inner.get("detail") if isinstance(inner, dict) else part.get("detail")
+    if not isinstance(url, str):
+        inner = part.get("file") if isinstance(part.get("file"), dict) else part
+        url = inner.get("file_data") or (inner.get("data") if isinstance(inner.get("data"), str) else None)
+        if not isinstance(url, str):
+            audio = part.get("input_audio")
+            url = audio.get("data") if isinstance(audio, dict) else None
+    if isinstance(url, str) and url.startswith("data:"):
+        url = url.partition(",")[2]
+    elif isinstance(url, str) and url.startswith(("http:", "https:")):
+        url = None
+    return (url if isinstance(url, str) else None), detail
+
+
+def media_tokens(part: Any) -> int:
+    """Return what a provider charges for a picture, document, file or audio part, never a placeholder's few tokens.
+
+    Pictures: by their dimensions (read from the base64 header) with Anthropic's rule for an
+    Anthropic ``image`` part and OpenAI's tile rule for ``image_url`` / ``input_image``; from
+    the data size when the dimensions are unknown (at most the provider's most for one
+    picture; a URL or file id with no data counts as that most).  Documents, files and audio:
+    from the data size (a token per 3 bytes of a PDF's text layer is not knowable here), at
+    least the picture maximum when nothing else is known.
+
+    Example:
+        >>> media_tokens({"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}})
+        85
+    """
+    if not isinstance(part, dict):
+        return 0
+    kind = part.get("type")
+    data, detail = _media_data(part)
+    if kind in ("image", "image_url", "input_image"):
+        anthropic = kind == "image"
+        size = image_size(data) if data else None
+        if size is not None:
+            return _anthropic_image_tokens(size) if anthropic else _openai_image_tokens(size, detail)
+        if detail == "low" and not anthropic:
+            return OPENAI_IMAGE_BASE
+        most = ANTHROPIC_IMAGE_MAX if anthropic else OPENAI_IMAGE_MAX
+        if not data:
+            return most
+        return min(most, max(OPENAI_IMAGE_BASE, len(data) * 3 // 4 // MEDIA_BYTES_PER_TOKEN))
+    if not data:
+        return ANTHROPIC_IMAGE_MAX
+    return max(ANTHROPIC_IMAGE_MAX, len(data) * 3 // 4 // 3)
+
+
+def _media_label(part: Dict[str, Any]) -> str:
+    """Return the short text a picture/document/file part is scored and shown by."""
+    kind = part.get("type")
+    if kind in ("image", "image_url", "input_image"):
+        data, _ = _media_data(part)
+        size = image_size(data) if data else None
+        shape = f" {size[0]}x{size[1]}" if size else ""
+        return f"[image{shape}, {media_tokens(part)} tokens]"
+    if kind in ("input_audio", "audio"):
+        return "[audio]"
+    if kind == "document":
+        title = part.get("title")
+        return f"[document: {title}]" if isinstance(title, str) and title else "[document]"
+    inner = part.get("file") if isinstance(part.get("file"), dict) else part
+    name = inner.get("filename")
+    return f"[file: {name}]" if isinstance(name, str) and name else "[file]"
+
+
+MEDIA_PART_TYPES = frozenset({"image", "image_url", "input_image", "input_audio", "audio", "document",
+                              "file", "input_file"})
+
+
 def _part_text(part: Any) -> str:
-    """Return readable text of one content part; media become short placeholders."""
+    """Return readable text of one content part; media become short labels (see _media_label)."""
     if isinstance(part, str):
         return part
     if not isinstance(part, dict):
@@ -2306,17 +2591,8 @@ def _part_text(part: Any) -> str:
         return text if isinstance(text, str) else ""
     if kind == "refusal":
         return str(part.get("refusal", ""))
-    if kind in ("image", "image_url", "input_image"):
-        return "[image]"
-    if kind in ("input_audio", "audio"):
-        return "[audio]"
-    if kind == "document":
-        title = part.get("title")
-        return f"[document: {title}]" if isinstance(title, str) and title else "[document]"
-    if kind in ("file", "input_file"):
-        inner = part.get("file") if isinstance(part.get("file"), dict) else part
-        name = inner.get("filename")
-        return f"[file: {name}]" if isinstance(name, str) and name else "[file]"
+    if kind in MEDIA_PART_TYPES:
+        return _media_label(part)
     return f"[{kind}]" if isinstance(kind, str) else _compact_json(part)
 
 
@@ -2365,12 +2641,17 @@ def _safe_id(value: str) -> str:
     return ID_PIPE_RE.sub("_", _ID_UNSAFE_RE.sub("_", value))
 
 
-def _content_id(role: str, kind: str, text: str) -> str:
+def _content_id(role: str, kind: str, text: str, raw: Any = None) -> str:
     """Return the content-derived id of a block with no native id.
+
+    A picture, reasoning item or other non-text part also hashes its raw JSON (``raw``), so two
+    such parts with the same label but different data get different ids.
 
     Example: _content_id("user", "text", "hi") == "m-" + sha256(b"user\\x00text\\x00hi")[:12]
     """
     key = f"{role}\x00{kind}\x00{text}"
+    if raw is not None and kind in ("media", "reasoning", "other"):
+        key += "\x00" + json.dumps(raw, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
     return CONTENT_ID_PREFIX + digest[:CONTENT_ID_DIGITS]
 
@@ -2443,15 +2724,24 @@ def _runs(msgs: List[_Msg]) -> List[List[_Msg]]:
     return runs
 
 
-def _assign_ids(msgs: List[_Msg]) -> None:
-    """Give every part a unique block id (see the module docstring)."""
-    used: set = set()
+def _assign_ids(msgs: List[_Msg], used: Optional[set] = None) -> None:
+    """Give every part a unique block id (see the module docstring).
 
-    def take(want: str) -> str:
-        name, n = want, 1
+    A repeated id gets ``~t<turn>`` (the turn it sits in), then ``.2``, ``.3``... within that
+    turn: turns are numbered by the human's messages, which a pass never evicts, so evicting
+    an earlier copy in another turn cannot renumber a later one.
+    """
+    used = set() if used is None else used
+
+    def take(want: str, turn: int) -> str:
+        if want not in used:
+            used.add(want)
+            return want
+        base = f"{want}~t{turn}"
+        name, n = base, 1
         while name in used:
             n += 1
-            name = f"{want}~{n}"
+            name = f"{base}.{n}"
         used.add(name)
         return name
 
@@ -2467,8 +2757,8 @@ def _assign_ids(msgs: List[_Msg]) -> None:
             elif part.pos == 0 and mid:
                 want = mid
             else:
-                want = _content_id(msg.role, part.kind, part.text)
-            part.bid = take(want)
+                want = _content_id(msg.role, part.kind, part.text, part.raw)
+            part.bid = take(want, msg.turn)
 
 def _assign_units(msgs: List[_Msg], units: Optional[Callable[[List[_Msg]], None]]) -> None:
     """Group parts that must share one directive: each call with its results, plus the format's ``units``."""
@@ -2487,12 +2777,141 @@ def _assign_units(msgs: List[_Msg], units: Optional[Callable[[List[_Msg]], None]
                 part.unit = part.partner.unit
 
 
+# How a user-role message the harness wrote starts (Claude Code and Codex write these as user
+# messages; the human did not): task notifications, reminders, command echoes and their output,
+# hook feedback, skill bodies, compaction summaries, Codex's environment and instructions.
+HARNESS_PREFIXES = ("<task-notification>", "<system-reminder>", "<local-command-caveat>",
+                    "<local-command-stdout>", "<local-command-stderr>", "<command-name>",
+                    "<command-message>", "<command-args>", "<bash-input>", "<bash-stdout>", "<bash-stderr>",
+                    "<user-prompt-submit-hook>", "Caveat: The messages below were generated by the user",
+                    "Stop hook feedback:", "Base directory for this skill:", "[Request interrupted by user",
+                    "This session is being continued from a previous conversation",
+                    "<environment_context>", "<user_instructions>", "<user_shell_command>", "<turn_aborted>",
+                    OMITTED_NOTE)
+# Part types the pager knows beyond text, media, calls, results and thinking (carried as they are).
+KNOWN_OTHER_PARTS = frozenset({"server_tool_use", "compaction", "refusal", "container_upload",
+                               "search_result"}) | RESPONSES_ITEM_TYPES
+
+
+def _is_human(msg: _Msg) -> bool:
+    """Return True if ``msg`` is a message a human wrote (see human_requests)."""
+    if msg.role != "user" or msg.harness or msg.item:
+        return False
+    texts = [p for p in msg.parts if p.kind in ("text", "media") and p.stub_id is None]
+    if not texts or any(p.kind == "result" for p in msg.parts):
+        return False
+    first = next((p.text.lstrip() for p in texts if p.kind == "text"), "")
+    return not first.startswith(HARNESS_PREFIXES)
+
+
+def _is_pager_note(msg: _Msg) -> bool:
+    """Return True for the user note the pager inserts where the APIs need a user message."""
+    return (msg.role == "user" and len(msg.parts) == 1 and msg.parts[0].kind == "text"
+            and msg.parts[0].text.strip() == OMITTED_NOTE)
+
+
+def _number_turns(msgs: List[_Msg]) -> None:
+    """Number turns by the human's messages: each opens the next turn; the rest join the current one.
+
+    A message holding a stub takes the turn its stub recorded (the stub stands where the message
+    was), so a later pass numbers every block as the pass that paged it did.  The human's messages
+    are never evicted (they are paged at worst), so the count survives a pass.
+    """
+    turn = 0
+    for msg in msgs:
+        stubs = [p for p in msg.parts if p.stub_id is not None]
+        msg.human = _is_human(msg)
+        if stubs:
+            match = STUB_LINE_RE.match(stubs[-1].text)
+            turn = int(match.group(2)) if match else turn
+        elif msg.human:
+            turn += 1
+        msg.turn = max(turn, 1)
+
+
+def _media_inside(value: Any) -> List[Any]:
+    """Return the picture/document/file parts inside a tool result's content."""
+    if isinstance(value, dict):
+        if value.get("type") in MEDIA_PART_TYPES:
+            return [value]
+        return _media_inside(value.get("content")) if "content" in value else []
+    if isinstance(value, list):
+        return [m for item in value for m in _media_inside(item)]
+    return []
+
+
+def _part_kind_of_block(part: _Part) -> Optional[str]:
+    """Return the block kind the engine sees: ``media`` for a picture/file or a result holding one."""
+    if part.kind == "media":
+        return "media"
+    if part.kind == "result" and isinstance(part.raw, dict):
+        inner = part.raw.get("content", part.raw.get("output"))
+        if _media_inside(inner):
+            return "media"
+    return None
+
+
+def _part_tokens(part: _Part) -> Optional[int]:
+    """Return a part's token count when its text is not its size (pictures, files), else None."""
+    if part.kind == "media":
+        return media_tokens(part.raw)
+    if part.kind == "result" and isinstance(part.raw, dict):
+        media = _media_inside(part.raw.get("content", part.raw.get("output")))
+        if media:
+            return estimate_tokens(part.text) + sum(media_tokens(m) for m in media)
+    return None
+
+
+def _unknown_types(msgs: List[_Msg]) -> Dict[str, int]:
+    """Return how many parts of each type the pager does not know (carried through untouched)."""
+    found: Dict[str, int] = {}
+    for msg in msgs:
+        for part in msg.parts:
+            kind = part.raw.get("type") if isinstance(part.raw, dict) else None
+            if part.kind == "other" and isinstance(kind, str) and kind not in KNOWN_OTHER_PARTS \
+                    and not kind.endswith("_tool_result"):
+                found[kind] = found.get(kind, 0) + 1
+    return found
+
+
+def _archive_blocks(archive: List[_Msg], used: set) -> List[Dict[str, Any]]:
+    """Return the blocks of messages before a compaction boundary: pages, never emitted.
+
+    Their calls and results pair loosely (by id, nothing dropped: nothing here is sent again);
+    ids are taken after the live history's, so the live ids never depend on the archive.
+    """
+    calls: Dict[str, _Part] = {}
+    for msg in archive:
+        for part in msg.parts:
+            if part.kind == "call" and part.key:
+                calls.setdefault(part.key, part)
+            elif part.kind == "result" and part.key in calls:
+                part.partner = calls.pop(part.key)
+    for msg in archive:
+        _expand_stubs(msg)
+    _number_turns(archive)
+    _assign_ids(archive, used)
+    return [{"id": part.bid, "turn": 0, "role": "tool" if part.kind == "result" else msg.role,
+             "text": part.text, "tokens": _part_tokens(part), "pinned": False, "protected": "archived",
+             "unit": None, "stub": False, "kind": _part_kind_of_block(part)}
+            for msg in archive for part in msg.parts if part.stub_id is None]
+
+
 def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: List[str],
-            skipped: int = 0) -> Conversation:
-    """Pair calls with results, repair, name and group the parts (as ``fmt``'s entry says); return the Conversation."""
+            skipped: int = 0, archive: Optional[List[_Msg]] = None) -> Conversation:
+    """Pair calls with results, repair, name and group the parts (as ``fmt``'s entry says); return the Conversation.
+
+    The pager's own note is dropped (the writer puts it back where it is needed); turns are
+    numbered by the human's messages; the first human message's text is the task statement
+    (``protected="task"``), every other human message's text ``protected="human"`` (the
+    engine pages such a block at worst, never evicts it).  ``archive`` holds the messages before
+    a compaction boundary: their blocks (``protected="archived"``) come last.
+    """
     spec = _FORMATS[fmt]
-    for turn, msg in enumerate(msgs, 1):
-        msg.turn = turn
+    msgs = [m for m in msgs if not _is_pager_note(m)]
+    for msg in head + msgs:
+        _expand_stubs(msg)
+    _number_turns(msgs)
     if spec.pair is not None:
         spec.pair(msgs, repairs)
     kept = []
@@ -2501,25 +2920,33 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
             kept.append(msg)
         elif not msg.item:  # an emptied item was already reported with its part
             repairs.append(f"{msg.where} has no content left; dropped")
-    for msg in head + kept:
-        _expand_stubs(msg)
-    _assign_ids(head + kept)
+    used: set = set()
+    _assign_ids(head + kept, used)
     _assign_units(kept, spec.units)
     blocks = []
+    task_seen = False
     for msg in head + kept:
-        # A stub line is not what the model wrote: the real count goes to the other blocks.
-        live = [p for p in msg.parts if p.stub_id is None]
-        if msg.tokens is not None and live:
-            for part, share in zip(live, _split_tokens(msg.tokens, live)):
-                part.tokens = share
+        floor = None
+        if msg.human:
+            floor = "human" if task_seen else "task"
+            task_seen = True
         for part in msg.parts:
+            protected = "system" if msg.role in SYSTEM_ROLES else None
+            if floor is not None and part.kind == "text" and part.stub_id is None:
+                protected = floor
+            if part.stub_id is None:
+                part.tokens = _part_tokens(part)
             blocks.append({"id": part.bid, "turn": msg.turn,
                            "role": "tool" if part.kind == "result" else msg.role,
                            "text": part.text, "tokens": part.tokens, "pinned": False,
-                           "protected": "system" if msg.role in SYSTEM_ROLES else None,
-                           "unit": part.unit, "stub": part.stub_id is not None})
-    return Conversation(fmt=fmt, blocks=blocks, emit_format=spec.emits_as, skipped_lines=skipped, repairs=repairs,
-                        _msgs=kept, _head=head, _shell=shell)
+                           "protected": protected, "unit": part.unit, "stub": part.stub_id is not None,
+                           "kind": _part_kind_of_block(part)})
+    archived = _archive_blocks(archive, used) if archive else []
+    conv = Conversation(fmt=fmt, blocks=archived + blocks, emit_format=spec.emits_as, skipped_lines=skipped,
+                        repairs=repairs, _msgs=kept, _head=head, _shell=shell)
+    conv.archived = len(archived)
+    conv.unknown_parts = _unknown_types(kept + (archive or []))
+    return conv
 
 
 def _is_item_list(value: Any) -> bool:
@@ -2804,7 +3231,8 @@ def _openai_parts(msg: Dict[str, Any], where: str) -> Tuple[List[_Part], bool]:
             if text.strip():
                 parts.append(_text_part(w, raw, text, j + 1))
         else:
-            parts.append(_Part("media", raw, w, text=text, pos=j + 1))
+            kind = "media" if raw["type"] in MEDIA_PART_TYPES else "other"
+            parts.append(_Part(kind, raw, w, text=text, pos=j + 1))
     return parts, False
 
 
@@ -2817,6 +3245,7 @@ def _load_openai(value: Any) -> Conversation:
     else:
         raise PagerError("openai input must be a messages array or an object with a messages "
                           "array")
+    repairs: List[str] = []
     msgs = []
     for i, raw in enumerate(messages):
         where = f"messages[{i}]"
@@ -2847,6 +3276,11 @@ def _load_openai(value: Any) -> Conversation:
             for j, call in enumerate(calls):
                 w = f"{where}.tool_calls[{j}]"
                 fn = call.get("function") if isinstance(call, dict) else None
+                if isinstance(call, dict) and isinstance(call.get("id"), str) and isinstance(call.get("custom"), dict):
+                    custom = call["custom"]  # a custom tool call: free-form input
+                    parts.append(_Part("call", call, w, text=f"{custom.get('name')}({custom.get('input')})",
+                                       key=call["id"]))
+                    continue
                 if not isinstance(fn, dict) or not isinstance(call.get("id"), str):
                     raise PagerError(f"{w} must be an object with an id and a function")
                 args = fn.get("arguments")
@@ -2859,7 +3293,7 @@ def _load_openai(value: Any) -> Conversation:
                                key=LEGACY_FUNCTION_KEY))
         msgs.append(_Msg(role, where, raw, _sole(parts, len(parts)), string_content=is_string,
                          repaired=repaired))
-    return _finish("openai", msgs, [], shell, [])
+    return _finish("openai", msgs, [], shell, repairs)
 
 
 def _pair_openai(msgs: List[_Msg], repairs: List[str]) -> None:
@@ -3020,8 +3454,8 @@ def _validate_openai(obj: Any) -> List[str]:
                 if not isinstance(cid, str):
                     problems.append(f"{w}.id must be a string")
                     continue
-                if cid in call_ids:
-                    problems.append(f'{w}.id "{cid}" repeats an earlier tool call id')
+                if cid in open_ids:  # within one message; SWE-agent reuses ids across turns
+                    problems.append(f'{w}.id "{cid}" repeats a tool call id of its message')
                 call_ids.add(cid)
                 open_ids.append(cid)
             open_at = i
@@ -3055,6 +3489,30 @@ def _is_model_item(msg: _Msg) -> bool:
     return msg.raw.get("type") not in RESPONSES_OUTPUTS
 
 
+def _produced_item(item: Any) -> bool:
+    """Return True for an item a reasoning item may precede: an assistant message or a model call."""
+    if not isinstance(item, dict):
+        return False
+    kind = item.get("type") or ("message" if "role" in item else None)
+    if kind == "message":
+        return item.get("role") == "assistant"
+    return kind not in RESPONSES_OUTPUTS and kind not in (None, "reasoning", "item_reference", "compaction")
+
+
+def _orphan_reasoning(items: List[Any]) -> List[int]:
+    """Return the positions of reasoning items not followed (after a run of reasoning) by the item they produced."""
+    orphans = []
+    for index, item in enumerate(items):
+        if not (isinstance(item, dict) and item.get("type") == "reasoning"):
+            continue
+        end = index + 1
+        while end < len(items) and isinstance(items[end], dict) and items[end].get("type") == "reasoning":
+            end += 1
+        if end == len(items) or not _produced_item(items[end]):
+            orphans.append(index)
+    return orphans
+
+
 def _pair_responses(msgs: List[_Msg], repairs: List[str]) -> None:
     """Pair calls with outputs by call_id (output after call); repair the rest."""
     calls: Dict[str, Tuple[int, _Msg, _Part]] = {}
@@ -3082,6 +3540,10 @@ def _pair_responses(msgs: List[_Msg], repairs: List[str]) -> None:
         later = [m for m in msgs[index + 1:] if m.parts]
         if any(not _is_model_item(m) for m in later):
             _drop(msg, part, repairs, f'"{key}" has no output')
+    live = [m for m in msgs if m.parts]
+    for index in _orphan_reasoning([m.raw if m.parts[0].stub_id is None else {} for m in live]):
+        _drop(live[index], live[index].parts[0], repairs, "is a reasoning item without the item it produced")
+
 
 
 def _responses_units(msgs: List[_Msg]) -> None:
@@ -3131,7 +3593,8 @@ def _responses_msg(item: Any, where: str) -> _Msg:
                 if text.strip():
                     parts.append(_text_part(w, raw, text, j + 1))
             else:
-                parts.append(_Part("media", raw, w, text=text, pos=j + 1))
+                kind = "media" if raw["type"] in MEDIA_PART_TYPES else "other"
+                parts.append(_Part(kind, raw, w, text=text, pos=j + 1))
         return _Msg(role, where, item, _sole(parts, len(content)), mid=item.get("id"),
                     repaired=len(parts) < len(content))
     call_id = item.get("call_id")
@@ -3213,6 +3676,10 @@ def _emit_responses(conv: Conversation, effective: Dict[str, Tuple[str, Optional
             new["content"] = [{"type": part_type, "text": p} if isinstance(p, str) else p
                               for p in pieces]
         items.append(new)
+    # A reasoning item must precede the item it produced; a pass that removed that item
+    # (a unit is never split, but a stub is a message) drops the reasoning too.
+    for index in reversed(_orphan_reasoning(items)):
+        del items[index]
     if not items:
         items = [{"type": "message", "role": "user",
                   "content": [{"type": "input_text", "text": OMITTED_NOTE}]}]
@@ -3281,6 +3748,8 @@ def _validate_responses(obj: Any) -> List[str]:
             continue
         if not all(model_flags[index + 1:]):
             problems.append(f'input[{index}] {kind} "{cid}" has no output')
+    for index in _orphan_reasoning(items):
+        problems.append(f"input[{index}] is a reasoning item without the item it produced after it")
     return problems
 
 
@@ -3339,7 +3808,7 @@ def _anthropic_parts(content: Any, where: str, repairs: List[str],
             text = _flatten(raw.get("content")) or f"[{kind}]"
             parts.append(_Part("other", raw, w, text=text, link=raw["tool_use_id"], pos=pos))
         else:
-            parts.append(_Part("media" if kind in ("image", "document") else "other", raw, w,
+            parts.append(_Part("media" if kind in MEDIA_PART_TYPES else "other", raw, w,
                                text=_part_text(raw), pos=pos))
     return parts, False
 
@@ -3600,10 +4069,15 @@ _FORMATS["anthropic"] = _Format(
 # --- claude-code: Claude Code session logs (JSONL), written back as anthropic ---
 
 
-def _is_conversation_line(obj: Dict[str, Any]) -> bool:
-    """Return True for a main-chain user/assistant transcript line."""
+def _is_conversation_line(obj: Dict[str, Any], sidechain: bool = False) -> bool:
+    """Return True for a user/assistant transcript line of the main chain (or, for a subagent log, of its side chain)."""
     return (obj.get("type") in ("user", "assistant") and isinstance(obj.get("message"), dict)
-            and not obj.get("isSidechain"))
+            and bool(obj.get("isSidechain")) == sidechain)
+
+
+def _is_boundary(obj: Dict[str, Any]) -> bool:
+    """Return True for a Claude Code compaction boundary line."""
+    return obj.get("type") == "system" and obj.get("subtype") == "compact_boundary"
 
 
 def _result_ids(obj: Dict[str, Any]) -> List[str]:
@@ -3620,50 +4094,40 @@ def _use_ids(obj: Dict[str, Any]) -> List[str]:
             and b.get("type") == "tool_use"] if isinstance(content, list) else []
 
 
-def _live_branch(records: List[Tuple[int, Dict[str, Any]]],
-                 repairs: List[str]) -> List[Tuple[int, Dict[str, Any]]]:
-    """Return the live-branch conversation lines of a Claude Code transcript, in file order.
+def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, Tuple[int, Dict[str, Any]]],
+                 start: Tuple[int, Dict[str, Any]], sidechain: bool,
+                 repairs: List[str]) -> Tuple[List[Tuple[int, Dict[str, Any]]], Optional[Tuple[int, Dict[str, Any]]]]:
+    """Return (the branch's conversation lines in file order, the compaction boundary it stops at or None).
 
-    Walk parentUuid back from the newest main-chain user/assistant line; a compact_boundary is
-    crossed through its logicalParentUuid; meta lines and non-conversation lines on the way are
-    passed through but not kept.  Parallel tool calls fork the chain (a result's parent is its
-    own tool_use line), so lines hanging off the branch are added back when they belong to it:
-    assistant lines sharing a message.id with the branch, and user lines whose every
+    Walk parentUuid back from ``start``; the walk stops at a compact_boundary (what came before
+    it is not in the model's context).  Parallel tool calls fork the chain (a result's parent is
+    its own tool_use line), so lines hanging off the branch are added back when they belong to
+    it: assistant lines sharing a message.id with the branch, and user lines whose every
     tool_result answers a not-yet-answered tool_use of the branch.
     """
-    by_uuid: Dict[str, Tuple[int, Dict[str, Any]]] = {}
-    for number, obj in records:
-        uuid = obj.get("uuid")
-        if isinstance(uuid, str) and uuid not in by_uuid:
-            by_uuid[uuid] = (number, obj)
-    leaf = None
-    for number, obj in records:
-        if _is_conversation_line(obj):
-            leaf = (number, obj)
-    if leaf is None:
-        raise PagerError("claude-code transcript has no user or assistant lines outside "
-                          "sidechains")
     branch: Dict[int, Dict[str, Any]] = {}
     seen = set()
-    current: Optional[Tuple[int, Dict[str, Any]]] = leaf
+    boundary = None
+    current: Optional[Tuple[int, Dict[str, Any]]] = start
     while current is not None:
         number, obj = current
         if number in seen:
             repairs.append(f"line {number}: parentUuid chain loops back; walk stopped")
             break
         seen.add(number)
-        if obj.get("type") == "system" and obj.get("subtype") == "compact_boundary":
-            parent = obj.get("logicalParentUuid")
-        else:
-            if _is_conversation_line(obj) and not obj.get("isMeta"):
-                branch[number] = obj
-            parent = obj.get("parentUuid")
+        if _is_boundary(obj):
+            boundary = current
+            break
+        if _is_conversation_line(obj, sidechain):
+            branch[number] = obj
+        parent = obj.get("parentUuid")
         if not isinstance(parent, str):
             break
         current = by_uuid.get(parent)
         if current is None:
             repairs.append('line %d: parent "%s" is not in the file; the branch starts there'
                            % (number, parent))
+    low = boundary[0] if boundary is not None else 0
     uuids = {o.get("uuid") for o in branch.values()}
     message_ids = {o["message"].get("id") for o in branch.values()
                    if o["type"] == "assistant"} - {None}
@@ -3673,7 +4137,7 @@ def _live_branch(records: List[Tuple[int, Dict[str, Any]]],
     while grew:
         grew = False
         for number, obj in records:
-            if (number in branch or not _is_conversation_line(obj) or obj.get("isMeta")
+            if (number <= low or number in branch or not _is_conversation_line(obj, sidechain)
                     or obj.get("parentUuid") not in uuids):
                 continue
             if obj["type"] == "assistant":
@@ -3688,25 +4152,69 @@ def _live_branch(records: List[Tuple[int, Dict[str, Any]]],
             branch[number] = obj
             uuids.add(obj.get("uuid"))
             grew = True
-    return sorted(branch.items())
+    return sorted(branch.items()), boundary
 
 
-def _load_claude_code(text: str) -> Conversation:
-    """Return the Conversation for a Claude Code session transcript (JSONL)."""
-    records, skipped = _jsonl_records(text)
-    repairs: List[str] = []
+def _live_branch(records: List[Tuple[int, Dict[str, Any]]], repairs: List[str]
+                 ) -> Tuple[List[Tuple[int, Dict[str, Any]]], List[Tuple[int, Dict[str, Any]]]]:
+    """Return (the live context's conversation lines, the lines before its compaction boundaries).
+
+    The live context is what follows the newest compaction boundary on the branch of the newest
+    line (its first line is the compaction summary).  What came before a boundary is walked from
+    the boundary's logicalParentUuid when that line is in the file, else it is every
+    conversation line before the boundary; both go to the second list (older boundaries first).
+    A subagent log (every line on a side chain) is read as the subagent's own conversation.
+    """
+    by_uuid: Dict[str, Tuple[int, Dict[str, Any]]] = {}
+    for number, obj in records:
+        uuid = obj.get("uuid")
+        if isinstance(uuid, str) and uuid not in by_uuid:
+            by_uuid[uuid] = (number, obj)
+    sidechain = False
+    leaf = next((r for r in reversed(records) if _is_conversation_line(r[1])), None)
+    if leaf is None:
+        sidechain = True  # a subagent's log: its own conversation is the side chain
+        leaf = next((r for r in reversed(records) if _is_conversation_line(r[1], True)), None)
+    if leaf is None:
+        raise PagerError("claude-code transcript has no user or assistant lines")
+    live, boundary = _walk_branch(records, by_uuid, leaf, sidechain, repairs)
+    archived: List[Tuple[int, Dict[str, Any]]] = []
+    taken = {number for number, _ in live}
+    while boundary is not None:
+        number, obj = boundary
+        parent = by_uuid.get(obj.get("logicalParentUuid")) if isinstance(obj.get("logicalParentUuid"), str) else None
+        if parent is not None and parent[0] < number:
+            part, boundary = _walk_branch(records, by_uuid, parent, sidechain, repairs)
+        else:
+            part = [r for r in records if r[0] < number and r[0] not in taken
+                    and _is_conversation_line(r[1], sidechain)]
+            boundary = None
+        part = [r for r in part if r[0] not in taken]
+        taken.update(n for n, _ in part)
+        archived = part + archived
+    return live, sorted(archived)
+
+
+# Claude Code line types that are not conversation (counted in Conversation.other_lines).
+CLAUDE_OTHER_LINES = ("progress", "file-history-snapshot", "queue-operation", "system", "summary")
+
+
+def _claude_messages(lines: List[Tuple[int, Dict[str, Any]]], repairs: List[str]) -> List[_Msg]:
+    """Return the messages of Claude Code conversation lines (an API response's lines joined by message.id)."""
     msgs: List[_Msg] = []
     by_message_id: Dict[str, _Msg] = {}
     counts: Dict[int, int] = {}  # id(msg) -> content blocks seen so far
-    for number, obj in _live_branch(records, repairs):
+    for number, obj in lines:
         message = obj["message"]
         role = obj["type"]
         where = f"line {number}.message.content"
         message_id = message.get("id") if role == "assistant" else None
         msg = by_message_id.get(message_id) if isinstance(message_id, str) else None
         if msg is None:
+            # No message id: Claude Code's ids do not survive the Anthropic body a pass writes,
+            # so every block takes a content id (tool calls keep theirs).
             msg = _Msg(role, f"line {number}", {"role": role}, [],
-                       mid=message_id or obj.get("uuid"))
+                       harness=bool(obj.get("isMeta") or obj.get("isCompactSummary")))
             msgs.append(msg)
             if isinstance(message_id, str):
                 by_message_id[message_id] = msg
@@ -3716,14 +4224,51 @@ def _load_claude_code(text: str) -> Conversation:
         counts[id(msg)] = start + (1 if is_string else len(content))
         msg.parts.extend(parts)
         msg.string_content = is_string and counts[id(msg)] == 1
-        usage = message.get("usage")
-        output = usage.get("output_tokens") if isinstance(usage, dict) else None
-        if isinstance(output, int) and not isinstance(output, bool) and role == "assistant":
-            # Split lines repeat the response's usage; the largest count is the final one.
-            msg.tokens = output if msg.tokens is None else max(msg.tokens, output)
     for msg in msgs:
         _sole(msg.parts, counts[id(msg)])
-    return _finish("claude-code", msgs, [], None, repairs, skipped)
+    return msgs
+
+
+def _claude_usage(lines: List[Tuple[int, Dict[str, Any]]]) -> Dict[str, int]:
+    """Return the context the log recorded: input + cache-read + cache-creation tokens of the last and first call.
+
+    Claude Code writes one line per content block of a response, each with the response's
+    usage; ``output_tokens`` on them is a streaming count (often 1), never a block's size.
+    """
+    calls = []
+    for _, obj in lines:
+        usage = obj["message"].get("usage") if obj["type"] == "assistant" else None
+        if isinstance(usage, dict):
+            parts = [usage.get(k) for k in ("input_tokens", "cache_read_input_tokens",
+                                            "cache_creation_input_tokens")]
+            if all(v is None or _is_int(v) for v in parts) and any(v is not None for v in parts):
+                calls.append(sum(v or 0 for v in parts))
+    if not calls:
+        return {}
+    return {"recorded_context_tokens": calls[-1], "recorded_baseline_tokens": calls[0]}
+
+
+def _load_claude_code(text: str) -> Conversation:
+    """Return the Conversation for a Claude Code session transcript (JSONL).
+
+    The live context is read (see _live_branch); the lines before a compaction boundary become
+    archived blocks (pages, never written back).  ``isMeta`` and compaction-summary lines stay
+    (the model saw them) but are the harness's, not the human's.
+    """
+    records, skipped = _jsonl_records(text)
+    repairs: List[str] = []
+    live, before = _live_branch(records, repairs)
+    other: Dict[str, int] = {}
+    for _, obj in records:
+        if obj.get("type") not in ("user", "assistant") or not isinstance(obj.get("message"), dict):
+            name = str(obj.get("type"))
+            other[name] = other.get(name, 0) + 1
+    msgs = _claude_messages(live, repairs)
+    archive = _claude_messages(before, []) if before else None
+    conv = _finish("claude-code", msgs, [], None, repairs, skipped, archive)
+    conv.recorded = _claude_usage(live)
+    conv.other_lines = other
+    return conv
 
 
 _FORMATS["claude-code"] = _Format(
@@ -3734,52 +4279,153 @@ _FORMATS["claude-code"] = _Format(
 # --- codex: Codex CLI rollouts (JSONL), written back as responses ---
 
 
+def _is_codex_header(obj: Dict[str, Any]) -> bool:
+    """Return True for the first line of an older Codex rollout: {id, timestamp, instructions?, git?}."""
+    return ("type" not in obj and isinstance(obj.get("id"), str) and "timestamp" in obj
+            and ("instructions" in obj or "git" in obj))
+
+
+def _is_codex_record(obj: Dict[str, Any]) -> bool:
+    """Return True for a line of a Codex rollout: an envelope {type, payload}, or an older rollout's header, state line or bare item."""
+    if _is_codex_line(obj) or _is_codex_header(obj) or set(obj) == {"record_type"}:
+        return True
+    kind = obj.get("type")
+    return (kind in RESPONSES_ITEM_TYPES or kind in CODEX_SKIPPED_ITEMS) and "payload" not in obj \
+        and not any(k in obj for k in CLAUDE_MARKER_KEYS)
+
+
+def _codex_usage(payload: Dict[str, Any]) -> Optional[int]:
+    """Return the input tokens of a token_count event's last call (cached ones are part of them), or None."""
+    info = payload.get("info")
+    last = info.get("last_token_usage") if isinstance(info, dict) else None
+    value = last.get("input_tokens") if isinstance(last, dict) else None
+    return value if _is_int(value) else None
+
+
 def _load_codex(text: str) -> Conversation:
     """Return the Conversation for a Codex CLI rollout (JSONL).
 
     ``response_item`` payloads are Responses items (ghost_snapshot undo records are skipped);
-    session_meta, turn_context and event_msg lines are skipped.  A ``compacted`` line replaces
-    the history read so far, as Codex does on resume: with ``replacement_history`` the history
-    becomes those items; without it (older rollouts) the earlier user/developer/system
-    messages are kept and the summary ``message`` is appended as a user message.  Lines that
-    do not parse, and lines whose payload is not an object, count as skipped.
+    session_meta, turn_context and event_msg lines are counted as other lines (a token_count
+    event gives the context the last call used).  Older rollouts (a first line
+    ``{id, timestamp, instructions, git}``, ``{"record_type": ...}`` lines, bare items) read the
+    same way.  A ``compacted`` line ends the context before it, as Codex does on resume: with
+    ``replacement_history`` the live history becomes those items; without it (older rollouts)
+    the earlier user/developer/system messages stay and the summary ``message`` is appended as a
+    user message.  Whatever the compaction took out is archived (stored as pages, never written
+    back).  Lines that do not parse, and lines whose payload is not an object, count as skipped.
     """
     records, skipped = _jsonl_records(text)
     items: List[Tuple[str, Dict[str, Any]]] = []
+    archive: List[Tuple[str, Dict[str, Any]]] = []
+    other: Dict[str, int] = {}
+    usage: List[int] = []
     for number, obj in records:
         kind, payload = obj.get("type"), obj.get("payload")
+        if "payload" not in obj and kind in RESPONSES_ITEM_TYPES | set(CODEX_SKIPPED_ITEMS):
+            kind, payload = "response_item", obj  # an older rollout's bare item
         if kind not in ("response_item", "compacted"):
+            name = "record_type" if "record_type" in obj else "header" if _is_codex_header(obj) else str(kind)
+            other[name] = other.get(name, 0) + 1
+            if kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "token_count":
+                found = _codex_usage(payload)
+                if found is not None:
+                    usage.append(found)
             continue
         if not isinstance(payload, dict):
             skipped += 1
             continue
         if kind == "response_item":
             if payload.get("type") not in CODEX_SKIPPED_ITEMS:
-                items.append((f"line {number}.payload", payload))
+                items.append((f"line {number}.payload" if payload is not obj else f"line {number}", payload))
             continue
         history = payload.get("replacement_history")
         if isinstance(history, list):
+            archive += items
             items = [(f"line {number}.payload.replacement_history[{j}]", it)
                      for j, it in enumerate(history)
                      if not (isinstance(it, dict) and it.get("type") in CODEX_SKIPPED_ITEMS)]
             continue
-        items = [(w, it) for w, it in items if isinstance(it, dict)
-                 and it.get("type", "message") == "message"
-                 and it.get("role") in ("user", "developer", "system")]
+        kept = [(w, it) for w, it in items if isinstance(it, dict)
+                and it.get("type", "message") == "message"
+                and it.get("role") in ("user", "developer", "system")]
+        archive += [(w, it) for w, it in items if (w, it) not in kept]
+        items = kept
         summary = payload.get("message")
         if isinstance(summary, str) and summary.strip():
             items.append((f"line {number}.payload.message",
                           {"type": "message", "role": "user",
                            "content": [{"type": "input_text", "text": summary}]}))
     if not items:
-        raise PagerError("codex rollout has no response_item lines: nothing to page")
+        raise PagerError("codex rollout has no conversation items (response_item lines or bare items): nothing to page")
     msgs = [_responses_msg(item, where) for where, item in items]
-    return _finish("codex", msgs, [], None, [], skipped)
+    for msg in msgs:
+        if msg.where.endswith("payload.message"):
+            msg.harness = True  # the compaction summary: the harness's words
+    old = [_responses_msg(item, where) for where, item in archive]
+    conv = _finish("codex", msgs, [], None, [], skipped, old or None)
+    conv.other_lines = other
+    if usage:
+        conv.recorded = {"recorded_context_tokens": usage[-1], "recorded_baseline_tokens": usage[0]}
+    return conv
 
 
 _FORMATS["codex"] = _Format(
-    "codex", emits_as="responses", jsonl=True, detect=None, detect_line=_is_codex_line,
+    "codex", emits_as="responses", jsonl=True, detect=None, detect_line=_is_codex_record,
     read=_load_codex, pair=_pair_responses, units=_responses_units, write=_emit_responses, check=_validate_responses)
+
+
+# --- swe-agent: SWE-agent trajectories (.traj), written back as openai ---
+
+# Keys SWE-agent adds to its history messages that the Chat Completions API does not take.
+SWE_AGENT_EXTRA_KEYS = ("agent", "message_type", "thought", "action", "is_demo", "tool_call_ids", "cache_control")
+
+
+def _is_swe_agent_value(value: Any) -> bool:
+    """Return True for a SWE-agent trajectory: an object with a ``history`` list of role messages and its run record."""
+    return (isinstance(value, dict) and isinstance(value.get("history"), list)
+            and any(k in value for k in ("trajectory", "info", "replay_config"))
+            and all(isinstance(m, dict) and "role" in m for m in value["history"]))
+
+
+def _swe_agent_messages(history: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Return the history as Chat Completions messages.
+
+    SWE-agent's own keys are left out; a tool message answering several calls
+    (``tool_call_ids``) becomes one tool message per id: the content on the first, a pointer to
+    it on the others.
+    """
+    out = []
+    for msg in history:
+        clean = {k: v for k, v in msg.items() if k not in SWE_AGENT_EXTRA_KEYS}
+        ids = msg.get("tool_call_ids")
+        if msg.get("role") == "tool" and "tool_call_id" not in msg and isinstance(ids, list) and ids:
+            for n, cid in enumerate(ids):
+                one = dict(clean)
+                one["tool_call_id"] = cid
+                if n:
+                    one["content"] = f"[output given with tool call {ids[0]}]"
+                out.append(one)
+            continue
+        if msg.get("role") == "assistant" and not msg.get("tool_calls"):
+            clean.pop("tool_calls", None)  # SWE-agent writes an empty list; the API rejects it
+        out.append(clean)
+    return out
+
+
+def _load_swe_agent(value: Any) -> Conversation:
+    """Return the Conversation for a SWE-agent trajectory: its ``history``, read as Chat Completions messages."""
+    if not _is_swe_agent_value(value):
+        raise PagerError("swe-agent input must be a trajectory object with a history list of role messages")
+    conv = _load_openai(_swe_agent_messages(value["history"]))
+    conv.fmt = "swe-agent"
+    conv.other_lines = {k: 1 for k in value if k != "history"}
+    return conv
+
+
+_FORMATS["swe-agent"] = _Format(
+    "swe-agent", emits_as="openai", jsonl=False, detect=_is_swe_agent_value, detect_line=None,
+    read=_load_swe_agent, pair=_pair_openai, units=None, write=_emit_openai, check=_validate_openai)
 
 
 # --- the registry's entry points ---
@@ -3922,16 +4568,46 @@ class _Reading(NamedTuple):
     conversation: Optional["Conversation"]  # the transcript, for --emit in its own format
 
 
-def _open_history(path: str, fmt: str) -> _Reading:
-    """Return the Reading of the history at ``path`` in format ``fmt`` ('auto' detects it)."""
+def _agreed_format(text: str, detected: str, recorded: Optional[str]) -> str:
+    """Return the format to read ``text`` in, given what detection found and what the contract recorded.
+
+    A contract's ``pager-format`` F accepts F itself and the format F is written back in (a
+    pass's --emit output); a plain-text chat list, which detection calls openai, is read as
+    anthropic when F is written back as anthropic.  Anything else is refused: the same session
+    must not silently change format.
+    """
+    spec = _FORMATS.get(recorded) if isinstance(recorded, str) else None
+    if spec is None or detected in (spec.name, spec.emits_as):
+        return detected
+    if spec.emits_as == "anthropic" and detected == "openai":
+        try:
+            found = _chat_messages(json.loads(text))
+        except ValueError:
+            found = None
+        if found is not None and _chat_kind(*found) == "openai" and all(
+                isinstance(m, dict) and m.get("role") in ANTHROPIC_ROLES
+                and not any(f in m for f in OPENAI_MARKER_FIELDS) for m in found[0]):
+            return "anthropic"
+    raise PagerError(f"the contract's session is in {spec.name} format (written back as {spec.emits_as}), "
+                     f"but this history looks like {detected}; pass --format to say which, or use another contract")
+
+
+def _open_history(path: str, fmt: str, recorded: Optional[str] = None) -> _Reading:
+    """Return the Reading of the history at ``path`` in format ``fmt`` ('auto' detects it).
+
+    ``recorded`` is the format the contract recorded for the session (see _agreed_format).
+    """
     source = _HistorySource(path)
     if fmt == "pager" or (fmt == "auto" and _is_pager_history(source)):
+        if fmt == "auto" and recorded not in (None, "pager"):
+            raise PagerError(f"{source.name}: the contract's session is in {recorded} format, but this history is "
+                             "in the pager's own format; pass --format to say which, or use another contract")
         return _Reading("pager", fmt == "auto", source, None)
     text = source.read_text()
     detected = fmt == "auto"
     try:
         if detected:
-            fmt = detect_format(text)
+            fmt = _agreed_format(text, detect_format(text), recorded)
         if fmt == "pager":
             return _Reading("pager", detected, source, None)
         conv = load(text, fmt)
@@ -4614,7 +5290,11 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--intent", metavar="TEXT", help="what the agent is doing now, in free text")
     parser.add_argument("--intent-file", metavar="FILE", help="read the intent text from FILE")
     parser.add_argument("--keep-recent", type=_count_flag("--keep-recent", 0), metavar="N",
-                        help="always retain the last N blocks (default: the current turn's blocks)")
+                        help="always retain the last N blocks (default: the current turn's blocks; for an "
+                             "agent transcript, its last message's, none under --budget)")
+    parser.add_argument("--no-protect-task", action="store_true",
+                        help="do not keep a transcript's first human request (the task statement) like a pin; "
+                             "it is then paged at worst, like every human message")
     parser.add_argument("--similarity", choices=SIMILARITIES, default=SIMILARITIES[0],
                         help="weighted (default): rare keywords count more, stems match, neighbours share "
                              "credit; plain: the share of keywords present")
@@ -4680,12 +5360,20 @@ def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
 def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     """Run one paging pass as the flags say; return the exit code."""
     params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
-                    args.budget, args.stub_words, args.keep_recent).validate()
+                    args.budget, args.stub_words, args.keep_recent, not args.no_protect_task).validate()
     now = _normalize_now(args.now)
     if args.with_index and not args.emit:
         raise PagerError("--with-index needs --emit")
     given = _flag_intent(args)
-    reading = _open_history(args.history, args.format)
+    recorded = contract_state(args.contract).values.get("pager-format") if os.path.exists(args.contract) else None
+    reading = _open_history(args.history, args.format, recorded if isinstance(recorded, str) else None)
+    conv = reading.conversation
+    if conv is not None and args.keep_recent is None:
+        # A transcript's turn is a human request and all the work after it: protecting the whole
+        # current turn would keep everything.  Without a budget the last message stays; under
+        # a budget nothing is protected for being recent (the budget keeps the best, newest first).
+        last = conv._msgs[-1].parts if conv._msgs else []
+        params = dataclasses.replace(params, keep_recent=0 if params.budget is not None else len(last))
     if args.with_index and reading.conversation is not None:
         raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
                          "'pager.py index'")
@@ -4698,7 +5386,10 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
                              args.with_index, lambda seen: _index_reserve(args, store, seen), given)
         # The store's path is recorded when it was chosen, so recall and index find it; the
         # default is derived from the contract's path and is left out to keep contracts portable.
-        settings: Dict[str, object] = {"pager-stub-words": params.stub_words, "pager-format": reading.fmt,
+        # The session's format stays the one the contract recorded when this is its written-back form.
+        session_format = recorded if isinstance(recorded, str) and conv is not None and recorded in _FORMATS \
+            and reading.fmt == _FORMATS[recorded].emits_as else reading.fmt
+        settings: Dict[str, object] = {"pager-stub-words": params.stub_words, "pager-format": session_format,
                                        "pager-intent-source": plan.intent_source}
         if args.store:
             settings["pager-store"] = args.store
@@ -4725,7 +5416,6 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     if args.dry_run:
         stdout.write(payload.tobytes()[lead:].decode("utf-8"))
     n_statements = payload.count(b"\n") - lead
-    conv = reading.conversation
     skipped = conv.skipped_lines if conv is not None else 0
     repairs = list(conv.repairs) if conv is not None else []
     for repair in repairs:
@@ -4735,7 +5425,12 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
                "statements": n_statements, "contract": args.contract,
                "written": not args.dry_run, "pass": now, "stored": stored, "store": store_path,
                "emitted": args.emit if args.emit and not args.dry_run else None,
-               "skipped_lines": skipped, "repairs": repairs}
+               "skipped_lines": skipped, "repairs": repairs,
+               "intent_block": plan.intent_block, "intent_turn": plan.intent_turn,
+               "estimated_context_tokens": plan.tokens_before}
+    if conv is not None:
+        summary.update({**conv.recorded, "other_lines": conv.other_lines, "unknown_parts": conv.unknown_parts,
+                        "archived": conv.archived})
     rho = plan.pressure()
     if rho is not None:
         summary.update({"budget": params.budget, "tokens_before": plan.tokens_before,
@@ -4759,8 +5454,9 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
         if repairs:
             extra += f"; {len(repairs)} repair{'' if len(repairs) == 1 else 's'} (see stderr)"
         how = "detected" if reading.detected else "given"
+        which = f" {plan.intent_block} (turn {plan.intent_turn})" if plan.intent_block is not None else ""
         stdout.write(f"pager: {summary['blocks']} blocks ({reading.fmt} format, {how}; intent from "
-                     f"{plan.intent_source}): retain {counts['retain']}, page {counts['page']}, "
+                     f"{plan.intent_source}{which}): retain {counts['retain']}, page {counts['page']}, "
                      f"evict {counts['evict']} ({changes['new']} new, {changes['moved']} moved, "
                      f"{changes['unchanged']} unchanged); {verb} {n_statements} statement"
                      f"{'' if n_statements == 1 else 's'} to {args.contract}{extra}\n")
