@@ -47,7 +47,7 @@ def load_validators() -> Dict[str, Callable[[Any], List[str]]]:
 
 # The API format the pager writes each input format back in (README, "Formats").
 EMITTED_AS = {"openai": "openai", "anthropic": "anthropic", "claude-code": "anthropic",
-              "responses": "responses", "codex": "responses"}
+              "responses": "responses", "codex": "responses", "swe-agent": "openai"}
 
 
 class Run:
@@ -70,6 +70,9 @@ class Run:
         return self.code == 0
 
     def tokens(self) -> int:
+        """The history's size as this pass read it: the summary's estimate (stubs at their own size)."""
+        if "estimated_context_tokens" in self.summary:
+            return int(self.summary["estimated_context_tokens"])
         return sum(int(r.get("tokens", 0)) for r in self.records)
 
 

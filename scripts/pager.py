@@ -132,7 +132,9 @@ STORE_SUFFIX = ".pages.sqlite3"  # C.limn -> C.pages.sqlite3 beside the contract
 INDEX_FLAG = "pager_index"  # marks the page-index block --with-index prepends; passes skip it
 RECALL_COMMAND = "python3 scripts/pager.py recall"  # relative to the skill root, as SKILL.md says
 
-PROTECTIONS = ("pinned", "system", "task", "recent")  # reasons a block is kept whatever its score or the budget
+PROTECTIONS = ("pinned", "system", "recent")  # reasons a block is kept whatever its score or the budget
+# (a "task" block is kept whatever its score; under a budget it is kept first of the rest, and
+# paged, never evicted, only when it alone does not fit)
 # Block ``protected`` values with a meaning beyond "system": the task statement (kept like a pin
 # unless Params.protect_task is off), a human's message (paged at worst, never evicted) and a
 # block from before a compaction boundary (paged: stored, listed, never emitted).
@@ -765,7 +767,8 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     completes (all else evicted) and the caller reports the overflow.
 
     A block in ``floors`` (a human's message) is never evicted: its stub is spoken for first,
-    and it is kept verbatim when that fits.  A unit holding a block in ``unpageable`` (a picture
+    and it is kept verbatim when that fits; a block kept for the reason "task" (the task
+    statement) likewise, and it is the first to be kept verbatim.  A unit holding a block in ``unpageable`` (a picture
     or file) is kept verbatim or evicted, never paged.  A block paged for a compaction boundary
     (reason "compacted") is not in the context and costs nothing.
     """
@@ -786,11 +789,13 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
         if any(reasons[i] in PROTECTIONS for i in members):
             left -= cost
             continue
-        if any(i in floors for i in members):
+        task = any(reasons[i] == "task" for i in members)
+        if task or any(i in floors for i in members):
             left -= stubs  # its stub is spoken for: a human's words are never evicted
             floored.add(members[0])
         best = max(members, key=lambda i: (rs[i], turns[i], i))
-        candidates.append((-rs[best], -turns[best], -best, members, cost, stubs))
+        # The task statement comes first of all (its R at 2 sorts it ahead of any score).
+        candidates.append((-2.0 if task else -rs[best], -turns[best], -best, members, cost, stubs))
     candidates.sort(key=lambda c: c[:3])
     verbatim = set()
     for *_, members, cost, stubs in candidates:
@@ -909,8 +914,12 @@ class _Scorer:
                  pages: Optional[Callable[[str], Optional["StoredPage"]]] = None,
                  stub_text: Optional[Callable[["StoredPage"], str]] = None,
                  with_index: bool = False, reserve: Optional[Callable[[Container[str]], int]] = None,
-                 current_turn: Optional[int] = None) -> None:
+                 current_turn: Optional[int] = None, previous: Optional[Mapping[str, str]] = None) -> None:
         self.keywords = list(keywords)
+        # The directives an earlier pass with the same intent and settings recorded: when every
+        # block is among them, nothing that decided them has changed and they stand ("settled").
+        self.previous = previous
+        self.settled = False
         self.params = params
         self.weighted = params.similarity == "weighted"
         self.terms = _keyword_stems(self.keywords) if self.weighted else self.keywords
@@ -1012,6 +1021,8 @@ class _Scorer:
                                  "holds no text for it (evicted since? pass the latest --emit output)")
             text, tokens = page.text, page.tokens
             self._stubs.add(position)
+            if page.kind in FLOORED:
+                self._floors.add(position)  # paged as a human's words: still never evicted
         matched: Tuple[str, ...] = ()
         if self.terms:
             lowered = text.lower()
@@ -1120,6 +1131,32 @@ class _Scorer:
                     neighbour[j] = credit
         return own, neighbour
 
+    def _settle(self, decisions: "_DecisionTable", stub_tokens: Sequence[int], reserved: int) -> bool:
+        """Give every block the directive ``previous`` holds for it (reason "settled"), if that may stand.
+
+        It may when every block is known to ``previous`` (no new block: the pass saw nothing the
+        earlier one did not) and, under a budget, the kept blocks and stubs still fit.  The scores
+        differ from the earlier pass's only by the blocks that pass removed (the weighted proxy's
+        keyword rarity is counted over the blocks present), which is no reason to move a block.
+        """
+        previous = self.previous
+        if not previous or any(block not in previous for block in decisions.block):
+            return False
+        wanted = [previous[block] for block in decisions.block]
+        if any(a not in ACTIONS for a in wanted):
+            return False
+        if self.params.budget is not None:
+            kept = sum(t for t, a in zip(decisions.tokens, wanted) if a == "retain")
+            kept += sum(t for t, a in zip(stub_tokens, wanted) if a == "page")
+            if kept + reserved > self.params.budget:
+                return False
+            self.tokens_after = kept + reserved
+        for i, action in enumerate(wanted):
+            decisions.action[i] = action
+            decisions.reason[i] = "settled"
+        self.settled = True
+        return True
+
     def finish(self, current_turn: Optional[int]) -> "_DecisionTable":
         """Return one Decision per block, in input order (a _DecisionTable)."""
         if current_turn is None:
@@ -1170,6 +1207,8 @@ class _Scorer:
                 units[i] = unit
         stub_tokens = self._stub_tokens
         self._lengths = array.array("q")
+        if self._settle(decisions, stub_tokens, reserved):
+            return decisions
         _protect_recent(decisions, current_turn, self.params.keep_recent)
         if units:
             _join_units(decisions, units, self._unpageable)
@@ -1200,6 +1239,7 @@ class PassPlan:
     texts: Optional[List[Optional[str]]] = dataclasses.field(default=None, repr=False, compare=False)
     intent_block: Optional[str] = None  # the message the intent came from (id, turn), when one did
     intent_turn: Optional[int] = None
+    settled: bool = False  # every directive is the earlier pass's (see _Scorer._settle)
 
     def pressure(self) -> Optional[Tuple[float, float]]:
         """Return context pressure (tokens / budget) before and after the pass, or None."""
@@ -1210,7 +1250,7 @@ class PassPlan:
     def budget_values(self) -> Dict[str, object]:
         """Return the contract's budget values for this pass (empty without a budget)."""
         rho = self.pressure()
-        if rho is None:
+        if rho is None or self.settled:  # a settled pass leaves the deciding pass's figures standing
             return {}
         return {"token-budget": self.params.budget, "tokens-before": self.tokens_before,
                 "tokens-after": self.tokens_after, "pressure-before": round(rho[0], 4),
@@ -2082,12 +2122,14 @@ def _load_and_plan(source, params: Params,
                   stub_text: Optional[Callable[[StoredPage], str]] = None,
                   with_index: bool = False,
                   reserve: Optional[Callable[[Container[str]], int]] = None,
-                  intent: Optional[Intent] = None) -> PassPlan:
+                  intent: Optional[Intent] = None,
+                  previous: Optional[Tuple[Mapping[str, str], object]] = None) -> PassPlan:
     """Stream a history (a path, '-' for stdin, or a _HistorySource) and return its PassPlan.
 
     The intent is ``intent`` (from flags), else the history's ``intent_ir``, else the
     last user message; when neither of the first two is known as the blocks start,
-    the history is read twice.
+    the history is read twice.  ``previous`` is (the contract's directives, the intent it
+    recorded): they stand when the intent is the same and no block is new (see _Scorer._settle).
     """
     params.validate()
     if not isinstance(source, _HistorySource):
@@ -2099,7 +2141,9 @@ def _load_and_plan(source, params: Params,
     def new_scorer(header: Dict[str, object], keywords: List[str]) -> _Scorer:
         given = header.get("current_turn")  # a hint only: checked once the header is read
         hint = given if _is_int(given) and given >= 0 else None  # type: ignore[operator]
-        return _Scorer(keywords, params, pages, stub_text, with_index, reserve, hint)  # type: ignore[arg-type]
+        same = previous is not None and (" ".join(keywords) or "none") == previous[1]
+        return _Scorer(keywords, params, pages, stub_text, with_index, reserve, hint,  # type: ignore[arg-type]
+                       previous=previous[0] if same else None)  # type: ignore[index]
 
     def on_blocks(header: Dict[str, object]) -> Optional[Callable[[int, List[object]], None]]:
         nonlocal scorer, chosen
@@ -2127,7 +2171,7 @@ def _load_and_plan(source, params: Params,
         raise PagerError(message if message.startswith(source.name + ":") else f"{source.name}: {message}") from None
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                     params, header, scorer.tokens_before, scorer.tokens_after, chosen.source,  # type: ignore[union-attr]
-                    scorer.texts, chosen.block, chosen.turn)  # type: ignore[union-attr]
+                    scorer.texts, chosen.block, chosen.turn, scorer.settled)  # type: ignore[union-attr]
 
 
 # ===== Transcripts =====
@@ -2237,7 +2281,7 @@ OMITTED_NOTE = "[earlier conversation omitted by the context pager]"
 # Stub used when a page directive carries no stub text; a later load reads it back.
 STUB_FALLBACK = "[paged {id} | turn {turn} | {role}]"
 # First line of a stub written by a pass: "[paged <ID> | turn <T> | <role> | <N> tokens] ...".
-STUB_LINE_RE = re.compile(r"\[paged (.+?) \| turn (\d+) \| ")
+STUB_LINE_RE = re.compile(r"\[paged (.+?) \| turn (\d+) \| (?:([a-z_]+) \| )?")
 # Characters a block id must not hold: those a quoted contract value can't, and lone surrogates.
 _ID_UNSAFE_RE = re.compile(f'["{_LINE_BREAKS}\ud800-\udfff]')
 # A "|" between spaces, which would end an id inside a stub line.
@@ -2446,15 +2490,13 @@ def _jpeg_size(data: str) -> Optional[Tuple[int, int]]:
         want = max(want * 2, (i + 16) * 4 // 3 + 8)
 
 
-def image_size(data: str) -> Optional[Tuple[int, int]]:
+def _image_size(data: str) -> Optional[Tuple[int, int]]:
     """Return (width, height) of a base64 PNG, GIF, WebP or JPEG picture, or None.
 
     Only the header is decoded (JPEG: as far as its first frame header).
 
     Example:
-        >>> import base64, struct
-        >>> png = b"\x89PNG\r\n\x1a\n" + b"\0\0\0\rIHDR" + struct.pack(">II", 640, 480)
-        >>> image_size(base64.b64encode(png + b"\0" * 8).decode())
+        >>> _image_size("R0lGODlhgALgAQAAAAAAAAAA")  # base64 of a GIF header for 640 x 480
         (640, 480)
     """
     if not isinstance(data, str) or not data:
@@ -2502,28 +2544,34 @@ def _openai_image_tokens(size: Tuple[int, int], detail: Any) -> int:
 
 
 def _media_data(part: Dict[str, Any]) -> Tuple[Optional[str], Any]:
-    """Return (base64 data or None, OpenAI detail) of a picture, document or file part."""
+    """Return (base64 data or None, OpenAI detail) of a picture, document, file or audio part.
+
+    Only data carried in the part counts: a link or a file id gives None.
+    """
     source = part.get("source")
-    if isinstance(source, dict):  # Anthropic image/document
-        data = source.get("data")
+    if isinstance(source, dict):  # Anthropic image/document: data only for a base64 source
+        data = source.get("data") if source.get("type") == "base64" else None
         return (data if isinstance(data, str) else None), None
-    inner = part.get("image_url", part)
-    url = inner.get("url") if isinstance(inner, dict) else inner
-    detail = inner.get("detail") if isinstance(inner, dict) else part.get("detail")
+    image = part.get("image_url")
+    if isinstance(image, dict):  # Chat: {"image_url": {"url", "detail"}}
+        url, detail = image.get("url"), image.get("detail")
+    else:  # Responses: {"image_url": "...", "detail"}
+        url, detail = image, part.get("detail")
     if not isinstance(url, str):
         inner = part.get("file") if isinstance(part.get("file"), dict) else part
-        url = inner.get("file_data") or (inner.get("data") if isinstance(inner.get("data"), str) else None)
-        if not isinstance(url, str):
-            audio = part.get("input_audio")
-            url = audio.get("data") if isinstance(audio, dict) else None
+        url = inner.get("file_data")
+        audio = part.get("input_audio")
+        if not isinstance(url, str) and isinstance(audio, dict):
+            url = audio.get("data")
+            return (url if isinstance(url, str) else None), None
     if isinstance(url, str) and url.startswith("data:"):
-        url = url.partition(",")[2]
-    elif isinstance(url, str) and url.startswith(("http:", "https:")):
-        url = None
-    return (url if isinstance(url, str) else None), detail
+        return url.partition(",")[2], detail
+    if isinstance(url, str) and image is None and not url.startswith(("http:", "https:")):
+        return url, detail  # a file's raw base64 data
+    return None, detail
 
 
-def media_tokens(part: Any) -> int:
+def _media_tokens(part: Any) -> int:
     """Return what a provider charges for a picture, document, file or audio part, never a placeholder's few tokens.
 
     Pictures: by their dimensions (read from the base64 header) with Anthropic's rule for an
@@ -2534,7 +2582,7 @@ def media_tokens(part: Any) -> int:
     least the picture maximum when nothing else is known.
 
     Example:
-        >>> media_tokens({"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}})
+        >>> _media_tokens({"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}})
         85
     """
     if not isinstance(part, dict):
@@ -2543,7 +2591,7 @@ def media_tokens(part: Any) -> int:
     data, detail = _media_data(part)
     if kind in ("image", "image_url", "input_image"):
         anthropic = kind == "image"
-        size = image_size(data) if data else None
+        size = _image_size(data) if data else None
         if size is not None:
             return _anthropic_image_tokens(size) if anthropic else _openai_image_tokens(size, detail)
         if detail == "low" and not anthropic:
@@ -2562,9 +2610,9 @@ def _media_label(part: Dict[str, Any]) -> str:
     kind = part.get("type")
     if kind in ("image", "image_url", "input_image"):
         data, _ = _media_data(part)
-        size = image_size(data) if data else None
+        size = _image_size(data) if data else None
         shape = f" {size[0]}x{size[1]}" if size else ""
-        return f"[image{shape}, {media_tokens(part)} tokens]"
+        return f"[image{shape}, {_media_tokens(part)} tokens]"
     if kind in ("input_audio", "audio"):
         return "[audio]"
     if kind == "document":
@@ -2826,7 +2874,7 @@ def _number_turns(msgs: List[_Msg]) -> None:
             turn = int(match.group(2)) if match else turn
         elif msg.human:
             turn += 1
-        msg.turn = max(turn, 1)
+        msg.turn = turn  # 0 before the first request
 
 
 def _media_inside(value: Any) -> List[Any]:
@@ -2854,11 +2902,11 @@ def _part_kind_of_block(part: _Part) -> Optional[str]:
 def _part_tokens(part: _Part) -> Optional[int]:
     """Return a part's token count when its text is not its size (pictures, files), else None."""
     if part.kind == "media":
-        return media_tokens(part.raw)
+        return _media_tokens(part.raw)
     if part.kind == "result" and isinstance(part.raw, dict):
         media = _media_inside(part.raw.get("content", part.raw.get("output")))
         if media:
-            return estimate_tokens(part.text) + sum(media_tokens(m) for m in media)
+            return estimate_tokens(part.text) + sum(_media_tokens(m) for m in media)
     return None
 
 
@@ -2925,6 +2973,11 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
     _assign_units(kept, spec.units)
     blocks = []
     task_seen = False
+    notes: Dict[int, List[_Part]] = {}  # the stub lines of each note a pass wrote
+    for msg in head + kept:
+        for part in msg.parts:
+            if part.source is not None:
+                notes.setdefault(id(part.source), []).append(part)
     for msg in head + kept:
         floor = None
         if msg.human:
@@ -2932,15 +2985,24 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
             task_seen = True
         for part in msg.parts:
             protected = "system" if msg.role in SYSTEM_ROLES else None
+            kind = _part_kind_of_block(part)
+            role = "tool" if part.kind == "result" else msg.role
+            unit = part.unit
             if floor is not None and part.kind == "text" and part.stub_id is None:
-                protected = floor
+                protected = kind = floor
             if part.stub_id is None:
                 part.tokens = _part_tokens(part)
-            blocks.append({"id": part.bid, "turn": msg.turn,
-                           "role": "tool" if part.kind == "result" else msg.role,
+            else:
+                # A stub keeps the role it was paged under; the lines of one note were one unit.
+                match = STUB_LINE_RE.match(part.text)
+                role = match.group(3) if match and match.group(3) else role
+                turn = int(match.group(2)) if match else msg.turn
+                note = notes.get(id(part.source), [])
+                unit = f"note:{note[0].bid}" if len(note) > 1 else None
+            blocks.append({"id": part.bid, "turn": turn if part.stub_id is not None else msg.turn, "role": role,
                            "text": part.text, "tokens": part.tokens, "pinned": False,
-                           "protected": protected, "unit": part.unit, "stub": part.stub_id is not None,
-                           "kind": _part_kind_of_block(part)})
+                           "protected": protected, "unit": unit, "stub": part.stub_id is not None,
+                           "kind": kind})
     archived = _archive_blocks(archive, used) if archive else []
     conv = Conversation(fmt=fmt, blocks=archived + blocks, emit_format=spec.emits_as, skipped_lines=skipped,
                         repairs=repairs, _msgs=kept, _head=head, _shell=shell)
@@ -3073,7 +3135,8 @@ def _effective(conv: Conversation,
                 effective[i] = ("evict", None)
         else:
             for i in ids:
-                effective[i] = (verb, None)
+                # A stub retained with its full text keeps it (a note's lines are one unit).
+                effective[i] = own[i] if own[i][0] == verb == "retain" else (verb, None)
     return effective
 
 
@@ -3164,7 +3227,7 @@ def _load_pager(value: Any) -> Conversation:
         blocks.append({"id": raw["id"], "turn": raw["turn"], "role": raw["role"], "text": raw["text"],
                        "tokens": raw.get("tokens"), "pinned": raw.get("pinned", False),
                        "protected": protected, "unit": raw.get("unit"),
-                       "stub": raw.get("stub", False)})
+                       "stub": raw.get("stub", False), "kind": raw.get("kind")})
     return Conversation(fmt="pager", blocks=blocks, emit_format="pager", _shell=value)
 
 
@@ -3551,7 +3614,7 @@ def _responses_units(msgs: List[_Msg]) -> None:
     for index, msg in enumerate(msgs):
         if not (msg.item and msg.parts[0].kind == "reasoning"):
             continue
-        unit = f"turn:{msg.turn}"
+        unit = f"turn:{msg.parts[0].bid}"
         msg.parts[0].unit = unit
         for follower in msgs[index + 1:]:
             if not _is_model_item(follower) or (follower.item and
@@ -3854,7 +3917,7 @@ def _anthropic_units(msgs: List[_Msg]) -> None:
     for run in _runs(msgs):
         parts = [p for m in run for p in m.parts]
         if run[0].role == "assistant" and any(p.kind == "thinking" for p in parts):
-            unit = f"turn:{run[0].turn}"
+            unit = f"turn:{parts[0].bid}"
             for part in parts:
                 if part.kind in ("thinking", "call") or part.link is not None:
                     part.unit = unit
@@ -5357,6 +5420,25 @@ def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
     return None
 
 
+def _settling(state: ContractState, params: Params, args: argparse.Namespace
+              ) -> Optional[Tuple[Mapping[str, str], object]]:
+    """Return (the contract's directives, its intent) when its last pass ran with these settings, else None."""
+    if not state.directives:
+        return None
+    values = state.values
+    wanted = {"pager-alpha": params.alpha, "pager-beta": params.beta, "pager-retain-cut": params.retain_cut,
+              "pager-evict-cut": params.evict_cut, "pager-similarity": params.similarity,
+              "pager-stub-words": params.stub_words, "token-budget": params.budget}
+    if args.keep_recent is not None:
+        wanted["pager-keep-recent"] = params.keep_recent
+    for name, value in wanted.items():
+        if name in NUMBER_VALUES and value is not None:
+            value = _parse_number(_format_number(value))  # type: ignore[arg-type]
+        if values.get(name) != value:
+            return None
+    return state.directives, values.get("pager-intent")
+
+
 def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     """Run one paging pass as the flags say; return the exit code."""
     params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
@@ -5373,7 +5455,10 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
         # current turn would keep everything.  Without a budget the last message stays; under
         # a budget nothing is protected for being recent (the budget keeps the best, newest first).
         last = conv._msgs[-1].parts if conv._msgs else []
-        params = dataclasses.replace(params, keep_recent=0 if params.budget is not None else len(last))
+        fresh = 0  # the last message's own blocks: its trailing blocks that are not stubs
+        while fresh < len(last) and last[len(last) - 1 - fresh].stub_id is None:
+            fresh += 1
+        params = dataclasses.replace(params, keep_recent=0 if params.budget is not None else fresh)
     if args.with_index and reading.conversation is not None:
         raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
                          "'pager.py index'")
@@ -5383,7 +5468,8 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     try:
         plan = _load_and_plan(source, params, store.get if store is not None else None,
                              lambda page: make_stub(page, _recall_hint(page.block, args.contract, args.store)),
-                             args.with_index, lambda seen: _index_reserve(args, store, seen), given)
+                             args.with_index, lambda seen: _index_reserve(args, store, seen), given,
+                             _settling(contract_state(args.contract), params, args))
         # The store's path is recorded when it was chosen, so recall and index find it; the
         # default is derived from the contract's path and is left out to keep contracts portable.
         # The session's format stays the one the contract recorded when this is its written-back form.
@@ -5393,7 +5479,7 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
                                        "pager-intent-source": plan.intent_source}
         if args.store:
             settings["pager-store"] = args.store
-        if params.keep_recent is not None:
+        if args.keep_recent is not None:
             settings["pager-keep-recent"] = params.keep_recent
 
         def render(state: ContractState) -> _Payload:
