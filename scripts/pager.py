@@ -80,7 +80,7 @@ __all__ = [
     # the contract
     "ContractState", "check_statement", "render_pass", "read_contract_state", "contract_state",
     # transcripts
-    "Conversation", "detect_format", "load", "conversation_blocks", "emit", "validate",
+    "Conversation", "detect_format", "load", "conversation_blocks", "human_requests", "emit", "validate",
     # the page store and the command line
     "PageStore", "main",
 ]
@@ -2939,9 +2939,11 @@ def _archive_blocks(archive: List[_Msg], used: set) -> List[Dict[str, Any]]:
         _expand_stubs(msg)
     _number_turns(archive)
     _assign_ids(archive, used)
+    # A human's text keeps its mark in ``kind`` (see human_requests); its turn is 0: not live.
     return [{"id": part.bid, "turn": 0, "role": "tool" if part.kind == "result" else msg.role,
-             "text": part.text, "tokens": _part_tokens(part), "pinned": False, "protected": "archived",
-             "unit": None, "stub": False, "kind": _part_kind_of_block(part)}
+             "text": part.text, "tokens": _part_tokens(part), "pinned": False, "protected": ARCHIVED,
+             "unit": None, "stub": False,
+             "kind": "human" if msg.human and part.kind == "text" else _part_kind_of_block(part)}
             for msg in archive for part in msg.parts if part.stub_id is None]
 
 
@@ -4576,6 +4578,31 @@ def conversation_blocks(conv: Conversation) -> List[Dict[str, Any]]:
     Each has exactly the keys id, turn, role, text, tokens, pinned, protected, unit and stub.
     """
     return [dict(block) for block in conv.blocks]
+
+
+def human_requests(conv: Conversation) -> List[Dict[str, Any]]:
+    """Return what a human wrote in ``conv``, in order: one dict per text block of a human's message.
+
+    Each is ``{"id", "turn", "text", "live"}``; ``live`` is False for a request from before a
+    compaction boundary (no longer in the model's context).  A human's message is a user message
+    that is not a tool result, not the harness's (Claude Code ``isMeta`` and compaction-summary
+    lines) and does not open with one of HARNESS_PREFIXES (task notifications, system reminders,
+    command echoes and output, hook feedback, Codex environment and instructions...).  The first
+    is the session's task statement, the last the request the agent works on now (the pass's
+    intent when no other is given).
+
+    Example:
+        >>> conv = load('[{"role": "user", "content": "<system-reminder>x</system-reminder>"},'
+        ...             ' {"role": "user", "content": "Fix the invoice rounding."}]', "openai")
+        >>> [r["text"] for r in human_requests(conv)]
+        ['Fix the invoice rounding.']
+    """
+    found = []
+    for block in conv.blocks:
+        archived = block["protected"] == ARCHIVED
+        if (block["protected"] in FLOORED or (archived and block["kind"] == "human")) and not block["stub"]:
+            found.append({"id": block["id"], "turn": block["turn"], "text": block["text"], "live": not archived})
+    return found
 
 
 def emit(conv: Conversation, decisions: Dict[str, Any]) -> Any:
