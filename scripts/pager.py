@@ -139,6 +139,10 @@ PROTECTIONS = ("pinned", "system", "recent")  # reasons a block is kept whatever
 # unless Params.protect_task is off), a human's message (paged at worst, never evicted) and a
 # block from before a compaction boundary (paged: stored, listed, never emitted).
 FLOORED = ("task", "human")
+# Other blocks paged at worst, never evicted: a compaction summary (it is the compacted past)
+# and an assistant's conclusion (its last text before the human speaks again, where what the
+# tools found is written down).
+PAGE_FLOORS = FLOORED + ("summary", "conclusion")
 ARCHIVED = "archived"
 _MAX_COUNT = (1 << 63) - 1  # turns and token counts are kept in 64-bit arrays
 _BATCH_BLOCKS = 4096  # blocks handled a batch at a time (statements, decoded JSON)
@@ -791,6 +795,7 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
             continue
         task = any(reasons[i] == "task" for i in members)
         if task or any(i in floors for i in members):
+            stubs = min(stubs, cost)  # a block shorter than its stub is cheaper kept whole
             left -= stubs  # its stub is spoken for: a human's words are never evicted
             floored.add(members[0])
         best = max(members, key=lambda i: (rs[i], turns[i], i))
@@ -807,7 +812,7 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
         if members[0] in verbatim:
             action = "retain"
         elif members[0] in floored:
-            action = "page"
+            action = "page" if stubs < cost else "retain"
         elif (actions[members[0]] != "evict" and stubs <= left
               and not any(i in unpageable for i in members)):
             left -= stubs
@@ -1021,8 +1026,8 @@ class _Scorer:
                                  "holds no text for it (evicted since? pass the latest --emit output)")
             text, tokens = page.text, page.tokens
             self._stubs.add(position)
-            if page.kind in FLOORED:
-                self._floors.add(position)  # paged as a human's words: still never evicted
+            if page.kind in FLOORED or (page.kind in PAGE_FLOORS and self.params.budget is None):
+                self._floors.add(position)  # paged under a floor: still never evicted
         matched: Tuple[str, ...] = ()
         if self.terms:
             lowered = text.lower()
@@ -1046,7 +1051,7 @@ class _Scorer:
             self._guards[position] = "system"
         elif protected == "task" and self.params.protect_task:
             self._guards[position] = "task"
-        elif protected in FLOORED:
+        elif protected in FLOORED or (protected in PAGE_FLOORS and self.params.budget is None):
             self._floors.add(position)
         if kind == "media":
             self._unpageable.add(position)
@@ -1186,9 +1191,6 @@ class _Scorer:
         reasons = ["score"] * n
         for i, guard in self._guards.items():
             actions[i], reasons[i] = "retain", guard
-        for i in self._floors:
-            if actions[i] == "evict":
-                actions[i], reasons[i] = "page", "human"
         for i in self._unpageable:
             if actions[i] == "page":
                 actions[i], reasons[i] = "evict", "media"
@@ -1212,6 +1214,9 @@ class _Scorer:
         _protect_recent(decisions, current_turn, self.params.keep_recent)
         if units:
             _join_units(decisions, units, self._unpageable)
+        for i in self._floors:  # a floor lifts what would go for good to a page (reason "floor")
+            if decisions.action[i] == "evict":
+                decisions.action[i], decisions.reason[i] = "page", "floor"
         if self.params.budget is not None:
             room = max(0, self.params.budget - reserved)
             self.tokens_after = fit_budget(decisions, stub_tokens, room, units or None, self._floors,
@@ -2354,6 +2359,7 @@ class _Msg:
     repaired: bool = False         # a part was dropped at load: raw content is stale
     turn: int = 0
     harness: bool = False          # a user-role message the harness wrote (the format's metadata says so)
+    summary: bool = False          # a compaction summary (the format's metadata or its opening says so)
     human: bool = False            # a message a human wrote (set by _finish: see human_requests)
 
 
@@ -2877,6 +2883,33 @@ def _number_turns(msgs: List[_Msg]) -> None:
         msg.turn = turn  # 0 before the first request
 
 
+SUMMARY_PREFIX = "This session is being continued from a previous conversation"
+
+
+def _floor_parts(msgs: List[_Msg]) -> Dict[int, str]:
+    """Return id(part) -> "summary" or "conclusion" for the parts a pass pages at worst.
+
+    A compaction summary's text, and each assistant's conclusion: the last text part the
+    assistant wrote before the human's next message (or the end).
+    """
+    found: Dict[int, str] = {}
+    last: Optional[_Part] = None
+    for msg in msgs:
+        texts = [p for p in msg.parts if p.kind == "text" and p.stub_id is None]
+        if msg.human:
+            if last is not None:
+                found[id(last)] = "conclusion"
+            last = None
+        elif msg.role == "user" and (msg.summary or (texts and texts[0].text.lstrip().startswith(SUMMARY_PREFIX))):
+            for part in texts:
+                found[id(part)] = "summary"
+        elif msg.role == "assistant" and texts:
+            last = texts[-1]
+    if last is not None:
+        found[id(last)] = "conclusion"
+    return found
+
+
 def _media_inside(value: Any) -> List[Any]:
     """Return the picture/document/file parts inside a tool result's content."""
     if isinstance(value, dict):
@@ -2973,6 +3006,7 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
     used: set = set()
     _assign_ids(head + kept, used)
     _assign_units(kept, spec.units)
+    floors = _floor_parts(kept)
     blocks = []
     task_seen = False
     notes: Dict[int, List[_Part]] = {}  # the stub lines of each note a pass wrote
@@ -2992,6 +3026,8 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
             unit = part.unit
             if floor is not None and part.kind == "text" and part.stub_id is None:
                 protected = kind = floor
+            elif id(part) in floors:
+                protected = kind = floors[id(part)]
             if part.stub_id is None:
                 part.tokens = _part_tokens(part)
             else:
@@ -4279,7 +4315,8 @@ def _claude_messages(lines: List[Tuple[int, Dict[str, Any]]], repairs: List[str]
             # No message id: Claude Code's ids do not survive the Anthropic body a pass writes,
             # so every block takes a content id (tool calls keep theirs).
             msg = _Msg(role, f"line {number}", {"role": role}, [],
-                       harness=bool(obj.get("isMeta") or obj.get("isCompactSummary")))
+                       harness=bool(obj.get("isMeta") or obj.get("isCompactSummary")),
+                       summary=bool(obj.get("isCompactSummary")))
             msgs.append(msg)
             if isinstance(message_id, str):
                 by_message_id[message_id] = msg
@@ -4426,7 +4463,7 @@ def _load_codex(text: str) -> Conversation:
     msgs = [_responses_msg(item, where) for where, item in items]
     for msg in msgs:
         if msg.where.endswith("payload.message"):
-            msg.harness = True  # the compaction summary: the harness's words
+            msg.harness = msg.summary = True  # the compaction summary: the harness's words
     old = [_responses_msg(item, where) for where, item in archive]
     conv = _finish("codex", msgs, [], None, [], skipped, old or None)
     conv.other_lines = other

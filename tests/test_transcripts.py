@@ -124,7 +124,7 @@ def test_block_shape_and_unique_ids():
             assert isinstance(b["turn"], int) and isinstance(b["text"], str)
             assert b["tokens"] is None or isinstance(b["tokens"], int)
             assert isinstance(b["pinned"], bool) and isinstance(b["stub"], bool)
-            assert b["protected"] in (None, "system", "task", "human", "archived")
+            assert b["protected"] in (None, "system", "task", "human", "summary", "conclusion", "archived")
             assert b["unit"] is None or isinstance(b["unit"], str)
             assert b["id"] and not re.search('["\n\r\u2028\u2029]', b["id"])
 
@@ -250,7 +250,7 @@ def test_claude_code_branch_rebuild():
     assert "round() everywhere" not in texts and "wrap every total" not in texts  # dead end
     # The live context is the compaction summary and what follows it.
     assert live[0]["text"].startswith("This session is being") and live[0]["role"] == "user"
-    assert live[0]["protected"] is None  # the harness's summary, not the human's words
+    assert live[0]["protected"] == "summary"  # the harness's summary (paged at worst), not the human's words
     # What came before the boundary (reached through logicalParentUuid) is archived: turn 0,
     # listed first, never in the live context.
     assert "toolu_01Bash" in ids(conv) and "toolu_04Edit:result" in ids(conv)
@@ -1248,7 +1248,7 @@ def test_claude_code_subagent_log_reads_as_its_own_conversation():
                                               "content": [{"type": "text", "text": "totals.py:5"}]}})])
     conv = load(text, "claude-code")
     assert [(b["role"], b["text"], b["protected"]) for b in conv.blocks] == [
-        ("user", "find the float math", "task"), ("assistant", "totals.py:5", None)]
+        ("user", "find the float math", "task"), ("assistant", "totals.py:5", "conclusion")]
 
 
 def test_codex_without_items():
