@@ -2343,6 +2343,8 @@ class _Part:
     tokens: Optional[int] = None
     stub_id: Optional[str] = None  # id read from a stub line written by an earlier pass
     source: Optional["_Part"] = None  # for a stub line: the text part holding the lines
+    turn: int = 0                  # the turn it belongs to (see _number_turns)
+    human: bool = False            # a text a human wrote (see _is_human)
 
 
 @dataclasses.dataclass(eq=False)
@@ -2781,16 +2783,23 @@ def _runs(msgs: List[_Msg]) -> List[List[_Msg]]:
 def _assign_ids(msgs: List[_Msg], used: Optional[set] = None) -> None:
     """Give every part a unique block id (see the module docstring).
 
-    A repeated id gets ``~t<turn>`` (the turn it sits in), then ``.2``, ``.3``... within that
-    turn: turns are numbered by the human's messages, which a pass never evicts, so evicting
-    an earlier copy in another turn cannot renumber a later one.
+    A repeated native id (SWE-agent reuses tool call ids) gets ``~`` and 6 hex digits of its
+    content id.  A repeated content id (the same text again) gets ``~t<turn>`` (the turn it sits
+    in), then ``.2``, ``.3``... within that turn: turns are numbered by the human's messages,
+    which a pass never evicts, so evicting an earlier copy in another turn cannot renumber a
+    later one.
     """
     used = set() if used is None else used
 
-    def take(want: str, turn: int) -> str:
+    def take(want: str, turn: int, content: str) -> str:
         if want not in used:
             used.add(want)
             return want
+        if not want.startswith(CONTENT_ID_PREFIX):  # a native id used again (SWE-agent): by content
+            want = f"{want}~{content[len(CONTENT_ID_PREFIX):len(CONTENT_ID_PREFIX) + 6]}"
+            if want not in used:
+                used.add(want)
+                return want
         base = f"{want}~t{turn}"
         name, n = base, 1
         while name in used:
@@ -2812,7 +2821,7 @@ def _assign_ids(msgs: List[_Msg], used: Optional[set] = None) -> None:
                 want = mid
             else:
                 want = _content_id(msg.role, part.kind, part.text, part.raw)
-            part.bid = take(want, msg.turn)
+            part.bid = take(want, part.turn, _content_id(msg.role, part.kind, part.text, part.raw))
 
 def _assign_units(msgs: List[_Msg], units: Optional[Callable[[List[_Msg]], None]]) -> None:
     """Group parts that must share one directive: each call with its results, plus the format's ``units``."""
@@ -2847,15 +2856,15 @@ KNOWN_OTHER_PARTS = frozenset({"server_tool_use", "compaction", "refusal", "cont
                                "search_result"}) | RESPONSES_ITEM_TYPES
 
 
-def _is_human(msg: _Msg) -> bool:
-    """Return True if ``msg`` is a message a human wrote (see human_requests)."""
-    if msg.role != "user" or msg.harness or msg.item:
+def _is_human(msg: _Msg, part: _Part) -> bool:
+    """Return True if ``part`` of ``msg`` is text a human wrote (see human_requests).
+
+    Judged per text part, not per message: the Anthropic body a pass writes merges a user's
+    words into the user message before them (tool results, a paged note).
+    """
+    if msg.role != "user" or msg.harness or msg.item or part.kind != "text" or part.stub_id is not None:
         return False
-    texts = [p for p in msg.parts if p.kind in ("text", "media") and p.stub_id is None]
-    if not texts or any(p.kind == "result" for p in msg.parts):
-        return False
-    first = next((p.text.lstrip() for p in texts if p.kind == "text"), "")
-    return not first.startswith(HARNESS_PREFIXES)
+    return not part.text.lstrip().startswith(HARNESS_PREFIXES)
 
 
 def _is_pager_note(msg: _Msg) -> bool:
@@ -2873,14 +2882,22 @@ def _number_turns(msgs: List[_Msg]) -> None:
     """
     turn = 0
     for msg in msgs:
-        stubs = [p for p in msg.parts if p.stub_id is not None]
-        msg.human = _is_human(msg)
-        if stubs:
-            match = STUB_LINE_RE.match(stubs[-1].text)
-            turn = int(match.group(2)) if match else turn
-        elif msg.human:
-            turn += 1
-        msg.turn = turn  # 0 before the first request
+        for part in msg.parts:
+            part.human = _is_human(msg, part)
+        msg.human = any(p.human for p in msg.parts)
+        if msg.human and not any(p.stub_id is not None for p in msg.parts):
+            turn += 1  # the request opens its turn, whatever part of it comes first
+            for part in msg.parts:
+                part.turn = turn
+        else:
+            for part in msg.parts:
+                if part.stub_id is not None:
+                    match = STUB_LINE_RE.match(part.text)
+                    turn = int(match.group(2)) if match else turn
+                elif part.human:
+                    turn += 1
+                part.turn = turn
+        msg.turn = msg.parts[0].turn if msg.parts else turn  # 0 before the first request
 
 
 SUMMARY_PREFIX = "This session is being continued from a previous conversation"
@@ -2976,7 +2993,7 @@ def _archive_blocks(archive: List[_Msg], used: set) -> List[Dict[str, Any]]:
     return [{"id": part.bid, "turn": 0, "role": "tool" if part.kind == "result" else msg.role,
              "text": part.text, "tokens": _part_tokens(part), "pinned": False, "protected": ARCHIVED,
              "unit": None, "stub": False,
-             "kind": "human" if msg.human and part.kind == "text" else _part_kind_of_block(part)}
+             "kind": "human" if part.human else _part_kind_of_block(part)}
             for msg in archive for part in msg.parts if part.stub_id is None]
 
 
@@ -3015,17 +3032,14 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
             if part.source is not None:
                 notes.setdefault(id(part.source), []).append(part)
     for msg in head + kept:
-        floor = None
-        if msg.human:
-            floor = "human" if task_seen else "task"
-            task_seen = True
         for part in msg.parts:
             protected = "system" if msg.role in SYSTEM_ROLES else None
             kind = _part_kind_of_block(part)
             role = "tool" if part.kind == "result" else msg.role
             unit = part.unit
-            if floor is not None and part.kind == "text" and part.stub_id is None:
-                protected = kind = floor
+            if part.human:
+                protected = kind = "human" if task_seen else "task"
+                task_seen = True
             elif id(part) in floors:
                 protected = kind = floors[id(part)]
             if part.stub_id is None:
@@ -3037,7 +3051,7 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
                 turn = int(match.group(2)) if match else msg.turn
                 note = notes.get(id(part.source), [])
                 unit = f"note:{note[0].bid}" if len(note) > 1 else None
-            blocks.append({"id": part.bid, "turn": turn if part.stub_id is not None else msg.turn, "role": role,
+            blocks.append({"id": part.bid, "turn": turn if part.stub_id is not None else part.turn, "role": role,
                            "text": part.text, "tokens": part.tokens, "pinned": False,
                            "protected": protected, "unit": unit, "stub": part.stub_id is not None,
                            "kind": kind})
