@@ -2448,6 +2448,28 @@ def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
     return records, skipped
 
 
+DETECT_LINES = 2000  # JSONL records detection looks at: enough to tell, without parsing a huge log twice
+
+
+def _first_records(text: str, limit: int) -> Iterator[Tuple[int, Dict[str, Any]]]:
+    """Yield (line number, object) for the first ``limit`` JSONL lines that parse as objects."""
+    found = 0
+    start, number = 0, 0
+    while found < limit and start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        line, start, number = text[start:end], end + 1, number + 1
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            found += 1
+            yield number, obj
+
+
 def _compact_json(value: Any) -> str:
     """Return value as compact JSON (tool arguments in block text)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -4560,8 +4582,8 @@ def detect_format(text: str) -> str:
          d. non-empty list of objects, one of which has a Responses item ``type`` (message,
             function_call, function_call_output, reasoning, custom_tool_call...) -> ``responses``;
          e. non-empty list of objects that all have ``role`` -> chat (see 3).
-      2. Otherwise the text is read as JSONL: a line ``{type, payload}`` with a Codex line type
-         counts for ``codex``; a line with a string ``type`` and one of uuid, parentUuid,
+      2. Otherwise the text is read as JSONL (its first 2,000 records): a line ``{type, payload}``
+         with a Codex line type (or an older rollout's header, state line or bare item) counts for ``codex``; a line with a string ``type`` and one of uuid, parentUuid,
          sessionId, leafUuid, messageId counts for ``claude-code``.  More lines wins; a tie goes
          to the kind of the first counted line.  No counted line -> PagerError.
       3. Chat: a top-level ``system`` key -> ``anthropic``; else any OpenAI-only role
@@ -4589,7 +4611,7 @@ def detect_format(text: str) -> str:
             if spec.detect is not None and spec.detect(value):
                 return spec.name
     counts: Dict[str, int] = {}  # in order of the first counted line, which wins a tie
-    for _, obj in _jsonl_records(text)[0]:
+    for _, obj in _first_records(text, DETECT_LINES):
         for spec in _FORMATS.values():
             if spec.detect_line is not None and spec.detect_line(obj):
                 counts[spec.name] = counts.get(spec.name, 0) + 1
@@ -5528,6 +5550,18 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     recorded = contract_state(args.contract).values.get("pager-format") if os.path.exists(args.contract) else None
     reading = _open_history(args.history, args.format, recorded if isinstance(recorded, str) else None)
     conv = reading.conversation
+    if given is None and conv is not None:
+        # The transcript is in memory: its last request is known now, and the blocks are read once.
+        pages = PageStore.open(args.store or _default_store_path(args.contract), create=False,
+                               stub_words=args.stub_words)
+        try:
+            last = _LastRequest(pages.get if pages is not None else None)
+            for block in conv.blocks:
+                last.note(block)
+            given = last.intent()
+        finally:
+            if pages is not None:
+                pages.close()
     if conv is not None and args.keep_recent is None:
         # A transcript's turn is a human request and all the work after it: protecting the whole
         # current turn would keep everything.  Without a budget the last message stays; under
