@@ -43,6 +43,7 @@ import argparse
 import array
 import dataclasses
 import datetime
+import errno
 import hashlib
 import io
 import json
@@ -81,8 +82,13 @@ __all__ = [
     "ContractState", "check_statement", "render_pass", "read_contract_state", "contract_state",
     # transcripts
     "Conversation", "detect_format", "load", "conversation_blocks", "human_requests", "emit", "validate",
-    # the page store and the command line
-    "PageStore", "main",
+    # the page store
+    "PageStore",
+    # the library: compact in memory, a Pager across calls, recall as a tool
+    "compact", "Pager", "Compacted", "CompactReport", "recall_tool", "run_recall_tool", "RECALL_TOOL_NAME",
+    "RECALL_TOOL_DESCRIPTION",
+    # the command line
+    "main",
 ]
 
 
@@ -131,6 +137,8 @@ INDEX_SUMMARY_WORDS = 12   # words of a stub a page-index line keeps
 STORE_SUFFIX = ".pages.sqlite3"  # C.limn -> C.pages.sqlite3 beside the contract
 INDEX_FLAG = "pager_index"  # marks the page-index block --with-index prepends; passes skip it
 RECALL_COMMAND = "python3 scripts/pager.py recall"  # relative to the skill root, as SKILL.md says
+CONSOLE_SCRIPT = "prosecode-pager"  # the command pip installs (pyproject.toml)
+IMPORT_NAME = "prosecode_pager"  # the installed package: no top-level module named pager
 
 PROTECTIONS = ("pinned", "system", "recent")  # reasons a block is kept whatever its score or the budget
 # (a "task" block is kept whatever its score; under a budget it is kept first of the rest, and
@@ -516,9 +524,28 @@ def _shell_word(text: str) -> str:
     return text if re.fullmatch(r"[\w@%+=:,./-]+", text, re.ASCII) else "'" + text.replace("'", "'\\''") + "'"
 
 
+def _recall_command(argv0: Optional[str] = None) -> str:
+    """Return the recall command as the pager was run: the console script, ``-m``, else the script path.
+
+    ``argv0`` defaults to ``sys.argv[0]``.
+
+    Example:
+        >>> _recall_command("/usr/local/bin/prosecode-pager"), _recall_command("scripts/pager.py")
+        ('prosecode-pager recall', 'python3 scripts/pager.py recall')
+    """
+    if argv0 is None:
+        argv0 = sys.argv[0] if sys.argv else ""
+    name = os.path.basename(argv0 or "")
+    if name.startswith(CONSOLE_SCRIPT):
+        return f"{CONSOLE_SCRIPT} recall"
+    if name == "pager.py" and os.path.basename(os.path.dirname(argv0)) == IMPORT_NAME:
+        return f"python3 -m {IMPORT_NAME}.pager recall"  # run from the installed package
+    return RECALL_COMMAND
+
+
 def _recall_hint(block: str, contract: str, store: Optional[str]) -> str:
     """Return the command that recalls ``block``."""
-    hint = f"{RECALL_COMMAND} {_shell_word(block)} --contract {_shell_word(contract)}"
+    hint = f"{_recall_command()} {_shell_word(block)} --contract {_shell_word(contract)}"
     return hint + (f" --store {_shell_word(store)}" if store else "")
 
 
@@ -780,6 +807,7 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     for i in range(len(decisions)):
         key = units[i] if units is not None and units[i] is not None else i
         groups.setdefault(key, []).append(i)
+    table = isinstance(decisions, _DecisionTable)  # then _column gives its own columns, written in place below
     tokens, reasons = _column(decisions, "tokens"), _column(decisions, "reason")
     rs, turns, actions = _column(decisions, "R"), _column(decisions, "turn"), _column(decisions, "action")
     left = budget
@@ -819,10 +847,13 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
             action = "page"
         else:
             action = "evict"
+        reason = "budget-" + {"retain": "kept", "page": "paged", "evict": "evicted"}[action]
         for i in members:
             if action != actions[i]:
-                decisions[i] = decisions[i]._replace(action=action, reason="budget-" + {
-                    "retain": "kept", "page": "paged", "evict": "evicted"}[action])
+                if table:  # write the table's own columns: building each Decision costs more
+                    actions[i], reasons[i] = action, reason
+                else:
+                    decisions[i] = decisions[i]._replace(action=action, reason=reason)
     return budget - left
 
 
@@ -1014,9 +1045,7 @@ class _Scorer:
         if len(seen) == size:
             self._duplicate(index, block_id)
         position = len(self._ids)
-        if protected == ARCHIVED:
-            self._archived.add(position)  # not in the live context: no part of its size
-        else:
+        if protected != ARCHIVED:  # an archived block is not in the live context: no part of its size
             self.tokens_before += tokens
         if stub:
             # Never score a stub as if it were the block: score the original it stands for.
@@ -1045,16 +1074,7 @@ class _Scorer:
             self._units[position] = shared.setdefault(unit, unit)  # type: ignore[assignment]
         if self.stub_text is not None:
             self._stub_tokens.append(self._stub_cost(block_id, turn, role, kind, tokens, matched, text))
-        if pinned:
-            self._guards[position] = "pinned"
-        elif role in SYSTEM_ROLES or protected == "system":
-            self._guards[position] = "system"
-        elif protected == "task" and self.params.protect_task:
-            self._guards[position] = "task"
-        elif protected in FLOORED or (protected in PAGE_FLOORS and self.params.budget is None):
-            self._floors.add(position)
-        if kind == "media":
-            self._unpageable.add(position)
+        self._protect(position, role, kind, pinned, protected)
         if self.max_turn is None or turn > self.max_turn:
             self.max_turn = turn
         self._ids.append(block_id)
@@ -1065,6 +1085,21 @@ class _Scorer:
         self._matched.append(matched)
         self._lengths.append(len(text))
         self.texts.append(None if stub is True else self._keep_text(text, turn, matched, unit))
+
+    def _protect(self, position: int, role: str, kind: Optional[str], pinned: bool, protected: Optional[str]) -> None:
+        """Note what guards the block at ``position``: a pin, a system role, the task, a floor, a picture."""
+        if pinned:
+            self._guards[position] = "pinned"
+        elif role in SYSTEM_ROLES or protected == "system":
+            self._guards[position] = "system"
+        elif protected == "task" and self.params.protect_task:
+            self._guards[position] = "task"
+        elif protected in FLOORED or (protected in PAGE_FLOORS and self.params.budget is None):
+            self._floors.add(position)
+        elif protected == ARCHIVED:
+            self._archived.add(position)
+        if kind == "media":
+            self._unpageable.add(position)
 
     def add_all(self, first: int, blocks: List[object]) -> None:
         """Validate and record ``blocks``, the blocks at ``blocks[first:]``, one at a time."""
@@ -1374,6 +1409,8 @@ def _header_current_turn(header: Mapping[str, object]) -> Optional[int]:
         raise PagerError(f"current_turn must be an integer (got {_show(value)})")
     if value < 0:
         raise PagerError(f"current_turn must not be negative (got {value})")
+    if value > _MAX_COUNT:  # the same bound as a block's turn
+        raise PagerError(f"current_turn must be at most {_MAX_COUNT} (got {_show(value)})")
     return value
 
 
@@ -1774,31 +1811,63 @@ def _looks_cut_from_pager_name(words: List[str]) -> bool:
     return any(w not in LIMN_VOCAB and any(n.startswith(w) for n in PAGER_NAMES) for w in words)
 
 
+_LIMINATE_DECORATIVE = ",.?!"  # what Liminate's lexer strips from both ends of an unquoted word
+
+
+def _liminate_words(line: str) -> List[str]:
+    """Return the unquoted words of ``line`` as Liminate's lexer reads them.
+
+    The lexer splits at white space (``str.isspace``), ``:`` and quotes, strips
+    ``,.?!`` from both ends of a word, and lower-cases it; text after an unclosed
+    quote is no word.
+
+    Example:
+        >>> _liminate_words('ADD "b1" TO Paged-Blocks, because: "x"')
+        ['add', 'to', 'paged-blocks', 'because']
+    """
+    words = []
+    for part in line.split('"')[0::2]:
+        for chunk in part.split():
+            for word in chunk.split(":"):
+                word = word.strip(_LIMINATE_DECORATIVE).lower()
+                if word:
+                    words.append(word)
+    return words
+
+
+def _is_liminate_comment(line: str) -> bool:
+    """Return True if Liminate skips ``line``: blank, or ``--`` after leading white space."""
+    stripped = line.lstrip()
+    return not stripped or stripped.startswith("--")
+
+
 def read_contract_state(text: str) -> ContractState:
     """Return the ContractState that the pager's own statements in ``text`` describe.
 
-    Lines that are not the pager's (other tools' Liminate) are skipped. A pager
-    statement that does not parse, or that replay would reject, raises PagerError
-    naming its line.
+    Lines are split as the interpreter splits them (``str.splitlines``). Lines that
+    do not name one of the pager's lists or values, as Liminate's lexer reads the
+    words (any case, ``,.?!`` stripped), are other tools' and skipped. A line that
+    names one must be exactly a pager statement, which replay reads as the pager
+    does; any other such line (another case, punctuation, indentation), a pager
+    statement that does not parse, or one that replay would reject, raises
+    PagerError naming its line: the pager refuses rather than read a different state.
     """
     state = ContractState()
-    lines = text.split("\n")
+    lines = text.splitlines()
+    state.needs_newline = bool(text) and text[-1] not in _LINE_BREAKS
     last_index = len(lines) - 1
-    if lines[-1] == "":
-        lines.pop()
-    elif text:
-        state.needs_newline = True
     for number, raw in enumerate(lines, start=1):
-        line = raw.rstrip("\r").strip()
-        if not line:
+        line = raw.rstrip()
+        if not line.strip():
             continue
         state.empty = False
-        words = _unquoted_words(line)
-        unterminated = number - 1 == last_index
-        verb = words[0] if words else ""
-        ours = verb in ("add", "remove", "remember") and any(w in PAGER_NAMES for w in words)
+        if _is_liminate_comment(line):
+            continue
+        words = _liminate_words(line)
+        unterminated = number - 1 == last_index and state.needs_newline
+        ours = any(w in PAGER_NAMES for w in words)
         if not ours:
-            if unterminated and (line.count('"') % 2 == 1 or _looks_cut_from_pager_name(words)):
+            if unterminated and (line.count('"') % 2 == 1 or _looks_cut_from_pager_name(_unquoted_words(line))):
                 raise PagerError(f"line {number} looks cut short (no line end): {_show(line, 80)}")
             continue
         try:
@@ -1813,6 +1882,27 @@ def read_contract_state(text: str) -> ContractState:
 
 _JSON_WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
+# The largest JSON value (one block, or one header field) a history may hold, in characters.
+# Reading a value holds a few copies of it at once (the read buffer, the decoded string, its
+# UTF-8 bytes for the store's hash), so this bounds the pass's peak memory; see the README.
+MAX_BLOCK_CHARS = 1 << 26
+# Transcripts (every format but the pager's) are read whole, at about 15 times their size in
+# memory: the largest transcript file read, in bytes; convert bigger ones to the pager's format.
+MAX_TRANSCRIPT_BYTES = 1 << 27
+
+
+def _decode_problem(exc: BaseException) -> Optional[str]:
+    """Return what a JSON decoder failure that is not a syntax error means, or None.
+
+    Python's decoder raises RecursionError on values nested about a thousand deep and
+    ValueError on integers longer than its int-digit limit (4300 by default).
+    """
+    if isinstance(exc, RecursionError):
+        return "values nested too deeply (Python's JSON decoder stops near 1,000 levels)"
+    if isinstance(exc, ValueError) and not isinstance(exc, json.JSONDecodeError) and "digits" in str(exc):
+        limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
+        return f"an integer longer than {limit} digits (Python's limit for decoding one)"
+    return None
 
 
 class _JsonStream:
@@ -1824,6 +1914,7 @@ class _JsonStream:
         self.lines_before = 0  # line ends in text already dropped from buf
         self.col_before = 0    # characters after the last dropped line end
         self.dropped = 0       # characters dropped from buf: buf[i] is character dropped + i
+        self.what = "a value"  # what the next value is, for the message when it is too large
 
     def _more(self) -> bool:
         if self.eof:
@@ -1878,16 +1969,29 @@ class _JsonStream:
                 obj, end = _DECODER.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:
                 if self.pos == 0:
+                    if len(self.buf) > MAX_BLOCK_CHARS:
+                        self._too_large()
                     # The buffer holds only this unfinished value: it outgrew a chunk. Read
                     # bigger chunks so a huge value costs near-linear, not quadratic, time.
                     self.chunk = min(self.chunk * 2, 1 << 26)
                 if self._more():
                     continue
                 self.fail(exc.msg, exc.pos)
+            except (RecursionError, ValueError) as exc:
+                problem = _decode_problem(exc)
+                if problem is None:
+                    raise
+                self.fail(problem)
+            if end - self.pos > MAX_BLOCK_CHARS:
+                self._too_large()
             # A number at the very end of the buffer may continue in the next chunk.
             if end < len(self.buf) or not self._more():
                 self.pos = end
                 return obj
+
+    def _too_large(self) -> NoReturn:
+        raise PagerError(f"{self.name}: {self.what} is larger than the limit of {MAX_BLOCK_CHARS:,} "
+                         "characters of JSON (MAX_BLOCK_CHARS; see the README)")
 
 
 # Between two blocks of the list: the end of one object, a comma, and the start of the next
@@ -1949,7 +2053,7 @@ def _read_blocks(js: "_JsonStream", sink: Optional[Callable[[int, List[object]],
             else:
                 try:
                     batch = loads("[" + js.buf[js.pos: cut + 1] + "]")
-                except ValueError:
+                except (ValueError, RecursionError):  # read value by value: it names the place
                     no_batch_before = js.dropped + cut + 1
                 else:
                     if pending:
@@ -1960,6 +2064,7 @@ def _read_blocks(js: "_JsonStream", sink: Optional[Callable[[int, List[object]],
                     continue
         if not pending:
             pending_start = js.dropped + js.pos
+        js.what = f"blocks[{index + len(pending)}]"
         pending.append(js.value())
         pending_end = js.dropped + js.pos
         c = js.peek()
@@ -2013,6 +2118,7 @@ def _stream_history(fp: io.TextIOBase, name: str,
                 handed = sink is not None
                 _read_blocks(js, sink, runs if handed else None)
             else:
+                js.what = f"field {_show(key)}"
                 header[key] = js.value()
             c = js.peek()
             if c == "}":
@@ -2114,7 +2220,7 @@ class _HistorySource:
                     at += len(text)
                     try:
                         blocks = json.loads("[" + text + "]")
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         raise PagerError(changed) from None
                     if len(text) != end - start or len(blocks) != count:
                         raise PagerError(changed)
@@ -2423,11 +2529,11 @@ def _parse_json(text: str, where: str = "input") -> Any:
     """Return the parsed JSON value or raise a one-line PagerError."""
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         if isinstance(exc, json.JSONDecodeError):
             raise PagerError("%s: invalid JSON at line %d column %d (%s)"
                               % (where, exc.lineno, exc.colno, exc.msg)) from None
-        raise PagerError(f"{where}: invalid JSON ({exc})") from None
+        raise PagerError(f"{where}: invalid JSON ({_decode_problem(exc) or exc})") from None
 
 
 def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
@@ -2438,7 +2544,7 @@ def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # too deep or too long a number: unreadable too
             skipped += 1
             continue
         if isinstance(obj, dict):
@@ -2463,7 +2569,7 @@ def _first_records(text: str, limit: int) -> Iterator[Tuple[int, Dict[str, Any]]
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # too deep or too long a number: unreadable too
             continue
         if isinstance(obj, dict):
             found += 1
@@ -2669,7 +2775,7 @@ def _part_text(part: Any) -> str:
         return text if isinstance(text, str) else ""
     if kind == "refusal":
         return str(part.get("refusal", ""))
-    if kind in MEDIA_PART_TYPES:
+    if isinstance(kind, str) and kind in MEDIA_PART_TYPES:
         return _media_label(part)
     return f"[{kind}]" if isinstance(kind, str) else _compact_json(part)
 
@@ -2699,7 +2805,7 @@ def _output_text(output: Any) -> str:
     if isinstance(output, str) and output.startswith("{"):
         try:
             decoded = json.loads(output)
-        except ValueError:
+        except (ValueError, RecursionError):
             decoded = None
         if isinstance(decoded, dict) and isinstance(decoded.get("output"), str):
             meta = decoded.get("metadata")
@@ -2952,7 +3058,7 @@ def _floor_parts(msgs: List[_Msg]) -> Dict[int, str]:
 def _media_inside(value: Any) -> List[Any]:
     """Return the picture/document/file parts inside a tool result's content."""
     if isinstance(value, dict):
-        if value.get("type") in MEDIA_PART_TYPES:
+        if isinstance(value.get("type"), str) and value["type"] in MEDIA_PART_TYPES:
             return [value]
         return _media_inside(value.get("content")) if "content" in value else []
     if isinstance(value, list):
@@ -3094,7 +3200,8 @@ def _is_responses_value(value: Any) -> bool:
     if isinstance(value, dict):
         return (not isinstance(value.get("blocks"), list) and isinstance(value.get("input"), (list, str))
                 and "messages" not in value)
-    return _is_item_list(value) and any(x.get("type") in RESPONSES_ITEM_TYPES for x in value)
+    return _is_item_list(value) and any(isinstance(x.get("type"), str) and x["type"] in RESPONSES_ITEM_TYPES
+                                        for x in value)
 
 
 def _chat_messages(value: Any) -> Optional[Tuple[List[Any], bool]]:
@@ -3108,6 +3215,11 @@ def _chat_messages(value: Any) -> Optional[Tuple[List[Any], bool]]:
     return None
 
 
+def _str_in(value: Any, names: Container[str]) -> bool:
+    """Return True if ``value`` is a string in ``names`` (an object or list from the input is no name)."""
+    return isinstance(value, str) and value in names
+
+
 def _chat_kind(messages: List[Any], has_system: bool) -> str:
     """Return ``anthropic`` or ``openai`` for a chat message list (rule 3 of detect_format)."""
     if has_system:
@@ -3116,11 +3228,11 @@ def _chat_kind(messages: List[Any], has_system: bool) -> str:
     for msg in messages:
         if not isinstance(msg, dict):
             continue
-        if msg.get("role") in OPENAI_MARKER_ROLES or any(f in msg for f in OPENAI_MARKER_FIELDS):
+        if _str_in(msg.get("role"), OPENAI_MARKER_ROLES) or any(f in msg for f in OPENAI_MARKER_FIELDS):
             return "openai"
         content = msg.get("content")
         for part in content if isinstance(content, list) else ():
-            kind = part.get("type") if isinstance(part, dict) else None
+            kind = part.get("type") if isinstance(part, dict) and isinstance(part.get("type"), str) else None
             if kind in OPENAI_MARKER_PARTS:
                 return "openai"
             if kind in ANTHROPIC_MARKER_BLOCKS:
@@ -3137,7 +3249,7 @@ def _is_chat(kind: str) -> Callable[[Any], bool]:
 
 
 def _is_codex_line(obj: Dict[str, Any]) -> bool:
-    return obj.get("type") in CODEX_LINE_TYPES and "payload" in obj
+    return isinstance(obj.get("type"), str) and obj["type"] in CODEX_LINE_TYPES and "payload" in obj
 
 
 def _is_claude_line(obj: Dict[str, Any]) -> bool:
@@ -4221,14 +4333,14 @@ def _result_ids(obj: Dict[str, Any]) -> List[str]:
     """Return the tool_use ids a user line answers."""
     content = obj["message"].get("content")
     return [b.get("tool_use_id") for b in content if isinstance(b, dict)
-            and b.get("type") == "tool_result"] if isinstance(content, list) else []
+            and b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str)] if isinstance(content, list) else []
 
 
 def _use_ids(obj: Dict[str, Any]) -> List[str]:
     """Return the tool_use ids an assistant line calls."""
     content = obj["message"].get("content")
     return [b.get("id") for b in content if isinstance(b, dict)
-            and b.get("type") == "tool_use"] if isinstance(content, list) else []
+            and b.get("type") == "tool_use" and isinstance(b.get("id"), str)] if isinstance(content, list) else []
 
 
 def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, Tuple[int, Dict[str, Any]]],
@@ -4265,9 +4377,9 @@ def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, T
             repairs.append('line %d: parent "%s" is not in the file; the branch starts there'
                            % (number, parent))
     low = boundary[0] if boundary is not None else 0
-    uuids = {o.get("uuid") for o in branch.values()}
+    uuids = {o.get("uuid") for o in branch.values() if isinstance(o.get("uuid"), str)}
     message_ids = {o["message"].get("id") for o in branch.values()
-                   if o["type"] == "assistant"} - {None}
+                   if o["type"] == "assistant" and isinstance(o["message"].get("id"), str)}
     calls = {i for o in branch.values() if o["type"] == "assistant" for i in _use_ids(o)}
     answered = {i for o in branch.values() if o["type"] == "user" for i in _result_ids(o)}
     grew = True
@@ -4275,10 +4387,10 @@ def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, T
         grew = False
         for number, obj in records:
             if (number <= low or number in branch or not _is_conversation_line(obj, sidechain)
-                    or obj.get("parentUuid") not in uuids):
+                    or not _str_in(obj.get("parentUuid"), uuids)):
                 continue
             if obj["type"] == "assistant":
-                if obj["message"].get("id") not in message_ids:
+                if not _str_in(obj["message"].get("id"), message_ids):
                     continue
                 calls.update(_use_ids(obj))
             else:
@@ -4287,7 +4399,8 @@ def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, T
                     continue
                 answered.update(ids)
             branch[number] = obj
-            uuids.add(obj.get("uuid"))
+            if isinstance(obj.get("uuid"), str):
+                uuids.add(obj["uuid"])
             grew = True
     return sorted(branch.items()), boundary
 
@@ -4428,8 +4541,8 @@ def _is_codex_record(obj: Dict[str, Any]) -> bool:
     if _is_codex_line(obj) or _is_codex_header(obj) or set(obj) == {"record_type"}:
         return True
     kind = obj.get("type")
-    return (kind in RESPONSES_ITEM_TYPES or kind in CODEX_SKIPPED_ITEMS) and "payload" not in obj \
-        and not any(k in obj for k in CLAUDE_MARKER_KEYS)
+    return isinstance(kind, str) and (kind in RESPONSES_ITEM_TYPES or kind in CODEX_SKIPPED_ITEMS) \
+        and "payload" not in obj and not any(k in obj for k in CLAUDE_MARKER_KEYS)
 
 
 def _codex_usage(payload: Dict[str, Any]) -> Optional[int]:
@@ -4460,7 +4573,7 @@ def _load_codex(text: str) -> Conversation:
     usage: List[int] = []
     for number, obj in records:
         kind, payload = obj.get("type"), obj.get("payload")
-        if "payload" not in obj and kind in RESPONSES_ITEM_TYPES | set(CODEX_SKIPPED_ITEMS):
+        if "payload" not in obj and isinstance(kind, str) and kind in RESPONSES_ITEM_TYPES | set(CODEX_SKIPPED_ITEMS):
             kind, payload = "response_item", obj  # an older rollout's bare item
         if kind not in ("response_item", "compacted"):
             name = "record_type" if "record_type" in obj else "header" if _is_codex_header(obj) else str(kind)
@@ -4604,7 +4717,7 @@ def detect_format(text: str) -> str:
     whole_error = None
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         whole_error = exc
     else:
         for spec in _FORMATS.values():
@@ -4621,6 +4734,9 @@ def detect_format(text: str) -> str:
     if isinstance(whole_error, json.JSONDecodeError):
         raise PagerError(f"not a known history format: invalid JSON at line {whole_error.lineno} column "
                          f"{whole_error.colno} ({whole_error.msg}) and no line is a Claude Code or Codex record")
+    problem = _decode_problem(whole_error) if whole_error is not None else None
+    if problem is not None:
+        raise PagerError(f"not a known history format: the JSON holds {problem}")
     if whole_error is None and isinstance(value, dict):
         keys = ", ".join(_show(k) for k in list(value)[:6])
         raise PagerError(f"not a known history format: a JSON object with keys {keys or '(none)'} matches "
@@ -4651,6 +4767,23 @@ def conversation_blocks(conv: Conversation) -> List[Dict[str, Any]]:
     Each has exactly the keys id, turn, role, text, tokens, pinned, protected, unit and stub.
     """
     return [dict(block) for block in conv.blocks]
+
+
+def _transcript_params(conv: Optional[Conversation], params: Params) -> Params:
+    """Return ``params`` for a pass over ``conv``: what "recent" means in a transcript, unless keep_recent is given.
+
+    A transcript's turn is a human request and all the work after it: protecting the whole
+    current turn would keep everything.  Without a budget the last message's own blocks stay
+    (its trailing blocks that are not stubs); under a budget nothing is protected for being
+    recent (the budget keeps the best, newest first).
+    """
+    if conv is None or params.keep_recent is not None:
+        return params
+    final = conv._msgs[-1].parts if conv._msgs else []
+    fresh = 0
+    while fresh < len(final) and final[len(final) - 1 - fresh].stub_id is None:
+        fresh += 1
+    return dataclasses.replace(params, keep_recent=0 if params.budget is not None else fresh)
 
 
 def human_requests(conv: Conversation) -> List[Dict[str, Any]]:
@@ -4745,7 +4878,7 @@ def _agreed_format(text: str, detected: str, recorded: Optional[str]) -> str:
     if spec.emits_as == "anthropic" and detected == "openai":
         try:
             found = _chat_messages(json.loads(text))
-        except ValueError:
+        except (ValueError, RecursionError):
             found = None
         if found is not None and _chat_kind(*found) == "openai" and all(
                 isinstance(m, dict) and m.get("role") in ANTHROPIC_ROLES
@@ -4766,6 +4899,14 @@ def _open_history(path: str, fmt: str, recorded: Optional[str] = None) -> _Readi
             raise PagerError(f"{source.name}: the contract's session is in {recorded} format, but this history is "
                              "in the pager's own format; pass --format to say which, or use another contract")
         return _Reading("pager", fmt == "auto", source, None)
+    try:
+        size = len(source._stdin) if source._stdin is not None else os.path.getsize(path)
+    except OSError:
+        size = 0  # read_text says what is wrong with the path
+    if size > MAX_TRANSCRIPT_BYTES:
+        raise PagerError(f"{source.name}: a {'transcript' if fmt == 'auto' else fmt + ' history'} is read whole, "
+                         f"and this one is {size:,} bytes; the limit is {MAX_TRANSCRIPT_BYTES:,} "
+                         "(MAX_TRANSCRIPT_BYTES; see the README)")
     text = source.read_text()
     detected = fmt == "auto"
     try:
@@ -4814,39 +4955,106 @@ def _text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+_STORE_COLUMNS = ("block", "turn", "role", "kind", "tokens", "keywords", "sha256", "paged_at", "summary", "text")
+
+
+def _store_error(path: str, exc: sqlite3.Error, doing: str) -> PagerError:
+    """Return the one-line PagerError for an SQLite failure while ``doing`` something to the store."""
+    if "full" in str(exc):  # SQLITE_FULL: "database or disk is full"
+        return PagerError(f"{path}: no space left while {doing} the page store")
+    return PagerError(f"{path}: can't use the page store while {doing} it ({exc})")
+
+
+def _refuse_link(path: str, what: str) -> None:
+    """Raise PagerError if ``path`` is a symbolic link: the pager never writes through one."""
+    if os.path.islink(path):
+        raise PagerError(f"{path}: the {what} is a symbolic link; the pager does not follow links "
+                         "(name the file itself)")
+
+
 class PageStore:
-    """The SQLite file holding paged blocks' original text; owner-only, deleted rows zeroed."""
+    """The SQLite file holding paged blocks' original text; owner-only, evicted text wiped.
+
+    Deleted rows are zeroed (``secure_delete``) and, once a pass has deleted or replaced
+    rows, the file is rebuilt (``VACUUM``) so no older copy of a text stays in free
+    space; the rollback journal is deleted at each commit (no WAL file to linger).
+    """
 
     def __init__(self, path: str, connection: sqlite3.Connection) -> None:
         self.path, self._db = path, connection
         self.stub_words = DEFAULT_STUB_WORDS  # for summaries of pages stored without one
+        self.created = False  # this process created the file (a failed pass removes it)
+        self.wiped = False    # rows were deleted or replaced since the last VACUUM
 
     @classmethod
     def open(cls, path: str, create: bool, stub_words: int = DEFAULT_STUB_WORDS) -> Optional["PageStore"]:
-        """Open the store at ``path``; create it (mode 0600) if ``create``, else return None if absent."""
+        """Open the store at ``path``; create it (mode 0600) if ``create``, else return None if absent.
+
+        An existing file must already be a page store (an SQLite file with the pages
+        table), or empty: nothing is written into any other file.
+        """
+        _refuse_link(path, "page store")
+        created = False
         if not os.path.exists(path):
             if not create:
                 return None
             try:
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600))
+                created = True
             except FileExistsError:
                 pass  # another pass created it first
             except OSError as exc:
                 raise PagerError(f"{path}: can't create the page store ({exc.strerror})") from None
         elif os.path.isdir(path):
             raise PagerError(f"{path}: is a directory, not a page store")
+        elif not create and os.path.getsize(path) == 0:
+            return None  # created by a pass that stopped before it stored anything
         try:
             db = sqlite3.connect(path, isolation_level=None, timeout=30)
-            db.execute("PRAGMA secure_delete = ON")  # evicted text must not linger in free pages
-            db.execute("PRAGMA synchronous = FULL")
-            db.executescript(_STORE_SCHEMA)
-            db.execute("SELECT block, turn, role, kind, tokens, keywords, sha256, paged_at, summary, text "
-                       "FROM pages LIMIT 0")
         except sqlite3.Error as exc:
             raise PagerError(f"{path}: not a usable page store ({exc})") from None
-        store = cls(path, db)
-        store.stub_words = stub_words
+        try:
+            store = cls._checked(path, db, create)
+        except BaseException:
+            db.close()
+            if created:
+                os.unlink(path)
+            raise
+        store.stub_words, store.created = stub_words, created
         return store
+
+    @classmethod
+    def _checked(cls, path: str, db: sqlite3.Connection, create: bool) -> "PageStore":
+        """Return the store over ``db`` once its schema and journal mode are the pager's."""
+        try:
+            tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            if tables != ["pages"] and (tables or not create):
+                raise PagerError(f"{path}: not the pager's page store (it holds the tables "
+                                 f"{', '.join(map(_show, tables)) or '(none)'}, not just pages)")
+            if tables:
+                columns = tuple(row[1] for row in db.execute("PRAGMA table_info(pages)"))
+                if columns != _STORE_COLUMNS:
+                    raise PagerError(f"{path}: not the pager's page store (its pages table has other columns)")
+            db.execute("PRAGMA secure_delete = ON")  # deleted rows are zeroed where they lie
+            db.execute("PRAGMA synchronous = FULL")
+            # A store another program switched to WAL keeps old pages in the -wal file: switch back
+            # (which checkpoints and removes it), or refuse when that program still holds it open.
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "delete":
+                busy = f"{path}: the page store is in another journal mode and open elsewhere; close the other program first"
+                db.execute("PRAGMA busy_timeout = 1000")  # the other program may be about to close it
+                try:
+                    if db.execute("PRAGMA journal_mode = DELETE").fetchone()[0] != "delete":
+                        raise PagerError(busy)
+                except sqlite3.OperationalError:
+                    raise PagerError(busy) from None
+                db.execute("PRAGMA busy_timeout = 30000")
+            if not tables:
+                db.executescript(_STORE_SCHEMA)
+        except sqlite3.Error as exc:
+            if "full" in str(exc):
+                raise _store_error(path, exc, "creating") from None
+            raise PagerError(f"{path}: not a usable page store ({exc})") from None
+        return cls(path, db)
 
     def get(self, block: str) -> Optional[StoredPage]:
         """Return the stored page of ``block``, or None."""
@@ -4871,14 +5079,37 @@ class PageStore:
 
     def put_rows(self, rows: List[tuple]) -> None:
         """Insert or replace rows in the table's column order, keywords as a JSON list."""
-        self._db.executemany("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        before = self._db.total_changes
+        try:
+            self._db.executemany("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            # A replaced row counts twice (its delete, then the insert): its old text needs wiping.
+            if self._db.total_changes - before > len(rows):
+                self.wiped = True
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc, "writing") from None
 
     def commit(self) -> None:
-        self._db.execute("COMMIT")
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc, "writing") from None
 
     def rollback(self) -> None:
-        if self._db.in_transaction:
-            self._db.execute("ROLLBACK")
+        try:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # SQLite rolls back a failed transaction itself when it can't be asked to
+
+    def discard(self) -> None:
+        """Close the store and remove its file if this process created it (a failed first pass)."""
+        self.close()
+        if self.created:
+            for path in (self.path, self.path + "-journal"):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
 
     def keep_only(self, keep: Iterable[str], among: Optional[Iterable[str]] = None) -> int:
         """Delete every page whose block is not in ``keep``; return how many went.
@@ -4889,11 +5120,28 @@ class PageStore:
         keep = set(keep)
         rows = ((b,) for b in among) if among is not None else self._db.execute("SELECT block FROM pages")
         gone = [b for (b,) in rows if b not in keep]
-        if gone:
-            self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany("DELETE FROM pages WHERE block = ?", [(b,) for b in gone])
-            self._db.execute("COMMIT")
+        try:
+            if gone:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany("DELETE FROM pages WHERE block = ?", [(b,) for b in gone])
+                self._db.execute("COMMIT")
+                self.wiped = True
+            self.wipe()
+        except sqlite3.Error as exc:
+            self.rollback()
+            raise _store_error(self.path, exc, "removing evicted pages from") from None
         return len(gone)
+
+    def wipe(self) -> None:
+        """Rebuild the file if rows were deleted or replaced: no old copy of a text stays in it.
+
+        ``secure_delete`` zeroes a deleted row where it lies, but SQLite moves rows
+        between pages as the tree rebalances, leaving earlier copies in free space of
+        pages still in use; VACUUM writes every page afresh from the live rows.
+        """
+        if self.wiped:
+            self._db.execute("VACUUM")
+            self.wiped = False
 
     def close(self) -> None:
         self._db.close()
@@ -4909,9 +5157,13 @@ def _verified_text(page: StoredPage, store: str) -> str:
 # ===== The contract file =====
 
 
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # where the platform has it: never open through a link
+
+
 def _read_contract_bytes(path: str) -> Optional[bytes]:
+    _refuse_link(path, "contract")
     try:
-        with open(path, "rb") as fh:
+        with open(os.open(path, os.O_RDONLY | _O_NOFOLLOW), "rb") as fh:
             return fh.read()
     except FileNotFoundError:
         return None
@@ -4979,6 +5231,8 @@ def _append_pieces(fd: int, pieces: List[bytes], size: int, path: str) -> None:
                 views[first] = views[first][written:]
     except OSError as exc:
         os.ftruncate(fd, size)
+        if exc.errno == errno.ENOSPC:
+            raise PagerError(f"{path}: no space left while writing the contract; contract left as it was") from None
         raise PagerError(f"{path}: write failed ({exc.strerror}); contract left as it was") from None
 
 
@@ -5013,31 +5267,66 @@ class _LockedContract:
         self._size = 0
 
     def __enter__(self) -> "_LockedContract":
-        if os.path.isdir(self.path):
-            raise PagerError(f"{self.path}: is a directory, not a contract file")
-        existed = os.path.exists(self.path)
+        while not self._open_and_lock():
+            pass
         try:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        except OSError as exc:
-            raise PagerError(f"{self.path}: can't open for writing ({exc.strerror})") from None
-        try:
-            if fcntl is not None:
-                fcntl.flock(self._fd, fcntl.LOCK_EX)
             self._size = os.fstat(self._fd).st_size
-            self._created = not existed and self._size == 0
+            self._created = self._created and self._size == 0
             self.state = _state_of(self.path, _decode_contract(self.path, _read_fd(self._fd, self._size)))
         except BaseException:
             self._release(failed=True)
             raise
         return self
 
+    def _open_and_lock(self) -> bool:
+        """Open and lock the contract; return False (and close) if the path no longer names that file.
+
+        A pass that created the file and failed removes it; a pass that opened it in
+        between must not append to the removed file, so it opens the path again.
+        """
+        _refuse_link(self.path, "contract")
+        if os.path.isdir(self.path):
+            raise PagerError(f"{self.path}: is a directory, not a contract file")
+        existed = os.path.exists(self.path)
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | _O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # a link put there after the check above
+                raise PagerError(f"{self.path}: the contract is a symbolic link; the pager does not "
+                                 "follow links (name the file itself)") from None
+            raise PagerError(f"{self.path}: can't open for writing ({exc.strerror})") from None
+        try:
+            if fcntl is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                same = os.stat(self.path, follow_symlinks=False).st_ino == os.fstat(self._fd).st_ino
+            except FileNotFoundError:
+                same = False
+        except BaseException:
+            os.close(self._fd)
+            raise
+        if not same:
+            os.close(self._fd)
+            return False
+        self._created = not existed
+        return True
+
     def append(self, payload: _Payload) -> None:
         """Append ``payload``'s pieces (one ``writev`` for up to _IOV_MAX of them), then fsync."""
         _append_pieces(self._fd, payload.pieces, self._size, self.path)
-        os.fsync(self._fd)
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            os.ftruncate(self._fd, self._size)
+            raise PagerError(f"{self.path}: write failed ({exc.strerror}); contract left as it was") from None
         if self._created:
             _fsync_dir(self.path)
         self._appended = True
+
+    @property
+    def appended(self) -> bool:
+        """Whether this lock's append went through."""
+        return self._appended
 
     def fileno(self) -> int:
         return self._fd
@@ -5084,7 +5373,10 @@ def _normalize_now(text: Optional[str]) -> str:
             raise PagerError(f"--now must be an ISO-8601 timestamp like 2026-05-17T03:08:12+00:00 (got {_show(text)})") from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=datetime.timezone.utc)
-        moment = moment.astimezone(datetime.timezone.utc)
+        try:
+            moment = moment.astimezone(datetime.timezone.utc)
+        except OverflowError:  # e.g. 9999-12-31T23:59:59-23:59 is past year 9999 in UTC
+            raise PagerError(f"--now is out of range once converted to UTC (got {_show(text)})") from None
     return moment.isoformat()
 
 
@@ -5254,17 +5546,19 @@ def _index_block(pages: List[StoredPage], contract_hint: str) -> Dict[str, objec
     return {"id": "pager-index", "turn": 0, "role": "system", "text": text, INDEX_FLAG: True}
 
 
-def _index_reserve(args: argparse.Namespace, store: Optional[PageStore], seen: Container[str]) -> int:
+def _index_reserve(args: argparse.Namespace, locked: Optional[_LockedContract], store: Optional[PageStore],
+                   seen: Container[str]) -> int:
     """Return the tokens the emitted page index takes beyond this history's own pages.
 
     Its header, plus the lines of blocks that earlier passes paged and this history
-    does not hold (as the contract reads now); each page of this history prices its
-    own line. Read before the pass takes its lock: a concurrent pass may shift it.
+    does not hold (as the contract reads under the pass's lock); each page of this
+    history prices its own line.
     """
     if not args.with_index:
         return 0
     header = _index_header(10 ** 6, _recall_hint("ID", args.contract, args.store))
-    earlier = [b for b, a in contract_state(args.contract).directives.items() if a == "page" and b not in seen]
+    state = locked.state if locked is not None else contract_state(args.contract)
+    earlier = [b for b, a in state.directives.items() if a == "page" and b not in seen]
     pages = [p for p in (store.get(b) for b in earlier) if p is not None] if store is not None else []
     return estimate_tokens(header) + sum(estimate_tokens(line) + 1 for line in index_lines(pages))
 
@@ -5318,68 +5612,842 @@ def _transcript_directives(plan: PassPlan, store: Optional[PageStore],
     return out
 
 
-def _record_pass(args: argparse.Namespace, plan: PassPlan, reading: _Reading, store: Optional[PageStore],
-                 store_path: str, now: str, render: Callable[[ContractState], _Payload]):
+def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPlan, reading: _Reading,
+                 store: Optional[PageStore], store_path: str, now: str, render: Callable[[ContractState], _Payload]):
     """Store new pages, append the contract, write the compacted history: in that order, under the lock.
 
     The store commits before the contract append, so a block the contract lists as
     paged is always recallable; rows the contract does not list as paged are
     deleted after the append (a crash in between leaves harmless rows, which the
-    next pass removes).
+    next pass removes). A failure before the append leaves every file as it was:
+    the store's transaction rolls back, and a store this pass created is removed.
     """
+    state = locked.state
+    needs_text = any(a == "page" and not stub for a, stub in zip(_column(plan.decisions, "action"),
+                                                                 _column(plan.decisions, "stub")))
+    if store is None and needs_text:
+        store = PageStore.open(store_path, create=True, stub_words=plan.params.stub_words)
+    stored = 0
+    work = None
     blocks_file = None
-    with _LockedContract(args.contract) as locked:
-        state = locked.state
-        needs_text = any(a == "page" and not stub for a, stub in zip(_column(plan.decisions, "action"),
-                                                                     _column(plan.decisions, "stub")))
-        if store is None and needs_text:
-            store = PageStore.open(store_path, create=True, stub_words=plan.params.stub_words)
-        stored = 0
-        work = None
-        try:
-            with _file_beside(args.emit) as out:
-                if store is not None:
-                    store.begin()
-                hint = lambda block: _recall_hint(block, args.contract, args.store)  # noqa: E731
-                transcript = reading.conversation
-                if needs_text or out is not None:
-                    if out is not None and transcript is None:
-                        blocks_file = tempfile.TemporaryFile("w+", encoding="utf-8")
-                    work = _Materializer(plan, store, now, plan.params.stub_words, hint, blocks_file)
-                    work.run(reading.source)
-                    stored = work.stored
-                if plan.texts is not None:
-                    plan.texts.clear()  # stored: let the memory go before the contract is rendered
-                final = _final_directives(state, plan)
-                if out is not None and transcript is not None:
-                    compacted = emit(transcript, _transcript_directives(plan, store, hint))
-                    problems = validate(transcript.emit_format, compacted)
-                    if problems:  # the emitter must never write what the API rejects
-                        raise AssertionError(f"emitted {transcript.emit_format} history is invalid: {problems[:3]}")
-                    json.dump(compacted, out, ensure_ascii=False, indent=1)
-                    out.write("\n")
-                elif out is not None:
-                    index = None
-                    if args.with_index:
-                        index = _index_block(_paged_pages(final, store, store_path),
-                                             _recall_hint("ID", args.contract, args.store))
-                    _write_pager_history(out, plan.header, blocks_file, index)  # type: ignore[arg-type]
-                payload = render(state)
-                if store is not None:
-                    store.commit()
-                locked.append(payload)
-        except BaseException:
+    try:
+        with _file_beside(args.emit) as out:
             if store is not None:
-                store.rollback()
-            raise
-        finally:
-            if blocks_file is not None:
-                blocks_file.close()
-        if store is not None:
-            # Rows this pass added are all pages; only rows found before it can be stale.
+                store.begin()
+            hint = lambda block: _recall_hint(block, args.contract, args.store)  # noqa: E731
+            transcript = reading.conversation
+            if needs_text or out is not None:
+                if out is not None and transcript is None:
+                    blocks_file = tempfile.TemporaryFile("w+", encoding="utf-8")
+                work = _Materializer(plan, store, now, plan.params.stub_words, hint, blocks_file)
+                work.run(reading.source)
+                stored = work.stored
+            if plan.texts is not None:
+                plan.texts.clear()  # stored: let the memory go before the contract is rendered
+            final = _final_directives(state, plan)
+            if out is not None and transcript is not None:
+                compacted = emit(transcript, _transcript_directives(plan, store, hint))
+                problems = validate(transcript.emit_format, compacted)
+                if problems:  # the emitter must never write what the API rejects...
+                    kept = validate(transcript.emit_format, emit(transcript, {}))
+                    if kept:  # ...unless the history itself, written back whole, breaks the API's rules
+                        raise PagerError(f"{reading.source.name}: the history breaks the {transcript.emit_format} "
+                                         f"API's rules, so no valid compacted history can be written: {kept[0]}")
+                    raise AssertionError(f"emitted {transcript.emit_format} history is invalid: {problems[:3]}")
+                json.dump(compacted, out, ensure_ascii=False, indent=1)
+                out.write("\n")
+            elif out is not None:
+                index = None
+                if args.with_index:
+                    index = _index_block(_paged_pages(final, store, store_path),
+                                         _recall_hint("ID", args.contract, args.store))
+                _write_pager_history(out, plan.header, blocks_file, index)  # type: ignore[arg-type]
+            payload = render(state)
+            if out is not None:  # on disk before the contract says the pass happened
+                out.flush()
+                os.fsync(out.fileno())
+            if store is not None:
+                store.commit()
+            locked.append(payload)
+    except BaseException as exc:
+        if store is not None and not locked.appended:
+            store.rollback()
+            if store.created:
+                store.discard()
+        if isinstance(exc, OSError):  # the compacted history or a temporary file could not be written
+            what = "no space left" if exc.errno == errno.ENOSPC else f"write failed ({exc.strerror})"
+            after = ("the contract holds the whole pass, but the file was not replaced" if locked.appended
+                     else "nothing was changed")
+            raise PagerError(f"{args.emit or tempfile.gettempdir()}: {what} while writing the compacted "
+                             f"history; {after}") from None
+        raise
+    finally:
+        if blocks_file is not None:
+            blocks_file.close()
+    if store is not None:
+        # Rows this pass added are all pages; only rows found before it can be stale.
+        try:
             store.keep_only((b for b, a in final.items() if a == "page"),
                             among=list(work.known) if work is not None else None)
+        except PagerError as exc:
+            raise PagerError(f"{exc}; the contract holds the whole pass, and the next pass "
+                             "removes the pages it no longer lists") from None
     return state, payload, stored, store
+
+
+def _not_paged(block: str, action: Optional[str]) -> str:
+    """Return why ``block`` can't be recalled: its directive (``action``, None if never seen) is not page."""
+    where = "was never seen by the pager" if action is None else f"is {LIST_OF_ACTION[action].split('-')[0]}"
+    return f"block {_show(block)} is not paged (it {where})"
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Return True if paths ``a`` and ``b`` name one file: the same inode, or (not yet made) the same path."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _check_paths(history: Optional[str], contract: str, store: Optional[str], emit: Optional[str]) -> None:
+    """Refuse output paths the pass must not write: links, folders, missing folders, one file twice.
+
+    Checked before anything is read or written, so a refusal leaves every file as it was.
+    """
+    for path in (history, contract, store, emit):
+        if path is not None:
+            try:
+                path.encode("utf-8")
+            except UnicodeEncodeError:  # bytes that are not UTF-8, kept by Python as surrogates
+                raise PagerError(f"{_show(path)}: a path must be valid UTF-8") from None
+    _refuse_link(contract, "contract")
+    if store is not None:
+        _refuse_link(store, "page store")
+    if emit is not None:
+        _refuse_link(emit, "--emit path")
+        if os.path.isdir(emit):
+            raise PagerError(f"{emit}: --emit names a directory; name the file to write")
+        parent = os.path.dirname(os.path.abspath(emit))
+        if not os.path.isdir(parent):
+            raise PagerError(f"{emit}: --emit's folder {_show(parent)} does not exist")
+    named = [(what, path) for what, path in (("--history", history if history != "-" else None),
+                                             ("--contract", contract), ("the page store", store),
+                                             ("--emit", emit)) if path is not None]
+    for i, (what, path) in enumerate(named):
+        for other, other_path in named[i + 1:]:
+            if _same_file(path, other_path):
+                raise PagerError(f"{other_path}: {other} and {what} name the same file; give each its own")
+
+
+def _recorded_stub_words(state: ContractState) -> int:
+    words = state.values.get("pager-stub-words")
+    return words if _is_int(words) and words > 0 else DEFAULT_STUB_WORDS  # type: ignore[return-value]
+
+
+def _resolve_store(contract: str, store: Optional[str], state: ContractState) -> str:
+    """Return the page store's path: ``store`` if given, else the contract's pager-store value, else the default."""
+    recorded = state.values.get("pager-store")
+    return store or (recorded if isinstance(recorded, str) else _default_store_path(contract))
+
+
+def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: str
+                  ) -> Tuple[str, List[StoredPage], List[str]]:
+    """Bring paged blocks back: their exact text (checked against its SHA-256), the page-in recorded.
+
+    Under the contract's lock: every id must be listed as paged, its text is read from the
+    store, and ``remove``/``add`` statements move it to the retained list, with ``last-recall``.
+    Returns the store's path, the pages and their texts, in the order of ``ids`` (repeats once).
+    """
+    ids = list(dict.fromkeys(ids))
+    for block in ids:
+        _check_quotable(block, f"recall id {_show(block)}")
+    _refuse_link(contract, "contract")
+    if not os.path.exists(contract):
+        raise PagerError(f"{contract}: no such contract")
+    with _LockedContract(contract) as locked:
+        state = locked.state
+        for block in ids:
+            action = state.directives.get(block)
+            if action != "page":
+                raise PagerError(f"{contract}: {_not_paged(block, action)}")
+        store_path = _resolve_store(contract, store, state)
+        _check_paths(None, contract, store_path, None)
+        opened = PageStore.open(store_path, create=False, stub_words=_recorded_stub_words(state))
+        if opened is None:
+            raise PagerError(f"{store_path}: the page store does not exist")
+        try:
+            pages = _paged_pages({block: "page" for block in ids}, opened, store_path)
+            texts = [_verified_text(page, store_path) for page in pages]
+        finally:
+            opened.close()
+        statements = []
+        for block in ids:
+            statements.append(_statement_remove(block, "page", "recalled"))
+            statements.append(_statement_add(block, "retain", "recalled"))
+        statements.append(_statement_value("last-recall", now))
+        _check_statements(statements)
+        locked.append(_encode_batches(state, [statements]))
+    return store_path, pages, texts
+
+
+# ===== Library: compact, Pager, the recall tool =====
+#
+# The engine for code that holds a conversation as Python objects: a framework's message list
+# before a model call.  ``compact(messages, budget=...)`` takes a Chat Completions message list
+# (or request body), an Anthropic ``{"system", "messages"}`` dict or bare list, a Responses
+# input list (or body) or the pager's own ``{"blocks": [...]}`` dict, and returns the same shape
+# with the pass applied, plus a report.  The decisions are the CLI's for the same input and flags.
+#
+# A ``Pager`` keeps what one agent needs between calls: the pages (in memory unless a contract or
+# a store is given, so nothing is written by default) and a cache of each block's scoring
+# features, keyed by every field of the block and by the pass settings that shape them, so a
+# conversation that grew by a few messages costs the new blocks' scoring plus a walk over the
+# rest.  Stubs name the recall tool (``RECALL_TOOL_NAME``); ``Pager.run_tool_call`` executes such
+# a call and answers in the API's own tool-result shape, an error result for a bad id.
+
+RECALL_TOOL_NAME = "recall_pages"
+RECALL_TOOL_DESCRIPTION = ("Return the exact original text of blocks the context pager paged out. A paged "
+                           "block appears as a line '[paged ID | turn T | role | N tokens] summary'; pass "
+                           "its ID.")
+TOOL_APIS = ("openai", "responses", "anthropic")  # the tool-use shapes the recall tool speaks
+LIBRARY_FORMATS = ("pager", "openai", "responses", "anthropic")  # formats compact takes as objects
+def _read_value(fmt: str, value: Any) -> Conversation:
+    """Return the Conversation of a history already parsed from JSON, in format ``fmt``."""
+    try:
+        return _FORMATS[fmt].read(value)
+    except PagerError as exc:
+        raise PagerError(f"{fmt} messages: {exc}") from None
+
+
+def _detect_value(value: Any) -> Optional[str]:
+    """Return the format of a history already parsed from JSON (detect_format's rule 1), or None."""
+    for spec in _FORMATS.values():
+        if spec.name in LIBRARY_FORMATS and spec.detect is not None and spec.detect(value):
+            return spec.name
+    return None
+_RECALL_SCHEMA = {"type": "object",
+                  "properties": {"ids": {"type": "array", "items": {"type": "string"},
+                                         "description": "ids of paged blocks, as their stubs show them"}},
+                  "required": ["ids"], "additionalProperties": False}
+
+
+def _tool_recall_hint(block: str) -> str:
+    """Return the recall hint a library stub carries: the recall tool with this block's id.
+
+    Example:
+        >>> _tool_recall_hint("m-3f2a9c1b7d4e")
+        'the recall_pages tool with ids ["m-3f2a9c1b7d4e"]'
+    """
+    return f"the {RECALL_TOOL_NAME} tool with ids {json.dumps([block], ensure_ascii=False)}"
+
+
+def recall_tool(api: str = "openai") -> Dict[str, Any]:
+    """Return the recall tool's definition for ``api``: openai (Chat Completions), responses or anthropic.
+
+    Example:
+        >>> recall_tool("anthropic")["input_schema"]["required"]
+        ['ids']
+    """
+    schema = json.loads(json.dumps(_RECALL_SCHEMA))  # a fresh copy: callers may edit theirs
+    if api == "openai":
+        return {"type": "function", "function": {"name": RECALL_TOOL_NAME, "description": RECALL_TOOL_DESCRIPTION,
+                                                 "parameters": schema}}
+    if api == "responses":
+        return {"type": "function", "name": RECALL_TOOL_NAME, "description": RECALL_TOOL_DESCRIPTION,
+                "parameters": schema}
+    if api == "anthropic":
+        return {"name": RECALL_TOOL_NAME, "description": RECALL_TOOL_DESCRIPTION, "input_schema": schema}
+    raise PagerError(f"api must be one of {', '.join(TOOL_APIS)} (got {_show(api)})")
+
+
+class _CachedScorer(_Scorer):
+    """A _Scorer that takes each block's features from a cache when the same block was scored before.
+
+    The cache maps every field of a block (its items: id, turn, role, text, kind, tokens, unit,
+    pinned, protected, ...) to what scoring it produced (tokens, matched terms, stub cost); its owner drops it
+    whenever the pass settings that shape those features change.  What depends on the other
+    blocks (rarity, neighbour credit, recency, budget) is computed afresh in ``finish``.  Stub
+    blocks are always scored afresh: they are scored on their stored page.
+    """
+
+    def __init__(self, cache: Dict[tuple, tuple], counter: Optional[Callable[[str], int]],
+                 *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cache, self.fresh, self.hits = cache, {}, 0
+        self.counter = counter
+
+    def add_all(self, first: int, batch: List[object]) -> None:
+        """Record ``batch``: runs of blocks seen before a column at a time, the others one by one."""
+        cache, fresh, hits = self.cache, self.fresh, []
+        for index, raw in enumerate(batch, first):
+            key = self._key(raw)
+            try:
+                entry = cache.get(key) if key is not None else None
+            except TypeError:  # an unhashable field: the full check names it
+                key = entry = None
+            if entry is None:
+                if hits:
+                    self._replay(hits)
+                    hits = []
+                self.add(index, raw)
+            else:
+                fresh[key] = entry
+                hits.append((index, raw, entry))
+        if hits:
+            self._replay(hits)
+
+    @staticmethod
+    def _key(raw: object) -> Optional[tuple]:
+        """Return the cache key of a block: all its fields, names and values; None for one never cached."""
+        if type(raw) is not dict or raw.get("stub", False) is not False or raw.get(INDEX_FLAG) is True:
+            return None  # a stub is scored on its stored page; the page index is skipped
+        return tuple(raw.items())
+
+    def _keep_text(self, text: str, turn: int, matched: tuple, unit: Optional[str]) -> Optional[str]:
+        return text  # every text: pages and stubs are made from the messages in memory
+
+    def _stub_cost(self, block_id: str, turn: int, role: str, kind: Optional[str], tokens: int,
+                   matched: Tuple[str, ...], text: str) -> int:
+        if self.counter is None:
+            return super()._stub_cost(block_id, turn, role, kind, tokens, matched, text)
+        summary = stub_summary(text, matched, self.params.stub_words)
+        page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
+        return self.counter(self.stub_text(page))  # type: ignore[misc]
+
+    def add(self, index: int, raw: object) -> None:
+        """Score one block as _Scorer.add does, and remember its features under its key."""
+        position = len(self._ids)
+        super().add(index, raw)
+        key = self._key(raw)
+        if key is not None and len(self._ids) > position:
+            cost = self._stub_tokens[position] if self.stub_text is not None else 0
+            try:
+                self.fresh[key] = (self._tokens[position], self._matched[position], cost)
+            except TypeError:  # a field the checks accept but a key cannot hold: not cached
+                pass
+
+    def _replay(self, hits: List[Tuple[int, Dict[str, Any], tuple]]) -> None:
+        """Record blocks seen before with the same fields, a column at a time, as ``_Scorer.add`` did."""
+        ids = [raw["id"] for _, raw, _ in hits]
+        seen = self._seen
+        if not seen.isdisjoint(ids) or len(set(ids)) != len(ids):
+            for index, raw, _ in hits:  # the full check names the first repeated id
+                self.add(index, raw)
+            return
+        seen.update(ids)
+        self.hits += len(hits)
+        position = len(self._ids)
+        turns = [raw["turn"] for _, raw, _ in hits]
+        roles = [raw["role"] for _, raw, _ in hits]
+        tokens = [entry[0] for _, _, entry in hits]
+        for offset, (_, raw, _) in enumerate(hits):
+            if len(raw) > 4:  # optional fields: unit, pinned, protected, kind
+                unit = raw.get("unit")
+                if unit is not None:
+                    self._units[position + offset] = unit
+            self._protect(position + offset, roles[offset], raw.get("kind"), raw.get("pinned", False),
+                          raw.get("protected"))
+        if self.stub_text is not None:
+            self._stub_tokens.extend([entry[2] for _, _, entry in hits])
+        top = max(turns)
+        if self.max_turn is None or top > self.max_turn:
+            self.max_turn = top
+        self.tokens_before += sum(t for t, (_, raw, _) in zip(tokens, hits) if raw.get("protected") != ARCHIVED)
+        texts = [raw["text"] for _, raw, _ in hits]
+        self._ids.extend(ids)
+        self._turns.extend(turns)
+        self._roles.extend(roles)
+        self._kinds.extend([raw.get("kind") for _, raw, _ in hits])
+        self._tokens.extend(tokens)
+        self._matched.extend([entry[1] for _, _, entry in hits])
+        self._lengths.extend(map(len, texts))
+        self.texts.extend(texts)
+
+
+@dataclasses.dataclass
+class CompactReport:
+    """What one ``compact`` call did: counts, tokens, pressure and every block's decision."""
+
+    format: str
+    counts: Dict[str, int]             # blocks per directive: retain, page, evict
+    tokens_before: int
+    tokens_after: int                  # kept verbatim plus stubs
+    budget: Optional[int]
+    intent: List[str]
+    intent_source: str
+    decisions: Sequence[Decision]
+    repairs: List[str]
+    paged: List[str]                   # ids the recall tool can bring back now
+    cached: int                        # blocks whose features came from the Pager's cache
+    contract: Optional[str] = None
+    store: Optional[str] = None
+    pager: Any = dataclasses.field(default=None, repr=False, compare=False)  # the Pager that made it
+
+    @property
+    def pressure(self) -> Optional[Tuple[float, float]]:
+        """Return (tokens_before, tokens_after) over the budget, or None without a budget."""
+        if not self.budget:
+            return None
+        return self.tokens_before / self.budget, self.tokens_after / self.budget
+
+    def to_dict(self) -> Dict[str, object]:
+        """Return the report as JSON-ready data; decisions as the CLI's per-block records."""
+        rho = self.pressure
+        return {"format": self.format, "blocks": len(self.decisions), **self.counts,
+                "tokens_before": self.tokens_before, "tokens_after": self.tokens_after, "budget": self.budget,
+                "pressure_before": round(rho[0], 4) if rho else None,
+                "pressure_after": round(rho[1], 4) if rho else None,
+                "intent": list(self.intent), "intent_source": self.intent_source, "repairs": list(self.repairs),
+                "paged": list(self.paged), "cached": self.cached, "contract": self.contract, "store": self.store,
+                "decisions": [d.to_dict() for d in self.decisions]}
+
+
+class Compacted(NamedTuple):
+    """The result of ``compact``: the messages in the shape they came in, and the report."""
+
+    messages: Any
+    report: CompactReport
+
+    def recall(self, ids: Any) -> Dict[str, str]:
+        """Return block id -> exact original text of paged blocks (``Pager.recall``)."""
+        return self.report.pager.recall(ids)  # type: ignore[union-attr]
+
+    def run_tool_call(self, call: Any) -> Dict[str, Any]:
+        """Execute a recall tool call against these pages (``Pager.run_tool_call``)."""
+        return self.report.pager.run_tool_call(call)  # type: ignore[union-attr]
+
+
+def _library_intent(intent: Any) -> Optional[Intent]:
+    """Return the Intent of ``intent=``: free text (as --intent), a list of texts, or None."""
+    if intent is None:
+        return None
+    if isinstance(intent, str):
+        return Intent(intent_keywords([intent]), "intent")
+    if isinstance(intent, (list, tuple)) and all(isinstance(x, str) for x in intent):
+        return Intent(intent_keywords(list(intent)), "intent")
+    raise PagerError(f"intent must be text or a list of texts (got {_show(intent)})")
+
+
+def _detect_object_format(messages: Any) -> str:
+    """Return the format of a conversation held as Python objects (see ``detect_format``).
+
+    Example:
+        >>> _detect_object_format([{"role": "user", "content": [{"type": "tool_result",
+        ...                        "tool_use_id": "t1", "content": "ok"}]}])
+        'anthropic'
+    """
+    kind = _detect_value(messages)
+    if kind is None:
+        raise PagerError(f"messages must be a message list or a request body of {', '.join(LIBRARY_FORMATS)} "
+                         f"(got {_show(messages)})")
+    return kind
+
+
+def _tool_call_parts(call: Any) -> Tuple[str, Optional[str], Optional[str], Any]:
+    """Return (api, call id, tool name, arguments) of a tool call in any of TOOL_APIS' shapes."""
+    if not isinstance(call, dict):
+        return "openai", None, None, None
+    if call.get("type") == "tool_use":
+        return "anthropic", call.get("id"), call.get("name"), call.get("input")
+    if call.get("type") == "function_call":
+        return "responses", call.get("call_id"), call.get("name"), call.get("arguments")
+    fn = call.get("function")
+    fn = fn if isinstance(fn, dict) else {}
+    return "openai", call.get("id"), fn.get("name"), fn.get("arguments")
+
+
+def _tool_recall(recall: Callable[[List[str]], Dict[str, str]], name: Any, arguments: Any) -> Tuple[str, bool]:
+    """Return (result text, failed) for a recall call's name and arguments (a JSON text or an object).
+
+    ``recall`` maps ids to texts, raising PagerError for an id it cannot give back.
+    """
+    if name != RECALL_TOOL_NAME:
+        return f"error: unknown tool {_show(name)} (this pager answers {RECALL_TOOL_NAME})", True
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            return f"error: the arguments are not JSON (got {_show(arguments)})", True
+    ids = arguments.get("ids") if isinstance(arguments, dict) else None
+    if isinstance(ids, str):
+        ids = [ids]
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+        return f"error: ids must be a non-empty list of block ids (got {_show(ids)})", True
+    try:
+        texts = recall(ids)
+    except PagerError as exc:
+        return f"error: {exc}", True
+    if len(texts) == 1:
+        return next(iter(texts.values())), False
+    return "\n".join(f"==> {block} <==\n{text}" for block, text in texts.items()), False
+
+
+def _tool_result(api: str, call_id: Optional[str], text: str, failed: bool = False) -> Dict[str, Any]:
+    """Return a tool result message (openai), item (responses) or block (anthropic) carrying ``text``.
+
+    Example:
+        >>> _tool_result("anthropic", "toolu_1", "error: no such block", True)["is_error"]
+        True
+    """
+    if api == "anthropic":
+        result: Dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+        if failed:
+            result["is_error"] = True
+        return result
+    if api == "responses":
+        return {"type": "function_call_output", "call_id": call_id, "output": text}
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+class Pager:
+    """A context pager for a running agent: ``compact`` before each model call, ``recall`` on demand.
+
+    ``budget`` and the other Params fields (alpha, beta, retain_cut, evict_cut, similarity,
+    stub_words, keep_recent) are the CLI's flags.  Pages live in this object unless ``contract``
+    (a ``.limn`` file the passes and recalls are appended to, with its page store beside it or at
+    ``store``) or ``store`` alone (a SQLite page store) is given.  ``token_counter(text) -> int``
+    replaces the token estimate.  ``hint(block) -> str`` is what a stub says to recall it
+    (default: the recall tool).  ``now`` fixes the pass timestamp (ISO-8601) for contracts.
+    """
+
+    def __init__(self, budget: Optional[int] = None, *, intent: Any = None, format: Optional[str] = None,
+                 contract: Optional[str] = None, store: Optional[str] = None,
+                 token_counter: Optional[Callable[[str], int]] = None,
+                 hint: Optional[Callable[[str], str]] = None, now: Optional[str] = None, **params: Any) -> None:
+        unknown = sorted(set(params) - {f.name for f in dataclasses.fields(Params)} - {"budget"})
+        if unknown:
+            raise PagerError(f"unknown parameter {unknown[0]!r} (expected budget or one of "
+                             f"{', '.join(f.name for f in dataclasses.fields(Params) if f.name != 'budget')})")
+        self.params = Params(budget=budget, **params).validate()
+        if format is not None and format not in LIBRARY_FORMATS:
+            raise PagerError(f"format must be one of {', '.join(LIBRARY_FORMATS)} (got {_show(format)})")
+        if token_counter is not None and not callable(token_counter):
+            raise PagerError(f"token_counter must be a function of a text (got {_show(token_counter)})")
+        self.intent, self.format, self.contract = _library_intent(intent), format, contract
+        self.store = store if store is not None else (_default_store_path(contract) if contract else None)
+        self._explicit_store = store
+        self.token_counter, self.hint, self.now = token_counter, hint or _tool_recall_hint, now
+        if now is not None:
+            _normalize_now(now)  # a bad timestamp fails here, not at the first pass
+        self._pages: Dict[str, StoredPage] = {}  # in memory: block -> page, for the blocks paged now
+        self._stubs: Dict[str, str] = {}         # block -> its stub text, made once per page
+        self._actions: Dict[str, str] = {}       # block -> directive of the last pass
+        self._cache: Dict[tuple, tuple] = {}
+        self._cache_key: Optional[tuple] = None
+
+    # -- one pass --
+
+    def compact(self, messages: Any, *, intent: Any = None, format: Optional[str] = None) -> Compacted:
+        """Return the messages compacted, in the shape and type they came in, with a report.
+
+        ``intent`` (text or a list of texts) overrides the Pager's for this call; without
+        either, the pager's own history's ``intent_ir``, else the last user message, is used.
+        ``format`` overrides the Pager's (default: detected from the messages).
+        """
+        if format is not None and format not in LIBRARY_FORMATS:
+            raise PagerError(f"format must be one of {', '.join(LIBRARY_FORMATS)} (got {_show(format)})")
+        fmt = format or self.format or _detect_object_format(messages)
+        given = _library_intent(intent) if intent is not None else self.intent
+        conv = _read_value(fmt, messages)
+        if fmt == "pager":
+            blocks, header = messages["blocks"], {k: v for k, v in messages.items() if k != "blocks"}
+        else:
+            blocks, header = conv.blocks, {}
+        if self.token_counter is not None:
+            blocks = [self._counted(b) for b in blocks]
+        store = self._open_store()
+        try:
+            plan, scorer = self._plan(blocks, header, given, store, conv if fmt != "pager" else None)
+            items = _decision_items(len(plan.decisions), scorer.skipped) if scorer.skipped else None
+            now = _normalize_now(self.now)
+            if self.contract is not None:
+                store = self._record(plan, fmt, conv, blocks, store, now)
+            elif store is not None:
+                self._store_pages(plan, store, now)
+            directives = self._directives(plan, store, now)
+        finally:
+            if store is not None:
+                store.close()
+        if fmt == "pager":
+            out = self._emit_pager(messages, blocks, plan, directives, items)
+        else:
+            out = emit(conv, directives)
+            if isinstance(messages, list) and isinstance(out, dict):
+                out = out["messages"]  # a bare list stays a list (Anthropic's emitter gives a body)
+        self._actions = dict(zip(_column(plan.decisions, "block"), _column(plan.decisions, "action")))
+        tokens_after = plan.tokens_after if plan.tokens_after is not None else self._tokens_after(plan, directives)
+        report = CompactReport(fmt, plan.counts(), plan.tokens_before, tokens_after, self.params.budget,
+                               list(plan.keywords), plan.intent_source, plan.decisions,
+                               list(conv.repairs), [b for b, a in self._actions.items() if a == "page"],
+                               scorer.hits, self.contract, self.store, self)
+        return Compacted(out, report)
+
+    async def acompact(self, messages: Any, *, intent: Any = None, format: Optional[str] = None) -> Compacted:
+        """``compact`` for async callers (it is CPU work: it runs inline, without awaiting)."""
+        return self.compact(messages, intent=intent, format=format)
+
+    def _counted(self, block: Dict[str, Any]) -> Dict[str, Any]:
+        counted = dict(block)
+        if not block.get("stub") and block.get("tokens") is None and isinstance(block.get("text"), str):
+            tokens = self.token_counter(block["text"])  # type: ignore[misc]
+            if not _is_int(tokens) or tokens < 0:
+                raise PagerError(f"token_counter must return a non-negative integer (got {_show(tokens)} "
+                                 f"for block {_show(block.get('id'))})")
+            counted["tokens"] = tokens
+        return counted
+
+    def _open_store(self) -> Optional[PageStore]:
+        if self.store is None:
+            return None
+        return PageStore.open(self.store, create=self.contract is None, stub_words=self.params.stub_words)
+
+    def _page_of(self, store: Optional[PageStore]) -> Callable[[str], Optional[StoredPage]]:
+        if self.store is None:
+            return self._pages.get
+        return store.get if store is not None else (lambda block: None)
+
+    def _plan(self, blocks: List[Any], header: Dict[str, Any], given: Optional[Intent],
+              store: Optional[PageStore], conv: Optional[Conversation] = None) -> Tuple[PassPlan, _CachedScorer]:
+        """Score the blocks (features from the cache where a block is unchanged); return the plan."""
+        pages = self._page_of(store)
+        last = _LastRequest(pages)  # the last human (else user) message: the pass's own rule
+        for raw in blocks:
+            last.note(raw)
+        try:
+            intent = _header_intent(header, given, last.intent())
+            current = _header_current_turn(header)
+            params, hint = _transcript_params(conv, self.params), self.hint
+            stub_text = lambda page: make_stub(page, hint(page.block))  # noqa: E731
+            settings = (tuple(intent.keywords), params.similarity, params.stub_words, params.budget is None)
+            if settings != self._cache_key:
+                self._cache, self._cache_key = {}, settings
+            scorer = _CachedScorer(self._cache, self.token_counter, intent.keywords, params, pages, stub_text,
+                                   False, None, current)
+            scorer.add_all(0, blocks)
+            decisions = scorer.finish(current)
+        except PagerError as exc:
+            raise PagerError(f"messages: {exc}") from None
+        self._cache = scorer.fresh  # only blocks of this conversation: a dropped one is forgotten
+        plan = PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
+                        params, header, scorer.tokens_before, scorer.tokens_after, intent.source, scorer.texts,
+                        intent.block, intent.turn)
+        return plan, scorer
+
+    def _page(self, d: Decision, text: str, now: str) -> StoredPage:
+        """Return the page of a newly paged block, reusing the one made before if nothing changed."""
+        old = self._pages.get(d.block)
+        if old is not None and old.text == text and (old.turn, old.role, old.kind, old.tokens, old.keywords) == (
+                d.turn, d.role, d.kind, d.tokens, d.matched):
+            return old
+        page = StoredPage(d.block, d.turn, d.role, d.kind, d.tokens, d.matched, _text_sha256(text), now, "", text)
+        return _with_summary(page, self.params.stub_words)
+
+    def _directives(self, plan: PassPlan, store: Optional[PageStore], now: str) -> Dict[str, Tuple[str, Optional[str]]]:
+        """Return emit's directive per block: a stub for a page, the original for a stub kept verbatim."""
+        out: Dict[str, Tuple[str, Optional[str]]] = {}
+        pages: Dict[str, StoredPage] = {}
+        stubs: Dict[str, str] = {}
+        texts = plan.texts
+        lookup = self._page_of(store)
+        for k, d in enumerate(plan.decisions):
+            if d.action == "page":
+                if d.stub or store is not None:
+                    page = lookup(d.block)
+                    if page is None:
+                        raise PagerError(f"no stored text for paged block {_show(d.block)}")
+                else:
+                    page = self._page(d, texts[k], now)  # type: ignore[arg-type, index]
+                stub = self._stubs.get(d.block) if self._pages.get(d.block) is page else None
+                if stub is None:
+                    stub = make_stub(_with_summary(page, self.params.stub_words), self.hint(d.block))
+                pages[d.block], stubs[d.block] = page, stub
+                out[d.block] = ("page", stub)
+            elif d.action == "retain" and d.stub:
+                page = lookup(d.block)
+                if page is None:
+                    raise PagerError(f"no stored text for paged block {_show(d.block)}")
+                out[d.block] = ("retain", _verified_text(page, self.store or "the pager's pages"))
+            else:
+                out[d.block] = (d.action, None)
+        self._pages, self._stubs = pages, stubs  # a block no longer paged can no longer be recalled
+        return out
+
+    def _store_pages(self, plan: PassPlan, store: PageStore, now: str) -> None:
+        """Store-only mode: keep new pages' text in the SQLite store, drop pages no longer paged."""
+        known = store.shas()
+        fresh = []
+        for k, d in enumerate(plan.decisions):
+            if d.action == "page" and not d.stub:
+                text = plan.texts[k]  # type: ignore[index]
+                sha = _text_sha256(text)  # type: ignore[arg-type]
+                if known.get(d.block) != sha:
+                    fresh.append(StoredPage(d.block, d.turn, d.role, d.kind, d.tokens, d.matched, sha, now, "", text))  # type: ignore[arg-type]
+        store.begin()
+        try:
+            store.put(fresh)
+            store.commit()
+        except BaseException:
+            store.rollback()
+            raise
+        store.keep_only(b for b, a in zip(_column(plan.decisions, "block"), _column(plan.decisions, "action"))
+                        if a == "page")
+
+    def _record(self, plan: PassPlan, fmt: str, conv: Conversation, blocks: List[Any],
+                store: Optional[PageStore], now: str) -> Optional[PageStore]:
+        """Contract mode: store pages and append the pass to the contract, as the CLI's pass does."""
+        args = argparse.Namespace(contract=self.contract, store=self._explicit_store, emit=None, with_index=False)
+        converted = json.dumps({"blocks": blocks}, ensure_ascii=False)
+        reading = _Reading(fmt, self.format is None, _HistorySource.from_text("messages", converted),
+                          conv if fmt != "pager" else None)
+        settings: Dict[str, object] = {"pager-stub-words": plan.params.stub_words, "pager-format": fmt,
+                                       "pager-intent-source": plan.intent_source}
+        if self._explicit_store:
+            settings["pager-store"] = self._explicit_store
+        if self.params.keep_recent is not None:
+            settings["pager-keep-recent"] = self.params.keep_recent
+
+        def render(state: ContractState) -> _Payload:
+            return _encode_batches(state, _statement_batches(plan, state, now, settings))
+
+        with _LockedContract(self.contract) as locked:  # type: ignore[arg-type]
+            _, _, _, store = _record_pass(args, locked, plan, reading, store, self.store, now, render)  # type: ignore[arg-type]
+        if store is not None:
+            store.close()
+        return PageStore.open(self.store, create=False, stub_words=self.params.stub_words)  # type: ignore[arg-type]
+
+    def _emit_pager(self, history: Dict[str, Any], blocks: List[Any], plan: PassPlan,
+                    directives: Dict[str, Tuple[str, Optional[str]]], items: Optional[List[int]]) -> Dict[str, Any]:
+        """Return the pager history with the pass applied, block by block as the CLI's --emit writes it."""
+        out = {k: v for k, v in history.items() if k != "blocks"}
+        kept = []
+        for k, d in enumerate(plan.decisions):
+            raw = history["blocks"][items[k] if items else k]
+            verb, text = directives[d.block]
+            if verb == "retain" and text is None:
+                kept.append(raw)
+            elif verb == "retain":  # a stub brought back verbatim
+                restored = {key: value for key, value in raw.items() if key != "stub"}
+                restored["text"] = text
+                if d.tokens != estimate_tokens(text):
+                    restored["tokens"] = d.tokens
+                kept.append(restored)
+            elif verb == "page":
+                stub: Dict[str, object] = {"id": d.block, "turn": d.turn, "role": d.role}
+                if d.kind is not None:
+                    stub["kind"] = d.kind
+                stub["text"], stub["stub"] = text, True
+                kept.append(stub)
+        out["blocks"] = kept
+        return out
+
+    def _tokens_after(self, plan: PassPlan, directives: Dict[str, Tuple[str, Optional[str]]]) -> int:
+        """Return what the kept blocks and stubs cost, for a pass without a budget."""
+        count = self.token_counter or estimate_tokens
+        total = 0
+        for d in plan.decisions:
+            verb, text = directives[d.block]
+            if verb == "retain":
+                total += d.tokens
+            elif verb == "page":
+                total += count(text)  # type: ignore[arg-type]
+        return total
+
+    # -- recall --
+
+    def recall(self, ids: Any) -> Dict[str, str]:
+        """Return block id -> exact original text of paged blocks; PagerError for an id not paged now.
+
+        With a contract the page-in is recorded there, as ``pager.py recall`` does.
+        """
+        wanted = [ids] if isinstance(ids, str) else list(ids)
+        if not wanted or not all(isinstance(i, str) for i in wanted):
+            raise PagerError(f"ids must be a non-empty list of block ids (got {_show(ids)})")
+        wanted = list(dict.fromkeys(wanted))
+        if self.contract is not None:
+            return self._recall_from_contract(wanted)
+        for block in wanted:
+            action = self._actions.get(block)
+            if action != "page":
+                raise PagerError(_not_paged(block, action))
+        if self.store is None:
+            return {block: self._pages[block].text for block in wanted}
+        store = PageStore.open(self.store, create=False, stub_words=self.params.stub_words)
+        if store is None:
+            raise PagerError(f"{self.store}: the page store does not exist")
+        try:
+            pages = _paged_pages({block: "page" for block in wanted}, store, self.store)
+            return {page.block: _verified_text(page, self.store) for page in pages}
+        finally:
+            store.close()
+
+    def _recall_from_contract(self, ids: List[str]) -> Dict[str, str]:
+        _, pages, texts = _recall_pages(self.contract, ids, self._explicit_store,  # type: ignore[arg-type]
+                                        _normalize_now(self.now))
+        return {page.block: text for page, text in zip(pages, texts)}
+
+    def index(self) -> str:
+        """Return the page index of the last pass: a header naming the recall tool, one line per page."""
+        if self.store is not None:
+            store = PageStore.open(self.store, create=False, stub_words=self.params.stub_words)
+            paged = [b for b, a in self._actions.items() if a == "page"]
+            try:
+                pages = _paged_pages({b: "page" for b in paged}, store, self.store) if paged else []
+            finally:
+                if store is not None:
+                    store.close()
+        else:
+            pages = [_with_summary(p, self.params.stub_words) for p in self._pages.values()]
+        return "\n".join([_index_header(len(pages), self.hint("ID"))] + index_lines(pages))
+
+    def tools(self, api: str = "openai") -> List[Dict[str, Any]]:
+        """Return the tool list to offer the model: the recall tool in ``api``'s shape."""
+        return [recall_tool(api)]
+
+    def recall_text(self, ids: Any) -> Tuple[str, bool]:
+        """Return (the recall tool's answer for ``ids``, whether it is an error). Never raises."""
+        return _tool_recall(self.recall, RECALL_TOOL_NAME, {"ids": ids})
+
+    def run_tool_call(self, call: Any) -> Dict[str, Any]:
+        """Execute a recall tool call; return the tool result in the call's API shape. Never raises.
+
+        ``call`` is a Chat Completions tool call (``{"id", "function": {"name", "arguments"}}``),
+        a Responses ``function_call`` item or an Anthropic ``tool_use`` block. One id gives its
+        exact text; several give each under a ``==> ID <==`` line; a bad id or call gives an
+        error result (Anthropic ``is_error``, else text starting with ``error:``).
+        """
+        api, call_id, name, arguments = _tool_call_parts(call)
+        text, failed = _tool_recall(self.recall, name, arguments)
+        return _tool_result(api, call_id, text, failed)
+
+
+def run_recall_tool(pager: Any, call: Any) -> Dict[str, Any]:
+    """Execute a recall tool call against ``pager``'s pages; return the tool result (never raises)."""
+    owner = pager.report.pager if isinstance(pager, Compacted) else pager
+    return owner.run_tool_call(call)  # type: ignore[union-attr]
+
+
+def compact(messages: Any, *, budget: Optional[int] = None, intent: Any = None, format: Optional[str] = None,
+            contract: Optional[str] = None, store: Optional[str] = None,
+            token_counter: Optional[Callable[[str], int]] = None, **params: Any) -> Compacted:
+    """Return ``messages`` compacted (same shape and type) and a report; one pass of a new Pager.
+
+    ``messages``: a Chat Completions list or body, an Anthropic body or bare list, a Responses
+    input list or body, or the pager's ``{"blocks": [...]}``. ``budget`` and ``params`` (alpha,
+    beta, retain_cut, evict_cut, similarity, stub_words, keep_recent, and ``hint``/``now`` as
+    for Pager) are the CLI's flags. Nothing is written unless ``contract`` or ``store`` is
+    given; the pages stay with the result (``result.recall(ids)``, ``result.run_tool_call``).
+
+    Example:
+        >>> msgs, report = compact([{"role": "user", "content": "Fix the invoice rounding."}], budget=100)
+        >>> msgs == [{"role": "user", "content": "Fix the invoice rounding."}], report.counts["retain"]
+        (True, 1)
+    """
+    pager = Pager(budget, intent=intent, format=format, contract=contract, store=store,
+                  token_counter=token_counter, **params)
+    return pager.compact(messages)
+
+
+
 
 
 # ===== Command line =====
@@ -5539,49 +6607,33 @@ def _settling(state: ContractState, params: Params, args: argparse.Namespace
     return state.directives, values.get("pager-intent")
 
 
-def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
-    """Run one paging pass as the flags say; return the exit code."""
-    params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
-                    args.budget, args.stub_words, args.keep_recent, not args.no_protect_task).validate()
-    now = _normalize_now(args.now)
-    if args.with_index and not args.emit:
-        raise PagerError("--with-index needs --emit")
-    given = _flag_intent(args)
-    recorded = contract_state(args.contract).values.get("pager-format") if os.path.exists(args.contract) else None
-    reading = _open_history(args.history, args.format, recorded if isinstance(recorded, str) else None)
-    conv = reading.conversation
-    if given is None and conv is not None:
-        # The transcript is in memory: its last request is known now, and the blocks are read once.
-        pages = PageStore.open(args.store or _default_store_path(args.contract), create=False,
-                               stub_words=args.stub_words)
-        try:
-            last = _LastRequest(pages.get if pages is not None else None)
-            for block in conv.blocks:
-                last.note(block)
-            given = last.intent()
-        finally:
-            if pages is not None:
-                pages.close()
-    if conv is not None and args.keep_recent is None:
-        # A transcript's turn is a human request and all the work after it: protecting the whole
-        # current turn would keep everything.  Without a budget the last message stays; under
-        # a budget nothing is protected for being recent (the budget keeps the best, newest first).
-        last = conv._msgs[-1].parts if conv._msgs else []
-        fresh = 0  # the last message's own blocks: its trailing blocks that are not stubs
-        while fresh < len(last) and last[len(last) - 1 - fresh].stub_id is None:
-            fresh += 1
-        params = dataclasses.replace(params, keep_recent=0 if params.budget is not None else fresh)
-    if args.with_index and reading.conversation is not None:
-        raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
-                         "'pager.py index'")
+@contextmanager
+def _pass_lock(args: argparse.Namespace) -> Iterator[Optional[_LockedContract]]:
+    """Hold the contract's lock for the whole pass (none for --dry-run, which writes nothing).
+
+    Everything a pass decides from that another pass can change (the contract's state,
+    the store's rows, stub texts, the page index's size) is read while it is held.
+    """
+    if args.dry_run:
+        yield None
+        return
+    with _LockedContract(args.contract) as locked:
+        yield locked
+
+
+def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Optional[Intent], reading: _Reading,
+                 store_path: str, locked: Optional[_LockedContract], stdout, stderr,
+                 recorded: Optional[str] = None) -> int:
+    """Plan and record the pass (under the contract's lock unless --dry-run); print the outcome."""
     source = reading.source
-    store_path = args.store or _default_store_path(args.contract)
+    conv = reading.conversation
     store = PageStore.open(store_path, create=False, stub_words=params.stub_words)
     try:
         plan = _load_and_plan(source, params, store.get if store is not None else None,
                              lambda page: make_stub(page, _recall_hint(page.block, args.contract, args.store)),
-                             args.with_index, lambda seen: _index_reserve(args, store, seen), given,
-                             _settling(contract_state(args.contract), params, args))
+                             args.with_index, lambda seen: _index_reserve(args, locked, store, seen), given,
+                             _settling(locked.state if locked is not None else contract_state(args.contract),
+                                       params, args))
         # The store's path is recorded when it was chosen, so recall and index find it; the
         # default is derived from the contract's path and is left out to keep contracts portable.
         # The session's format stays the one the contract recorded when this is its written-back form.
@@ -5602,7 +6654,7 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
             payload = render(state)
             stored = 0
         else:
-            state, payload, stored, store = _record_pass(args, plan, reading, store, store_path, now, render)
+            state, payload, stored, store = _record_pass(args, locked, plan, reading, store, store_path, now, render)
     finally:
         if store is not None:
             store.close()
@@ -5661,47 +6713,44 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     return EXIT_OK
 
 
-def _recorded_stub_words(state: ContractState) -> int:
-    words = state.values.get("pager-stub-words")
-    return words if _is_int(words) and words > 0 else DEFAULT_STUB_WORDS  # type: ignore[return-value]
-
-
-def _resolve_store(args: argparse.Namespace, state: ContractState) -> str:
-    recorded = state.values.get("pager-store")
-    return args.store or (recorded if isinstance(recorded, str) else _default_store_path(args.contract))
+def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
+    """Run one paging pass as the flags say; return the exit code."""
+    params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
+                    args.budget, args.stub_words, args.keep_recent, not args.no_protect_task).validate()
+    now = _normalize_now(args.now)
+    if args.with_index and not args.emit:
+        raise PagerError("--with-index needs --emit")
+    if args.store is not None:
+        _check_quotable(args.store, "--store")  # it is recorded in the contract
+    store_path = args.store or _default_store_path(args.contract)
+    _check_paths(args.history, args.contract, store_path, args.emit)
+    given = _flag_intent(args)
+    recorded = contract_state(args.contract).values.get("pager-format") if os.path.exists(args.contract) else None
+    recorded = recorded if isinstance(recorded, str) else None
+    reading = _open_history(args.history, args.format, recorded)
+    if args.with_index and reading.conversation is not None:
+        raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
+                         "'pager.py index'")
+    conv = reading.conversation
+    if given is None and conv is not None:
+        # The transcript is in memory: its last request is known now, and the blocks are read once.
+        pages = PageStore.open(store_path, create=False, stub_words=args.stub_words)
+        try:
+            last = _LastRequest(pages.get if pages is not None else None)
+            for block in conv.blocks:
+                last.note(block)
+            given = last.intent()
+        finally:
+            if pages is not None:
+                pages.close()
+    params = _transcript_params(conv, params)
+    with _pass_lock(args) as locked:
+        return _locked_pass(args, params, now, given, reading, store_path, locked, stdout, stderr, recorded)
 
 
 def _run_recall(args: argparse.Namespace, stdout, stderr) -> int:
     """Print paged blocks' original text and record the page-in; return the exit code."""
-    now = _normalize_now(args.now)
-    ids = list(dict.fromkeys(args.ids))
-    for i, block in enumerate(ids):
-        _check_quotable(block, f"recall id {_show(block)}")
-    if not os.path.exists(args.contract):
-        raise PagerError(f"{args.contract}: no such contract")
-    with _LockedContract(args.contract) as locked:
-        state = locked.state
-        for block in ids:
-            action = state.directives.get(block)
-            if action != "page":
-                where = "was never seen by the pager" if action is None else f"is {LIST_OF_ACTION[action].split('-')[0]}"
-                raise PagerError(f"{args.contract}: block {_show(block)} is not paged (it {where})")
-        store_path = _resolve_store(args, state)
-        store = PageStore.open(store_path, create=False, stub_words=_recorded_stub_words(state))
-        if store is None:
-            raise PagerError(f"{store_path}: the page store does not exist")
-        try:
-            pages = _paged_pages({block: "page" for block in ids}, store, store_path)
-            texts = [_verified_text(page, store_path) for page in pages]
-        finally:
-            store.close()
-        statements = []
-        for block in ids:
-            statements.append(_statement_remove(block, "page", "recalled"))
-            statements.append(_statement_add(block, "retain", "recalled"))
-        statements.append(_statement_value("last-recall", now))
-        _check_statements(statements)
-        locked.append(_encode_batches(state, [statements]))
+    store_path, pages, texts = _recall_pages(args.contract, args.ids, args.store, _normalize_now(args.now))
     if args.json:
         stdout.write(json.dumps({"contract": args.contract, "store": store_path, "recalled": [
             {"block": p.block, "turn": p.turn, "role": p.role, "tokens": p.tokens, "sha256": p.sha256,
@@ -5715,10 +6764,12 @@ def _run_recall(args: argparse.Namespace, stdout, stderr) -> int:
 
 def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
     """Print the page index of a contract; return the exit code."""
+    _refuse_link(args.contract, "contract")
     if not os.path.exists(args.contract):
         raise PagerError(f"{args.contract}: no such contract")
     state = contract_state(args.contract)
-    store_path = _resolve_store(args, state)
+    store_path = _resolve_store(args.contract, args.store, state)
+    _check_paths(None, args.contract, store_path, None)
     store = PageStore.open(store_path, create=False, stub_words=_recorded_stub_words(state))
     try:
         pages = _paged_pages(state.directives, store, store_path)
@@ -5752,6 +6803,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _run_pass(_build_parser().parse_args(argv), stdout, stderr)
     except PagerError as exc:
         stderr.write(f"pager: error: {exc}\n")
+        return EXIT_INPUT
+    except RecursionError:  # a value nested just under the decoder's limit, deeper than later steps go
+        stderr.write("pager: error: the input nests values too deeply to process (keep JSON under about "
+                     "900 levels); nothing was changed\n")
+        return EXIT_INPUT
+    except MemoryError:  # files are written last and all-or-nothing, so nothing is half written
+        stderr.write(f"pager: error: out of memory while paging; blocks may hold at most {MAX_BLOCK_CHARS:,} "
+                     "characters (see the README's limits)\n")
         return EXIT_INPUT
 
 

@@ -219,3 +219,65 @@ def test_benchmark_invariants_hold():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "invariants: all hold" in proc.stdout
     assert not list(ROOT.glob("contract-*.limn")), "the benchmark must write outside the repository"
+
+
+def test_adapters_import_their_frameworks_lazily():
+    """With site-packages hidden, the adapters still import: LangChain and the Agents SDK load on use."""
+    code = ("import sys; sys.path.insert(0, 'scripts'); import langchain_adapter, agents_adapter; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langchain', 'langchain_core', "
+            "'langgraph', 'agents', 'openai')))")
+    proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_pyproject_installs_a_package_not_a_top_level_pager_module():
+    if tomllib is None:
+        pytest.skip("tomllib needs Python 3.11")
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert data["tool"]["setuptools"]["packages"] == ["prosecode_pager"]
+    assert data["tool"]["setuptools"]["package-dir"] == {"prosecode_pager": "scripts"}
+    assert "py-modules" not in data["tool"]["setuptools"]
+    assert data["project"]["scripts"] == {"prosecode-pager": "prosecode_pager.pager:main"}
+    extras = data["project"]["optional-dependencies"]
+    for name in ("langchain-core", "langgraph", "langchain", "openai-agents"):
+        assert any(dep.startswith(name) for dep in extras["test"]), name
+    assert any(dep.startswith("openai-agents") for dep in extras["agents"])
+    assert any(dep.startswith("langchain-core") for dep in extras["langchain"])
+
+
+def test_a_plain_install_has_the_console_script_and_no_pager_module(tmp_path):
+    """pip install . (not editable) into a fresh venv: prosecode_pager imports, pager does not."""
+    source = tmp_path / "src"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "*.egg-info", "__pycache__", ".pytest_cache",
+                                                                "build"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
+    python = bin_dir / "python"
+    # A plain "pip install ." (its build backend comes from PyPI, as for any user).
+    install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(source)],
+                             capture_output=True, text=True)
+    if install.returncode != 0 and "Could not find a version" in install.stderr and not os.environ.get("CI"):
+        pytest.skip("PyPI is out of reach: no build backend for the install")
+    assert install.returncode == 0, install.stderr
+    work = tmp_path / "work"
+    work.mkdir()  # run outside the checkout: nothing of scripts/ on the path
+    helped = subprocess.run([str(bin_dir / "prosecode-pager"), "--help"], cwd=work, capture_output=True, text=True)
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: "), helped.stderr
+    code = "import prosecode_pager as p; print(p.__version__, callable(p.compact), p.Pager.__module__)"
+    imported = subprocess.run([str(python), "-c", code], cwd=work, capture_output=True, text=True)
+    assert imported.stdout.split() == ["0.1.0", "True", "prosecode_pager.pager"], imported.stderr
+    for code in ("import pager", "import prosecode_pager.claude_hooks; import pager"):
+        missing = subprocess.run([str(python), "-c", code], cwd=work, capture_output=True, text=True)
+        assert missing.returncode == 1 and "No module named 'pager'" in missing.stderr, code
+    # The console script's stubs and index tell the model to recall with the console script.
+    shutil.copy(ROOT / "assets" / "test-history.json", work / "h.json")
+    run = subprocess.run([str(bin_dir / "prosecode-pager"), "--history", "h.json", "--contract", "c.limn",
+                          "--emit", "out.json", "--now", "2026-05-17T03:08:12+00:00"],
+                         cwd=work, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "(recall: prosecode-pager recall " in (work / "out.json").read_text(encoding="utf-8")
+    index = subprocess.run([str(bin_dir / "prosecode-pager"), "index", "--contract", "c.limn"],
+                           cwd=work, capture_output=True, text=True)
+    assert "(recall one with: prosecode-pager recall ID --contract c.limn)" in index.stdout

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Time the library against LangChain's trim_messages on one in-memory conversation.
+
+On a generated tool-using Chat Completions conversation (default 2,000 messages) at a budget
+(default 8,000 tokens) it times, in turn within each of --repeats rounds, best round each:
+  first   compact(messages) on a new Pager (nothing cached);
+  repeat  the same Pager's compact after one new message (a tool result) was appended;
+  trim    langchain_core's trim_messages(messages, max_tokens=budget, token_counter="approximate",
+          strategy="last", start_on="human") on the same list.
+It prints the three times and the ratios repeat/trim (target: within 2x) and first/trim (target:
+within 10x). The targets are reported, not enforced: timings on a shared machine vary.
+Without langchain-core it prints the pager's times alone.
+
+Example:
+    python3 scripts/benchmark-library.py --messages 2000 --budget 8000
+"""
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import pager  # noqa: E402
+
+WORDS = ("index parser cache invoice rounding billing retry queue worker config schema migration token budget "
+         "stub page recall contract test fixture module import route handler logger metric timeout socket "
+         "buffer encoder decoder thread lock commit branch merge review deploy").split()
+REPEAT_TARGET, FIRST_TARGET = 2.0, 10.0
+
+
+def make_conversation(count, seed=7):
+    """Return ``count`` Chat Completions messages: a system prompt, then rounds of ask, tool call,
+    tool result and answer, ending with a tool call that awaits its result."""
+    rnd = random.Random(seed)
+    msgs = [{"role": "system", "content": "You are a coding agent. Use the tools to read and fix the repository."}]
+    k = 0
+    while len(msgs) < count - 1:
+        a, b, c = rnd.sample(WORDS, 3)
+        msgs.append({"role": "user", "content": f"Please look at the {a} {b} and fix the {c} issue."})
+        call = f"call_{k:05d}"
+        k += 1
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [{
+            "id": call, "type": "function",
+            "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/{a}/{b}.py"})}}]})
+        body = "\n".join(f"def {rnd.choice(WORDS)}_{i}(x):\n    return x.{rnd.choice(WORDS)}({rnd.randint(0, 99)})"
+                         for i in range(rnd.randint(5, 30)))
+        msgs.append({"role": "tool", "tool_call_id": call, "content": body})
+        msgs.append({"role": "assistant", "content": " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(10, 60)))})
+    msgs = msgs[:count - 1]
+    if msgs[-1].get("tool_calls"):  # a call cut from its result: make it an answer instead
+        msgs[-1] = {"role": "assistant", "content": "Done reading."}
+    msgs.append({"role": "assistant", "content": None, "tool_calls": [{
+        "id": "call_pending", "type": "function", "function": {"name": "run_tests", "arguments": "{}"}}]})
+    return msgs
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=2000, help="conversation length (default 2000)")
+    parser.add_argument("--budget", type=int, default=8000, help="token budget (default 8000)")
+    parser.add_argument("--repeats", type=int, default=7, help="rounds; the best of each figure counts (default 7)")
+    args = parser.parse_args(argv)
+    msgs = make_conversation(args.messages)
+    grown = msgs + [{"role": "tool", "tool_call_id": "call_pending", "content": "41 passed, 1 failed: test_rounding"}]
+
+    try:
+        from langchain_core.messages.utils import trim_messages
+    except ImportError:
+        trim_messages = None
+
+    def trim():
+        return trim_messages(grown, max_tokens=args.budget, token_counter="approximate", strategy="last",
+                             start_on="human")
+
+    if trim_messages is not None:
+        trim()  # the first call imports and warms LangChain's converters
+    # The three are timed in turn within each round, so a busy spell on a shared machine
+    # weighs on all of them alike; the best round of each counts.
+    first_times, repeat_times, trim_times = [], [], []
+    for _ in range(args.repeats):
+        agent = pager.Pager(args.budget)
+        start = time.perf_counter()
+        result = agent.compact(msgs)
+        first_times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        grown_result = agent.compact(grown)
+        repeat_times.append(time.perf_counter() - start)
+        if trim_messages is not None:
+            start = time.perf_counter()
+            trimmed = trim()
+            trim_times.append(time.perf_counter() - start)
+    first_time, repeat_time = min(first_times), min(repeat_times)
+    report = grown_result.report
+    assert report.cached == len(result.report.decisions), "the repeat call must take the old blocks from the cache"
+    print(f"library: {len(msgs)} messages ({len(report.decisions)} blocks), budget {args.budget}: "
+          f"retain {report.counts['retain']}, page {report.counts['page']}, evict {report.counts['evict']}; "
+          f"tokens {report.tokens_before} -> {report.tokens_after}; {report.cached} blocks from the cache")
+    print(f"  first compact         {first_time * 1000:8.1f} ms")
+    print(f"  repeat (+1 message)   {repeat_time * 1000:8.1f} ms")
+    if trim_messages is None:
+        print("  trim_messages         (langchain-core is not installed: no ratios)")
+        return 0
+    trim_time = min(trim_times)
+    print(f"  trim_messages         {trim_time * 1000:8.1f} ms ({len(trimmed)} messages kept)")
+    repeat_ratio, first_ratio = repeat_time / trim_time, first_time / trim_time
+    print(f"ratios: repeat/trim {repeat_ratio:.2f} (target <= {REPEAT_TARGET:g}: "
+          f"{'met' if repeat_ratio <= REPEAT_TARGET else 'MISSED'}), first/trim {first_ratio:.2f} "
+          f"(target <= {FIRST_TARGET:g}: {'met' if first_ratio <= FIRST_TARGET else 'MISSED'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""The OpenAI Agents SDK adapter in a real Runner loop with a scripted Model (no network)."""
+
+import asyncio
+import json
+import os
+import sys
+
+import pytest
+
+from test_library import INTENT, tool_conversation
+
+if sys.version_info < (3, 10):
+    pytest.skip("the pinned openai-agents needs Python 3.10", allow_module_level=True)
+if os.environ.get("CI"):
+    import agents  # noqa: F401  (ImportError fails the test in CI)
+else:
+    agents = pytest.importorskip("agents")
+
+import agents_adapter  # noqa: E402
+from agents.items import ModelResponse  # noqa: E402
+from agents.models.interface import Model  # noqa: E402
+from agents.usage import Usage  # noqa: E402
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText  # noqa: E402
+
+
+def responses_items():
+    """Return the long tool-using conversation as Responses input items."""
+    items = []
+    for msg in tool_conversation():
+        if msg["role"] == "system":
+            continue  # the agent's instructions carry it
+        if msg["role"] == "tool":
+            items.append({"type": "function_call_output", "call_id": msg["tool_call_id"], "output": msg["content"]})
+        elif msg.get("tool_calls"):
+            for call in msg["tool_calls"]:
+                items.append({"type": "function_call", "call_id": call["id"], "name": call["function"]["name"],
+                              "arguments": call["function"]["arguments"]})
+        else:
+            items.append({"role": msg["role"], "content": msg["content"]})
+    return items
+
+
+class ScriptedModel(Model):
+    """A Model that answers from a script and records the input of every call."""
+
+    def __init__(self, outputs):
+        self.outputs, self.inputs = list(outputs), []
+
+    async def get_response(self, system_instructions, input, model_settings, tools, output_schema, handoffs,
+                           tracing, *, previous_response_id=None, conversation_id=None, prompt=None):
+        self.inputs.append(json.loads(json.dumps(input, default=str)))
+        return ModelResponse(output=[self.outputs.pop(0)], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args, **kwargs):
+        raise NotImplementedError("the test runs without streaming")
+
+
+def call(call_id, ids):
+    return ResponseFunctionToolCall(type="function_call", call_id=call_id, name="recall_pages",
+                                    arguments=json.dumps({"ids": ids}), id=f"fc_{call_id}", status="completed")
+
+
+def answer(text):
+    return ResponseOutputMessage(id="msg_1", type="message", role="assistant", status="completed",
+                                 content=[ResponseOutputText(type="output_text", text=text, annotations=[])])
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_runner_sends_the_model_the_compacted_input_and_recall_returns_the_original(pager, mode):
+    items = responses_items()
+    probe = pager.Pager(900, intent=INTENT).compact(items, format="responses")
+    paged = probe.report.paged[0]
+    original = probe.recall(paged)[paged]
+    engine = pager.Pager(900, intent=INTENT)
+    make = agents_adapter.call_model_input_filter if mode == "sync" else agents_adapter.acall_model_input_filter
+    input_filter = make(engine)
+    model = ScriptedModel([call("r1", [paged]), call("r2", ["no-such-block"]), answer("Fixed the rounding.")])
+    agent = agents.Agent(name="coder", instructions="You fix code.", model=model,
+                         tools=[agents_adapter.recall_tool(engine)])
+    config = agents.RunConfig(call_model_input_filter=input_filter, tracing_disabled=True)
+    if mode == "sync":
+        result = agents.Runner.run_sync(agent, items, run_config=config)
+    else:
+        result = asyncio.run(agents.Runner.run(agent, items, run_config=config))
+    assert result.final_output == "Fixed the rounding."
+    assert len(model.inputs) == 3
+    first = model.inputs[0]
+    assert first == json.loads(json.dumps(probe.messages))  # exactly the pager's pass on the same items
+    assert len(first) < len(items) and pager.validate("responses", first) == []
+    assert any("recall_pages tool with ids" in json.dumps(item) for item in first)
+    outputs = {i["call_id"]: i["output"] for i in result.to_input_list() if i.get("type") == "function_call_output"}
+    assert outputs["r1"] == original
+    assert outputs["r2"].startswith("error: ") and "never seen" in outputs["r2"]
+    assert len(result.to_input_list()) == len(items) + 5  # the run's history keeps every item

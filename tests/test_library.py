@@ -1,0 +1,287 @@
+"""The library: compact() on in-memory messages, the Pager across calls, the recall tool."""
+
+import copy
+import json
+import os
+
+import pytest
+
+from conftest import ASSET, NOW, replay
+
+INTENT = "fix the invoice rounding in billing"
+
+
+def tool_conversation(rounds=12, pending=False):
+    """Return a Chat Completions conversation: rounds of ask, tool call, tool result, answer."""
+    msgs = [{"role": "system", "content": "You are a coding agent. Use the tools."}]
+    topics = ["invoice rounding", "parser cache", "billing export", "queue retry", "logger format"]
+    for i in range(rounds):
+        topic = topics[i % len(topics)]
+        call = f"call_{i}"
+        msgs.append({"role": "user", "content": f"Look at the {topic} module, step {i}."})
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call, "type": "function", "function": {"name": "read_file",
+                                                          "arguments": json.dumps({"path": f"src/{i}.py"})}}]})
+        body = "\n".join(f"def {topic.split()[0]}_{i}_{j}(x):\n    return round(x, {j})  # {topic}"
+                         for j in range(48))
+        msgs.append({"role": "tool", "tool_call_id": call, "content": body})
+        msgs.append({"role": "assistant", "content": f"The {topic} code at step {i} rounds with round(); "
+                                                     f"it looks fine apart from the {topic} edge cases."})
+    msgs.append({"role": "user", "content": "Now fix the invoice rounding in billing."})
+    if pending:
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_last", "type": "function", "function": {"name": "run_tests", "arguments": "{}"}}]})
+    return msgs
+
+
+def cli_pass(cli, tmp_path, value, *flags, fmt="openai"):
+    """Run the CLI on ``value`` written to a file; return (records by block, emitted object, contract)."""
+    history = tmp_path / f"history-{fmt}.json"
+    history.write_text(json.dumps(value), encoding="utf-8")
+    contract = tmp_path / f"cli-{fmt}.limn"
+    out = tmp_path / f"out-{fmt}.json"
+    result = cli("--history", history, "--contract", contract, "--format", fmt, "--now", NOW,
+                 "--emit", out, *flags)
+    assert result.code == 0, result.err
+    return {r["block"]: r for r in result.records}, json.loads(out.read_text(encoding="utf-8")), str(contract)
+
+
+def test_compact_makes_the_cli_decisions_and_output_on_an_openai_list(pager, cli, tmp_path):
+    msgs = tool_conversation()
+    for flags in ((), ("--budget", "900")):
+        records, emitted, contract = cli_pass(cli, tmp_path, msgs, "--intent", INTENT, *flags)
+        budget = int(flags[1]) if flags else None
+        result = pager.compact(msgs, budget=budget, intent=INTENT,
+                               hint=lambda block, c=contract: pager._recall_hint(block, c, None))
+        ours = {d.block: d.to_dict() for d in result.report.decisions}
+        assert ours == records
+        assert result.messages == emitted
+        assert result.report.counts["page"] > 0 and result.report.counts["evict"] > 0
+        if budget:
+            assert result.report.tokens_after <= budget < result.report.tokens_before
+
+
+def test_compact_on_the_pager_format_matches_the_cli(pager, cli, tmp_path):
+    history = json.loads(ASSET.read_text(encoding="utf-8"))
+    records, emitted, contract = cli_pass(cli, tmp_path, history, "--budget", "300", fmt="pager")
+    result = pager.compact(history, budget=300, hint=lambda block: pager._recall_hint(block, contract, None))
+    assert {d.block: d.to_dict() for d in result.report.decisions} == records
+    assert result.messages == emitted
+
+
+def test_shapes_and_types_come_back_as_they_went_in(pager):
+    anthropic = {"system": "Be brief.", "model": "m", "messages": [
+        {"role": "user", "content": "Tell me about the invoice rounding."},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {"p": 1}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "round(x, 2)"}]},
+        {"role": "assistant", "content": "It rounds to cents."}]}
+    body = pager.compact(anthropic).messages
+    assert isinstance(body, dict) and body["system"] == "Be brief." and body["model"] == "m"
+    bare = pager.compact(anthropic["messages"], format="anthropic").messages
+    assert isinstance(bare, list) and bare == body["messages"]
+    assert pager.validate("anthropic", {"messages": bare}) == []
+    responses = [{"role": "user", "content": "Fix the invoice rounding."},
+                 {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"},
+                 {"type": "function_call_output", "call_id": "c1", "output": "round(x, 2)"}]
+    out = pager.compact(responses)
+    assert out.report.format == "responses" and isinstance(out.messages, list)
+    assert out.messages == responses
+    assert pager.compact({"model": "m", "messages": tool_conversation(2)}).messages["model"] == "m"
+
+
+def test_nothing_is_written_and_the_input_is_not_changed(pager, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    msgs = tool_conversation()
+    before = copy.deepcopy(msgs)
+    result = pager.compact(msgs, budget=900, intent=INTENT)
+    assert msgs == before
+    assert list(tmp_path.iterdir()) == []
+    assert result.report.paged
+
+
+def test_stubs_name_the_recall_tool_and_recall_gives_the_exact_text(pager):
+    msgs = tool_conversation()
+    result = pager.compact(msgs, budget=900, intent=INTENT)
+    block = result.report.paged[0]
+    original = next(b["text"] for b in pager.conversation_blocks(pager.load(json.dumps(msgs), "openai"))
+                    if b["id"] == block)
+    contents = [m["content"] for m in result.messages if isinstance(m["content"], str)]
+    contents += [p["text"] for m in result.messages if isinstance(m["content"], list) for p in m["content"]]
+    assert any(f'(recall: the recall_pages tool with ids ["{block}"])' in c for c in contents)
+    assert result.recall([block]) == {block: original}
+    args = json.dumps({"ids": [block]})
+    assert pager.run_recall_tool(result, {"id": "c9", "type": "function",
+                                          "function": {"name": "recall_pages", "arguments": args}}) == \
+        {"role": "tool", "tool_call_id": "c9", "content": original}
+    assert result.run_tool_call({"type": "function_call", "call_id": "c9", "name": "recall_pages",
+                                 "arguments": args}) == \
+        {"type": "function_call_output", "call_id": "c9", "output": original}
+    assert result.run_tool_call({"type": "tool_use", "id": "t9", "name": "recall_pages",
+                                 "input": {"ids": [block]}}) == \
+        {"type": "tool_result", "tool_use_id": "t9", "content": original}
+
+
+def test_the_page_index_names_the_recall_tool(pager):
+    agent = pager.Pager(900, intent=INTENT)
+    paged = agent.compact(tool_conversation()).report.paged
+    lines = agent.index().splitlines()
+    assert lines[0] == f'Paged blocks: {len(paged)} (recall one with: the recall_pages tool with ids ["ID"])'
+    assert [line.split(" | ")[0] for line in lines[1:]] == paged
+
+
+def test_a_bad_recall_call_is_an_error_result_never_an_exception(pager):
+    result = pager.compact(tool_conversation(), budget=900, intent=INTENT)
+    evicted = next(d.block for d in result.report.decisions if d.action == "evict")
+    retained = next(d.block for d in result.report.decisions if d.action == "retain")
+    cases = [({"ids": ["no-such-block"]}, "was never seen"), ({"ids": [evicted]}, "is evicted"),
+             ({"ids": [retained]}, "is retained"), ({"ids": []}, "non-empty list"), ({}, "non-empty list")]
+    for arguments, why in cases:
+        out = result.run_tool_call({"type": "tool_use", "id": "t1", "name": "recall_pages", "input": arguments})
+        assert out["is_error"] is True and why in out["content"], out
+        out = result.run_tool_call({"id": "c1", "function": {"name": "recall_pages",
+                                                             "arguments": json.dumps(arguments)}})
+        assert out["content"].startswith("error: ") and why in out["content"]
+    assert result.run_tool_call({"id": "c1", "function": {"name": "recall_pages", "arguments": "{oops"}}
+                                )["content"].startswith("error: the arguments are not JSON")
+    assert "unknown tool" in result.run_tool_call({"type": "function_call", "call_id": "c", "name": "x"})["output"]
+    assert result.run_tool_call("not a call")["content"].startswith("error: ")
+
+
+def test_tool_definitions_for_the_three_apis(pager):
+    chat, responses, anthropic = (pager.recall_tool(api) for api in ("openai", "responses", "anthropic"))
+    assert chat["type"] == "function" and chat["function"]["name"] == "recall_pages"
+    assert chat["function"]["parameters"]["properties"]["ids"]["type"] == "array"
+    assert responses["type"] == "function" and responses["name"] == "recall_pages" and "parameters" in responses
+    assert anthropic["name"] == "recall_pages" and anthropic["input_schema"]["required"] == ["ids"]
+    with pytest.raises(pager.PagerError, match="api must be one of"):
+        pager.recall_tool("gemini")
+
+
+def test_token_counter_replaces_the_estimate(pager):
+    msgs = tool_conversation(4)
+    words = lambda text: len(text.split())  # noqa: E731
+    report = pager.compact(msgs, intent=INTENT, token_counter=words).report
+    blocks = pager.conversation_blocks(pager.load(json.dumps(msgs), "openai"))
+    assert [d.tokens for d in report.decisions] == [words(b["text"]) for b in blocks]
+    assert report.tokens_before == sum(words(b["text"]) for b in blocks)
+    fitted = pager.compact(msgs, budget=150, intent=INTENT, token_counter=words).report
+    assert fitted.tokens_before == report.tokens_before and fitted.tokens_after <= 150
+    with pytest.raises(pager.PagerError, match="token_counter must return"):
+        pager.compact(msgs, token_counter=lambda text: -1)
+
+
+def test_the_pager_reuses_unchanged_blocks_and_rescores_changed_ones(pager):
+    msgs = tool_conversation(pending=True)
+    agent = pager.Pager(900, intent=INTENT)
+    first = agent.compact(msgs).report
+    assert first.cached == 0
+    grown = msgs + [{"role": "tool", "tool_call_id": "call_last", "content": "3 passed"}]
+    again = agent.compact(grown).report
+    assert again.cached == len(first.decisions)  # every earlier block from the cache; the new one scored
+    assert list(again.decisions) == list(pager.Pager(900, intent=INTENT).compact(grown).report.decisions)
+    # A block whose text changed under the same id is scored afresh, never served from the cache.
+    edited = copy.deepcopy(grown)
+    assert "invoice rounding" in edited[3]["content"]
+    edited[3]["content"] = "No match here at all."
+    third = agent.compact(edited).report
+    assert third.cached == len(again.decisions) - 1
+    assert list(third.decisions) == list(pager.Pager(900, intent=INTENT).compact(edited).report.decisions)
+    before = next(d for d in again.decisions if d.block == "call_0:result")
+    after = next(d for d in third.decisions if d.block == "call_0:result")
+    assert before.matched and not after.matched and after.tokens < before.tokens
+
+
+def test_compacted_output_fed_back_keeps_its_stubs_recallable(pager):
+    msgs = tool_conversation()
+    agent = pager.Pager(900, intent=INTENT)
+    first = agent.compact(msgs)
+    originals = first.recall(first.report.paged)
+    second = agent.compact(first.messages)
+    stubs = [d for d in second.report.decisions if d.stub]
+    assert sorted(d.block for d in stubs) == sorted(originals)
+    text = json.dumps(second.messages)
+    for d in stubs:  # each stub is paged again (recallable) or brought back verbatim
+        if d.action == "page":
+            assert agent.recall([d.block]) == {d.block: originals[d.block]}
+        elif d.action == "retain":
+            assert json.dumps(originals[d.block])[1:-1] in text
+
+
+def test_contract_mode_records_the_pass_and_the_recall(pager, tmp_path):
+    contract = tmp_path / "session.limn"
+    agent = pager.Pager(900, intent=INTENT, contract=str(contract), now=NOW)
+    result = agent.compact(tool_conversation())
+    assert (tmp_path / "session.pages.sqlite3").exists()
+    _, values = replay(contract.read_text(encoding="utf-8"))
+    assert sorted(values["paged-blocks"]) == sorted(result.report.paged)
+    block = result.report.paged[0]
+    out = agent.run_tool_call({"type": "tool_use", "id": "t1", "name": "recall_pages", "input": {"ids": [block]}})
+    assert "is_error" not in out and out["content"]
+    _, values = replay(contract.read_text(encoding="utf-8"))
+    assert block in values["retained-blocks"] and block not in values["paged-blocks"]
+
+
+def test_store_mode_keeps_pages_in_sqlite_only(pager, tmp_path):
+    store = tmp_path / "pages.sqlite3"
+    agent = pager.Pager(900, intent=INTENT, store=str(store))
+    result = agent.compact(tool_conversation())
+    assert sorted(os.listdir(tmp_path)) == ["pages.sqlite3"]
+    block = result.report.paged[0]
+    fresh = pager.compact(tool_conversation(), budget=900, intent=INTENT)
+    assert agent.recall(block) == fresh.recall(block)
+
+
+def test_bad_input_is_one_clear_error(pager):
+    with pytest.raises(pager.PagerError, match="messages must be a message list"):
+        pager.compact("hello")
+    with pytest.raises(pager.PagerError, match=r"openai messages: messages\[0\].role"):
+        pager.compact([{"role": "robot", "content": "x"}], format="openai")
+    with pytest.raises(pager.PagerError, match="unknown parameter 'alhpa'"):
+        pager.compact([], alhpa=1)
+    with pytest.raises(pager.PagerError, match="--budget must be a positive integer"):
+        pager.Pager(0)
+
+
+def test_report_to_dict_is_json(pager):
+    report = pager.compact(tool_conversation(), budget=900, intent=INTENT).report
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["budget"] == 900 and data["blocks"] == len(data["decisions"])
+    assert data["retain"] + data["page"] + data["evict"] == data["blocks"]
+    assert data["pressure_after"] == round(report.tokens_after / 900, 4)
+
+
+def test_recall_command_follows_how_the_pager_was_run(pager):
+    assert pager._recall_command("/venv/bin/prosecode-pager") == "prosecode-pager recall"
+    assert pager._recall_command("scripts/pager.py") == "python3 scripts/pager.py recall"
+    assert pager._recall_command("/site-packages/prosecode_pager/pager.py") == "python3 -m prosecode_pager.pager recall"
+
+
+def test_library_benchmark_runs_and_prints_its_ratios():
+    import subprocess
+    import sys
+    from conftest import ROOT
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark-library.py"), "--messages", "200",
+                           "--budget", "2000", "--repeats", "1"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "200 messages" in proc.stdout and "200 blocks from the cache" in proc.stdout
+    try:
+        import langchain_core  # noqa: F401
+    except ImportError:
+        return
+    assert "ratios: repeat/trim " in proc.stdout
+
+
+@pytest.mark.parametrize("name,fmt", [("openai_parallel.json", "openai"), ("anthropic_thinking.json", "anthropic"),
+                                      ("anthropic_alternation.json", "anthropic"),
+                                      ("responses_session.json", "responses"), ("pager_history.json", "pager")])
+@pytest.mark.parametrize("options", [{}, {"budget": 60}, {"evict_cut": 0.0}, {"budget": 40, "evict_cut": 0.0}])
+def test_compact_matches_the_cli_on_every_format_fixture(pager, cli, tmp_path, name, fmt, options):
+    from conftest import ROOT
+    value = json.loads((ROOT / "tests" / "fixtures" / "transcripts" / name).read_text(encoding="utf-8"))
+    flags = [part for key, val in options.items() for part in ("--" + key.replace("_", "-"), val)]
+    records, emitted, contract = cli_pass(cli, tmp_path, value, *flags, fmt=fmt)
+    result = pager.compact(value, format=fmt, hint=lambda block: pager._recall_hint(block, contract, None), **options)
+    assert {d.block: d.to_dict() for d in result.report.decisions} == records
+    assert result.messages == emitted
+    if options == {"evict_cut": 0.0}:  # nothing is evicted by score and no budget: the pass pages
+        assert result.report.counts["page"] > 0

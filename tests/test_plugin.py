@@ -1,0 +1,433 @@
+"""The Claude Code plugin: manifest, hooks run exactly as Claude Code runs them, and the real CLI's validator."""
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+import claude_hooks  # noqa: E402  (conftest puts scripts/ on sys.path)
+import pager  # noqa: E402
+
+DEV_SET = ROOT.parent / "shared" / "data" / "transcripts-dev"
+FIXTURE = ROOT / "tests" / "fixtures" / "transcripts" / "claude_code_session.jsonl"
+MANIFEST = ROOT / ".claude-plugin" / "plugin.json"
+HOOKS = ROOT / "hooks" / "hooks.json"
+INDEX_LINE = re.compile(r"^(\S+) \| turn (\d+) \| (\w+) \| (\d+) tokens \| ")
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    tomllib = None
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location("benchmark_hooks", ROOT / "scripts" / "benchmark-hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def hook_command(event):
+    """Return the command line hooks/hooks.json gives Claude Code for ``event``."""
+    return json.loads(HOOKS.read_text(encoding="utf-8"))["hooks"][event][0]["hooks"][0]["command"]
+
+
+def run_hook(event_name, stdin, project, env=None):
+    """Run a hook as Claude Code does: its command through the shell, JSON on stdin, the project as cwd."""
+    environ = {k: v for k, v in os.environ.items() if k not in claude_hooks.TOKEN_ENV}
+    environ.update(CLAUDE_PLUGIN_ROOT=str(ROOT), CLAUDE_PROJECT_DIR=str(project), **(env or {}))
+    text = stdin if isinstance(stdin, str) else json.dumps(stdin)
+    return subprocess.run(["/bin/sh", "-c", hook_command(event_name)], input=text, capture_output=True,
+                          text=True, cwd=project, env=environ, timeout=300)
+
+
+def events(session_id, transcript, project, custom=None, harness="claude-code"):
+    """Return the PreCompact and SessionStart inputs the harness sends for one compaction.
+
+    Claude Code: session_id, transcript_path, cwd, hook_event_name, then trigger and
+    custom_instructions, or source. Codex 0.169 (its hook input schemas): no custom_instructions;
+    model and turn_id in PreCompact; model and permission_mode in SessionStart.
+    """
+    common = {"session_id": session_id, "transcript_path": str(transcript), "cwd": str(project)}
+    if harness == "codex":
+        return (dict(common, hook_event_name="PreCompact", trigger="auto", model="gpt-5.5", turn_id="turn-1"),
+                dict(common, hook_event_name="SessionStart", source="compact", model="gpt-5.5",
+                     permission_mode="default"))
+    return (dict(common, hook_event_name="PreCompact", trigger="manual" if custom else "auto",
+                 custom_instructions=custom),
+            dict(common, hook_event_name="SessionStart", source="compact", model="claude-opus-5-5"))
+
+
+def compact(session_id, transcript, project, custom=None, env=None, harness="claude-code"):
+    """Run both hooks of one compaction; return the SessionStart output object."""
+    pre, start = events(session_id, transcript, project, custom, harness)
+    first = run_hook("PreCompact", pre, project, env)
+    assert first.returncode == 0 and first.stderr == ""
+    assert set(json.loads(first.stdout)) == {"systemMessage"}  # allowed by both harnesses' PreCompact output
+    assert json.loads(first.stdout)["systemMessage"].startswith("prosecode pager: ")
+    second = run_hook("SessionStart", start, project, env)
+    assert second.returncode == 0, second.stderr
+    assert not (project / ".prosecode" / "hooks.log").exists(), (project / ".prosecode" / "hooks.log").read_text()
+    return json.loads(second.stdout)
+
+
+def context_of(output):
+    """Check the SessionStart output against the hooks reference; return its additionalContext."""
+    assert set(output) == {"hookSpecificOutput"}
+    specific = output["hookSpecificOutput"]
+    assert set(specific) == {"hookEventName", "additionalContext"}
+    assert specific["hookEventName"] == "SessionStart"
+    assert isinstance(specific["additionalContext"], str) and specific["additionalContext"]
+    return specific["additionalContext"]
+
+
+def indexed_ids(context):
+    return [m.group(1) for m in map(INDEX_LINE.match, context.splitlines()) if m]
+
+
+def recall_command(context):
+    line = next(line for line in context.splitlines() if line.startswith("Recall a block's exact text: "))
+    return line.split(": ", 1)[1]
+
+
+def transcript_strings(path):
+    """Return (every string a transcript's messages and tool outputs hold, tool call id -> tool name).
+
+    Claude Code: ``message.content`` (string, text parts, tool_use, tool_result). Codex: the
+    ``payload`` of response items (message content, function_call, function_call_output).
+    """
+    found, calls = set(), {}
+
+    def walk(value):
+        if isinstance(value, str):
+            found.add(value)
+            if value.startswith('{"output"'):  # Codex wraps shell output as JSON: {"output": ..., "metadata": ...}
+                walk(json.loads(value))
+        elif isinstance(value, list):
+            texts = [item.get("text") for item in value if isinstance(item, dict) and isinstance(item.get("text"), str)]
+            found.update(("\n".join(texts), "".join(texts)))  # a result's text parts, read as one text
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            if value.get("type") in ("tool_use", "function_call", "custom_tool_call", "local_shell_call"):
+                calls[value.get("id") if value.get("type") == "tool_use" else value.get("call_id")] = value.get("name")
+            for key in ("text", "content", "thinking", "output", "summary"):
+                walk(value.get(key))
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("message"), dict):
+            walk(obj["message"].get("content"))
+        elif isinstance(obj, dict) and obj.get("type") == "response_item":
+            walk(obj.get("payload"))
+    return found, calls
+
+
+def check_recalls(context, transcript, project, limit=None, fmt="claude-code"):
+    """Run the injected recall command on each indexed id: the text is the block's, as in the transcript."""
+    conv = pager.load(Path(transcript).read_text(encoding="utf-8"), fmt)
+    blocks = {b["id"]: b for b in pager.conversation_blocks(conv)}
+    raw, calls = transcript_strings(transcript)
+    ids = indexed_ids(context)[:limit]
+    assert ids, "the index lists no paged block"
+    command = recall_command(context)
+    for block in ids:
+        proc = subprocess.run(["/bin/sh", "-c", command.replace("BLOCK_ID", block)], capture_output=True,
+                              text=True, cwd=project)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == blocks[block]["text"]
+        if block in calls:  # a tool call reads as name(arguments)
+            assert proc.stdout.startswith(f"{calls[block] or 'shell'}("), block
+        else:
+            text = proc.stdout[len("[error] "):] if proc.stdout.startswith("[error] ") else proc.stdout  # is_error mark
+            # The transcript's own text (a tool may print nothing; a reasoning item's summary parts
+            # are joined by line breaks).
+            assert all(any(piece in s for s in raw) for piece in text.split("\n") if piece.strip()), block
+    return ids
+
+
+# --- manifest, hooks file, versions ---
+
+def test_versions_agree():
+    manifest = json.loads(MANIFEST.read_text(encoding="utf-8"))
+    skill = re.search(r'^  version: "([^"]+)"$', (ROOT / "SKILL.md").read_text(encoding="utf-8"), re.M).group(1)
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    project = tomllib.loads(text)["project"]["version"] if tomllib else re.search(r'^version = "(.+)"$', text, re.M).group(1)
+    mcp_source = (ROOT / "scripts" / "mcp_server.py").read_text(encoding="utf-8")
+    assert "version=engine.__version__" in mcp_source  # the MCP server reports the engine's version
+    assert {manifest["version"], skill, pager.__version__} == {project}
+
+
+def test_manifest_declares_the_skill_hooks_and_mcp_server():
+    manifest = json.loads(MANIFEST.read_text(encoding="utf-8"))
+    assert manifest["name"] == "prosecode-context-pager"
+    assert manifest["skills"] == ["./"] and (ROOT / "SKILL.md").is_file()
+    server = manifest["mcpServers"]["prosecode-pager"]
+    assert server["command"] == "python3" and server["args"] == ["${CLAUDE_PLUGIN_ROOT}/scripts/mcp_server.py"]
+    hooks = json.loads(HOOKS.read_text(encoding="utf-8"))["hooks"]
+    assert set(hooks) == {"PreCompact", "SessionStart"}
+    assert hooks["SessionStart"][0]["matcher"] == "compact"
+    assert "matcher" not in hooks["PreCompact"][0]  # manual and auto compactions alike
+    for event, mode in (("PreCompact", "pre-compact"), ("SessionStart", "session-start")):
+        assert hook_command(event) == f'python3 "${{CLAUDE_PLUGIN_ROOT}}/scripts/claude_hooks.py" {mode}'
+    marketplace = json.loads((ROOT / ".claude-plugin" / "marketplace.json").read_text(encoding="utf-8"))
+    assert [(p["name"], p["source"]) for p in marketplace["plugins"]] == [("prosecode-context-pager", "./")]
+
+
+# --- human requests ---
+
+def test_human_requests_skip_harness_lines():
+    records = claude_hooks.request_records(str(FIXTURE))
+    assert claude_hooks.human_requests(records) == [
+        "pytest fails on tests/test_totals.py::test_rounding, can you find out why?",
+        "actually just use round() everywhere",
+        "No, Decimal is right. Re-read and go ahead.",
+        "Now run the whole test suite.",
+    ]
+
+
+@pytest.mark.parametrize("line, expected", [
+    ({"type": "user", "message": {"content": "<task-notification>done</task-notification>"}}, []),
+    ({"type": "user", "message": {"content": "<command-name>/compact</command-name>"}}, []),
+    ({"type": "user", "message": {"content": "[Request interrupted by user for tool use]"}}, []),
+    ({"type": "user", "isCompactSummary": True, "message": {"content": "Summary: fix it"}}, []),
+    ({"type": "user", "isMeta": True, "message": {"content": "Fix it"}}, []),
+    ({"type": "user", "isSidechain": True, "message": {"content": "Search src/"}}, []),
+    ({"type": "user", "toolUseResult": {}, "message": {"content": [{"type": "text", "text": "ok"}]}}, []),
+    ({"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}}, []),
+    ({"type": "user", "message": {"content": [{"type": "text", "text": " Fix it "},
+                                              {"type": "text", "text": "<system-reminder>x</system-reminder>"}]}},
+     ["Fix it"]),
+    ({"type": "user", "message": {"content": "Fix it\n<system-reminder>not cut: inside the text</system-reminder>"}},
+     ["Fix it\n<system-reminder>not cut: inside the text</system-reminder>"]),
+])
+def test_human_request_rule(line, expected):
+    assert claude_hooks.human_requests([line]) == expected
+
+
+# --- the hooks on real sessions ---
+
+# The engine now reads these two (issue 10); the hooks' own request rule and this file's recall
+# check do not follow yet (a subagent log has no main-chain user line; an older rollout's texts).
+_HOOK_GAPS = {"spotter-subagent-agent-a2898e3.jsonl": "the hooks' human_requests skips a subagent log's side chain",
+              "acidicsoil-legacy-example.jsonl": "the recall check does not find an older rollout's assistant text"}
+
+
+def _dev_sessions():
+    """Return (harness, transcript) for every Claude Code session and Codex rollout of the development set."""
+    return [pytest.param(harness, path, marks=pytest.mark.xfail(reason=_HOOK_GAPS[path.name], strict=True))
+            if path.name in _HOOK_GAPS else (harness, path)
+            for harness in ("claude-code", "codex")
+            for path in sorted((DEV_SET / harness).glob("*.jsonl"))] if DEV_SET.is_dir() else []
+
+
+@pytest.mark.skipif(not _dev_sessions(), reason=f"{DEV_SET} not found (development set not shipped)")
+@pytest.mark.parametrize("harness, transcript", _dev_sessions(), ids=lambda v: getattr(v, "name", v))
+def test_hooks_on_development_sessions(harness, transcript, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    probe = subprocess.run([sys.executable, str(ROOT / "scripts" / "pager.py"), "--history", str(transcript),
+                            "--contract", str(tmp_path / "probe.limn"), "--dry-run"], capture_output=True, text=True)
+    readable = probe.returncode == 0  # what the engine can read, the hooks page
+    if not readable:  # a subagent's own log, a pre-hooks rollout layout: logged, nothing injected
+        pre, start = events("dev", transcript, project, harness=harness)
+        for name, event in (("PreCompact", pre), ("SessionStart", start)):
+            proc = run_hook(name, event, project)
+            assert (proc.returncode, proc.stdout) == (0, "")
+        assert len((project / ".prosecode" / "hooks.log").read_text().splitlines()) == 2
+        return
+    context = context_of(compact("dev", transcript, project, harness=harness))
+    assert pager.estimate_tokens(context) <= claude_hooks.DEFAULT_CONTEXT_TOKENS
+    requests = claude_hooks.human_requests(claude_hooks.request_records(str(transcript)))
+    assert requests and requests[0] in context and requests[-1] in context  # verbatim
+    state = json.loads((project / ".prosecode" / "dev.hook.json").read_text())
+    relevance = [state["relevance"][block] for block in indexed_ids(context)]
+    assert relevance == sorted(relevance, reverse=True)  # most relevant first
+    assert len(state["relevance"]) == state["pass"]["page"]
+    check_recalls(context, transcript, project, fmt=harness)
+
+
+@pytest.mark.skipif(not (DEV_SET / "claude-code" / "reliability-python-to-rust-port.jsonl").exists(),
+                    reason="the development set is not shipped")
+def test_readme_example_is_what_the_hook_injects(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    transcript = DEV_SET / "claude-code" / "reliability-python-to-rust-port.jsonl"
+    context = context_of(compact("6c0ffee0-1a2b-4c3d-8e9f-0123456789ab", transcript, project,
+                                 env={"PROSECODE_CONTEXT_TOKENS": "600"}))
+    shown = context.replace(str(ROOT / "scripts" / "pager.py"), "/opt/prosecode-context-pager/scripts/pager.py")
+    shown = shown.replace(str(project), "/home/me/rust-port")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    example = readme.split("**What the model sees.**", 1)[1].split("```text\n", 1)[1].split("\n```", 1)[0]
+    # The paths here are not the README's, and their length moves the cap by a line: compare the
+    # listed pages as a prefix, and the count of listed plus unlisted pages.
+    def split(text):
+        lines = text.splitlines()
+        more = re.match(r"\((\d+) more paged blocks", lines[-1])
+        return (lines[:-1], int(more.group(1))) if more else (lines, 0)
+    (mine, mine_more), (theirs, theirs_more) = split(shown), split(example)
+    shorter = min(len(mine), len(theirs))
+    assert mine[:shorter] == theirs[:shorter] and abs(len(mine) - len(theirs)) <= 2
+    assert len(mine) + mine_more == len(theirs) + theirs_more
+    assert pager.estimate_tokens(context) <= 600
+
+
+def test_hooks_on_the_fixture_session_with_custom_instructions(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    context = context_of(compact("s1", FIXTURE, project, custom="Decimal rounding in line_total"))
+    assert "pytest fails on tests/test_totals.py::test_rounding, can you find out why?" in context
+    assert "Now run the whole test suite." in context
+    state = json.loads((project / ".prosecode" / "s1.hook.json").read_text())
+    assert (state["intent"], state["intent_from"]) == ("Decimal rounding in line_total", "custom_instructions")
+    assert state["pass"]["intent_source"] == "--intent"
+    assert 'Or call the MCP tool "recall" (server prosecode-pager)' in context
+    check_recalls(context, FIXTURE, project)
+
+
+def test_instructions_that_look_like_flags(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    context_of(compact("s5", FIXTURE, project, custom="--budget 5 -h"))
+    state = json.loads((project / ".prosecode" / "s5.hook.json").read_text())
+    assert state["intent"] == "--budget 5 -h" and "budget" not in state["pass"]
+
+
+def test_second_compaction_extends_the_same_contract(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    transcript = tmp_path / "session.jsonl"
+    lines = list(_benchmark().session_lines(1200))
+    transcript.write_text("".join(json.dumps(o) + "\n" for o in lines[:700]), encoding="utf-8")
+    first = context_of(compact("s2", transcript, project))
+    contract = project / ".prosecode" / "s2.limn"
+    before = contract.read_bytes()
+    with transcript.open("a", encoding="utf-8") as fh:  # the session goes on after the first compaction
+        fh.write("".join(json.dumps(o) + "\n" for o in lines[700:]))
+    second = context_of(compact("s2", transcript, project))
+    after = contract.read_bytes()
+    assert after.startswith(before) and len(after) > len(before)
+    assert after.count(b"remember a value called last-pager-pass") == 2
+    assert sorted(p.name for p in (project / ".prosecode").iterdir()) == [
+        ".gitignore", "s2.hook.json", "s2.limn", "s2.pages.sqlite3"]
+    assert (project / ".prosecode" / ".gitignore").read_text().splitlines()[-1] == "*"
+    assert first != second and "Now look at the" in second  # the last request moved on
+    check_recalls(second, transcript, project, limit=5)
+
+
+def test_generated_50000_message_session(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    transcript = tmp_path / "long.jsonl"
+    _benchmark().write_session(transcript, 50_000)
+    context = context_of(compact("long", transcript, project))
+    assert pager.estimate_tokens(context) <= claude_hooks.DEFAULT_CONTEXT_TOKENS
+    assert "more paged blocks not listed; all of them: python3 " in context
+    state = json.loads((project / ".prosecode" / "long.hook.json").read_text())
+    assert state["pass"]["page"] == len(state["relevance"]) > 1000
+    check_recalls(context, transcript, project, limit=3)
+
+
+@pytest.mark.parametrize("variable, value, cap", [
+    ("PROSECODE_CONTEXT_TOKENS", "250", 250),
+    ("CLAUDE_PLUGIN_OPTION_CONTEXT_TOKENS", "300.0", 300),  # the plugin option context_tokens
+])
+def test_token_cap_from_the_environment(variable, value, cap, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    context = context_of(compact("cap", FIXTURE, project, env={variable: value}))
+    assert cap - 40 < pager.estimate_tokens(context) <= cap
+    assert "Now run the whole test suite." in context
+
+
+# --- failures: exit 0, nothing injected, one log line ---
+
+@pytest.mark.parametrize("hook, stdin, expected", [
+    ("PreCompact", "{not json", "hook input is not JSON"),
+    ("SessionStart", "", "hook input is not JSON"),
+    ("PreCompact", "UNSAFE_ID", "is not a safe file name"),
+    ("PreCompact", "MISSING", "no such transcript"),
+    ("SessionStart", "NEVER_PAGED", "no contract for this session"),
+])
+def test_hook_failures_exit_0_inject_nothing_and_log_one_line(hook, stdin, expected, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    pre, start = events("s3", tmp_path / "missing.jsonl", project)
+    unsafe = dict(pre, session_id="../x", transcript_path=str(FIXTURE))
+    stdin = {"MISSING": pre, "NEVER_PAGED": start, "UNSAFE_ID": unsafe}.get(stdin, stdin)
+    proc = run_hook(hook, stdin, project)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+    lines = (project / ".prosecode" / "hooks.log").read_text().splitlines()
+    assert len(lines) == 1 and expected in lines[0]
+    assert not list((project / ".prosecode").glob("*.limn"))
+
+
+def test_bad_token_cap_is_logged_not_raised(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    pre, start = events("s4", FIXTURE, project)
+    assert run_hook("PreCompact", pre, project).returncode == 0
+    proc = run_hook("SessionStart", start, project, env={"PROSECODE_CONTEXT_TOKENS": "lots"})
+    assert (proc.returncode, proc.stdout) == (0, "")
+    assert "PROSECODE_CONTEXT_TOKENS must be a number of at least 200" in (project / ".prosecode" / "hooks.log").read_text()
+
+
+# --- the real claude CLI ---
+
+def claude_cli():
+    """Return the claude binary: CLAUDE_CLI (set by .ci/run), else one on PATH; skip (fail in CI) when absent."""
+    for candidate in filter(None, (os.environ.get("CLAUDE_CLI"), shutil.which("claude"))):
+        try:
+            proc = subprocess.run([candidate, "--version"], capture_output=True, text=True, timeout=60)
+        except OSError:
+            continue
+        if proc.returncode == 0 and "Claude Code" in proc.stdout:
+            return candidate
+    if os.environ.get("CI"):
+        pytest.fail("the claude CLI is missing: .ci/run installs @anthropic-ai/claude-code and sets CLAUDE_CLI")
+    pytest.skip("the claude CLI is not installed (bash .ci/run installs it and sets CLAUDE_CLI)")
+
+
+def run_claude(cli, *args, home, cwd=ROOT):
+    env = {"HOME": str(home), "PATH": os.environ.get("PATH", ""), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+           "DISABLE_AUTOUPDATER": "1"}
+    return subprocess.run([cli, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+
+
+def test_claude_plugin_validate(tmp_path):
+    cli = claude_cli()
+    proc = run_claude(cli, "plugin", "validate", "--strict", str(ROOT), home=tmp_path / "home")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Validation passed" in proc.stdout
+    broken = tmp_path / "broken"
+    shutil.copytree(ROOT / ".claude-plugin", broken / ".claude-plugin")
+    manifest = json.loads((broken / ".claude-plugin" / "plugin.json").read_text())
+    (broken / ".claude-plugin" / "marketplace.json").unlink()
+    manifest["name"] = "Not A Valid Name"
+    (broken / ".claude-plugin" / "plugin.json").write_text(json.dumps(manifest))
+    assert run_claude(cli, "plugin", "validate", str(broken), home=tmp_path / "home").returncode != 0
+
+
+def test_claude_plugin_install_and_details(tmp_path):
+    cli = claude_cli()
+    home = tmp_path / "home"
+    install = run_claude(cli, "plugin", "install", "prosecode-context-pager", "--marketplace", str(ROOT),
+                         home=home, cwd=tmp_path)
+    assert install.returncode == 0, install.stdout + install.stderr
+    details = run_claude(cli, "plugin", "details", "prosecode-context-pager@prosecode", home=home, cwd=tmp_path)
+    assert details.returncode == 0, details.stdout + details.stderr
+    assert "Skills (1)  prosecode-context-pager" in details.stdout
+    assert "Hooks (2)  PreCompact, SessionStart" in details.stdout
+    assert "MCP servers (1)  prosecode-pager" in details.stdout
+    assert re.search(r"Always-on: +~\d+ tok", details.stdout)
+    print(details.stdout)  # the projected token cost, for the CI log
