@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark the pager on real agent transcripts: one line per file.
 
-usage: benchmark-transcripts.py DIR [--budget 8000] [--strict]
+usage: benchmark-transcripts.py DIR [--budget 8000] [--strict] [--synthetic 50000]
 
 For every .json / .jsonl / .traj file under DIR, runs the pager as a user would (a subprocess of
 ``python3 scripts/pager.py``), each pass on a fresh contract in a temporary directory:
@@ -15,10 +15,16 @@ that count alone. Then whether the emitted request breaks an API rule (tests/api
 present), the round trip's new/moved counts, and the wall time. A file the pager fails on still gets its row, with the
 error line. Exits 0 when DIR is absent (the project does not ship transcripts); with --strict,
 exits 1 if any pass failed, a round trip was unstable, a budget was overrun or output was invalid.
+
+Then (unless --synthetic 0) it generates a Claude Code session of that many messages (a human
+request every 40 messages, assistant text and tool calls split over lines that share a
+message.id, tool results, progress lines, streaming usage), times one pass with --budget and
+--emit against json.loads over the same lines, and prints the ratio (the target is under 5x).
 """
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 import tempfile
@@ -47,7 +53,7 @@ def load_validators() -> Dict[str, Callable[[Any], List[str]]]:
 
 # The API format the pager writes each input format back in (README, "Formats").
 EMITTED_AS = {"openai": "openai", "anthropic": "anthropic", "claude-code": "anthropic",
-              "responses": "responses", "codex": "responses"}
+              "responses": "responses", "codex": "responses", "swe-agent": "openai"}
 
 
 class Run:
@@ -70,6 +76,9 @@ class Run:
         return self.code == 0
 
     def tokens(self) -> int:
+        """The history's size as this pass read it: the summary's estimate (stubs at their own size)."""
+        if "estimated_context_tokens" in self.summary:
+            return int(self.summary["estimated_context_tokens"])
         return sum(int(r.get("tokens", 0)) for r in self.records)
 
 
@@ -162,13 +171,72 @@ def row(cells: List[str]) -> str:
     return " ".join(str(c)[:w].ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, WIDTHS)))
 
 
+def synthetic_session(messages: int, seed: int = 7) -> str:
+    """Return a Claude Code JSONL session of ``messages`` conversation messages (plus progress lines)."""
+    rng = random.Random(seed)
+    words = ("parser invoice rounding totals module test fixture decimal branch commit lexer token "
+             "error cache session budget page contract").split()
+    lines, parent, n, call = [], None, 0, 0
+    usage = {"input_tokens": 3, "cache_creation_input_tokens": 200, "cache_read_input_tokens": 20000,
+             "output_tokens": 1}
+
+    def add(obj: Dict[str, Any]) -> None:
+        nonlocal parent
+        obj.update({"uuid": f"u{len(lines)}", "parentUuid": parent, "sessionId": "S", "isSidechain": False,
+                    "timestamp": "2026-01-01T00:00:00Z"})
+        parent = obj["uuid"]
+        lines.append(json.dumps(obj))
+
+    def text(count: int) -> str:
+        return " ".join(rng.choice(words) for _ in range(count))
+
+    since = 40  # messages since the last human request
+    while n < messages:
+        if since >= 40:
+            add({"type": "user", "message": {"role": "user", "content": "Please " + text(12)}})
+            n, since = n + 1, 0
+            continue
+        call += 1
+        mid = f"msg_{call}"
+        add({"type": "assistant", "message": {"id": mid, "role": "assistant", "usage": usage,
+                                              "content": [{"type": "text", "text": text(30)}]}})
+        add({"type": "assistant", "message": {"id": mid, "role": "assistant", "usage": usage, "content": [
+            {"type": "tool_use", "id": f"toolu_{call}", "name": "Bash", "input": {"command": text(4)}}]}})
+        add({"type": "progress", "data": {"type": "hook_progress"}})
+        add({"type": "user", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{call}", "content": text(rng.randint(10, 200))}]}})
+        n, since = n + 2, since + 2
+    return "\n".join(lines) + "\n"
+
+
+def measure_synthetic(messages: int, budget: int) -> None:
+    """Time one pass over a generated session against json.loads over its lines; print the ratio."""
+    text = synthetic_session(messages)
+    with tempfile.TemporaryDirectory(prefix="pager-bench-") as tmp:
+        path = Path(tmp) / "session.jsonl"
+        path.write_text(text, encoding="utf-8")
+        start = time.perf_counter()
+        for line in text.splitlines():
+            json.loads(line)
+        parse = time.perf_counter() - start
+        run = run_pager(path, Path(tmp) / "c.limn", NOW, ["--budget", str(budget), "--emit", str(Path(tmp) / "o.json")])
+    status = "ok" if run.ok else f"FAIL ({run.error})"
+    print(f"synthetic Claude Code session: {messages} messages, {len(text.splitlines())} lines, "
+          f"{len(text) / 1e6:.1f} MB: json.loads over its lines {parse:.2f}s, pager pass (--budget {budget} "
+          f"--emit, a process of its own) {run.seconds:.2f}s: {run.seconds / parse:.1f}x (target under 5x); {status}")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", help="directory of real transcripts (searched recursively)")
     parser.add_argument("--budget", type=int, default=8000, help="token budget of the second pass (default 8000)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when any file fails a check")
+    parser.add_argument("--synthetic", type=int, default=50000, metavar="N",
+                        help="messages of the generated Claude Code session timed against json.loads (0: skip)")
     args = parser.parse_args(argv)
     data = Path(args.dir)
+    if args.synthetic:
+        measure_synthetic(args.synthetic, args.budget)
     if not data.is_dir():
         print(f"benchmark-transcripts: {data} not found; nothing to measure (the project does not ship transcripts)")
         return 0

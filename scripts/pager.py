@@ -81,7 +81,7 @@ __all__ = [
     # the contract
     "ContractState", "check_statement", "render_pass", "read_contract_state", "contract_state",
     # transcripts
-    "Conversation", "detect_format", "load", "conversation_blocks", "emit", "validate",
+    "Conversation", "detect_format", "load", "conversation_blocks", "human_requests", "emit", "validate",
     # the page store
     "PageStore",
     # the library: compact in memory, a Pager across calls, recall as a tool
@@ -150,6 +150,17 @@ CONSOLE_SCRIPT = "prosecode-pager"  # the command pip installs (pyproject.toml)
 IMPORT_NAME = "prosecode_pager"  # the installed package: no top-level module named pager
 
 PROTECTIONS = ("pinned", "system", "recent")  # reasons a block is kept whatever its score or the budget
+# (a "task" block is kept whatever its score; under a budget it is kept first of the rest, and
+# paged, never evicted, only when it alone does not fit)
+# Block ``protected`` values with a meaning beyond "system": the task statement (kept like a pin
+# unless Params.protect_task is off), a human's message (paged at worst, never evicted) and a
+# block from before a compaction boundary (paged: stored, listed, never emitted).
+FLOORED = ("task", "human")
+# Other blocks paged at worst, never evicted: a compaction summary (it is the compacted past)
+# and an assistant's conclusion (its last text before the human speaks again, where what the
+# tools found is written down).
+PAGE_FLOORS = FLOORED + ("summary", "conclusion")
+ARCHIVED = "archived"
 _MAX_COUNT = (1 << 63) - 1  # turns and token counts are kept in 64-bit arrays
 _BATCH_BLOCKS = 1024  # blocks handled a batch at a time (statements, decoded JSON); small keeps the peak low
 
@@ -668,6 +679,7 @@ class Params:
     trigger: float = DEFAULT_TRIGGER  # with target: compact only when the kept history reaches this share of budget
     target: Optional[float] = None    # compact down to this share of budget; None: fit the whole budget every pass
     work_steps: int = DEFAULT_WORK_STEPS  # the agent's last steps whose names join an intent drawn from the history
+    protect_task: bool = True  # a block marked protected="task" (a session's first human request) stays like a pin
 
     def validate(self) -> "Params":
         """Return self, or raise PagerError naming the first bad value."""
@@ -848,20 +860,32 @@ def _protect_recent(decisions: List[Decision], current_turn: int, keep_recent: O
             _guard(decisions, i, "recent")
 
 
-def _join_units(decisions: List[Decision], units: List[Optional[str]]) -> None:
-    """Give every block of a unit its strongest member's directive (retain > page > evict)."""
+def _join_units(decisions: List[Decision], units: List[Optional[str]],
+                unpageable: Container[int] = ()) -> None:
+    """Give every block of a unit its strongest member's directive (retain > page > evict).
+
+    A unit holding a picture or file (``unpageable`` positions) is never paged: it is evicted
+    whole instead.
+    """
     best: Dict[str, str] = {}
     actions = _column(decisions, "action")
-    for action, unit in zip(actions, units):
+    whole = set()
+    for i, (action, unit) in enumerate(zip(actions, units)):
         if unit is not None and ACTION_RANK[action] >= ACTION_RANK[best.get(unit, "evict")]:
             best[unit] = action
+        if unit is not None and i in unpageable:
+            whole.add(unit)
+    for unit in whole:
+        if best[unit] == "page":
+            best[unit] = "evict"
     for i, unit in enumerate(units):
         if unit is not None and actions[i] != best[unit]:
             decisions[i] = decisions[i]._replace(action=best[unit], reason=f"unit {unit}")
 
 
 def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
-               units: Optional[List[Optional[str]]] = None, results_apart: bool = False) -> int:
+               units: Optional[List[Optional[str]]] = None, results_apart: bool = False,
+               floors: Container[int] = (), unpageable: Container[int] = ()) -> int:
     """Fit ``decisions`` (changed in place) into ``budget`` tokens; return the tokens kept.
 
     What stays costs its tokens verbatim, or its stub's tokens when paged. Protected
@@ -884,6 +908,12 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     whole. Every change says so in its reason: "budget-kept", "budget-paged",
     "budget-evicted". When protected blocks alone exceed the budget the pass still
     completes (all else evicted) and the caller reports the overflow.
+
+    A block in ``floors`` (a human's message) is never evicted: its stub is spoken for first,
+    and it is kept verbatim when that fits; a block kept for the reason "task" (the task
+    statement) likewise, and it is the first to be kept verbatim.  A unit holding a block in ``unpageable`` (a picture
+    or file) is kept verbatim or evicted, never paged.  A block paged for a compaction boundary
+    (reason "compacted") is not in the context and costs nothing.
     """
     groups: Dict[object, List[int]] = {}
     for i in range(len(decisions)):
@@ -894,31 +924,44 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     rs, turns, actions = _column(decisions, "R"), _column(decisions, "turn"), _column(decisions, "action")
     roles = _column(decisions, "role") if results_apart else None
     left = budget
-    # A piece: (value per token, -turn, -position, members, cost, the call piece it needs or None, its unit).
+    # A piece: (0 for the task statement, else 1; value per token; -turn; -position; members; what keeping
+    # it verbatim costs now; the call piece it needs or None; its group).
     pieces: List[tuple] = []
+    floored: Dict[int, int] = {}  # a floored group's first member -> its stub's cost, spoken for up front
     for members in groups.values():
+        if all(reasons[i] == "compacted" for i in members):
+            continue  # paged at a compaction boundary: not in the context, costs nothing
         cost = sum(tokens[i] for i in members)
         if any(reasons[i] in PROTECTIONS for i in members):
             left -= cost
             continue
+        task = any(reasons[i] == "task" for i in members)
+        if task or any(i in floors for i in members):
+            stubs = min(sum(stub_tokens[i] for i in members), cost)  # shorter than its stub: cheaper whole
+            left -= stubs  # its stub is spoken for: a human's words are never evicted
+            floored[members[0]] = stubs
         best = max(members, key=lambda i: (rs[i], turns[i], i))
-        results = [i for i in members if roles[i] == "tool"] if roles is not None and len(members) > 1 else []
+        first = 0 if task else 1  # the task statement comes first of all
+        results = ([i for i in members if roles[i] == "tool"]
+                   if roles is not None and len(members) > 1 and members[0] not in floored else [])
         call = [i for i in members if roles[i] != "tool"] if results else []  # type: ignore[index]
         if results and call and sum(tokens[i] for i in results) < MASK_RESULT_SHARE * budget:
             results = []  # a small result stays with its call: its stub would cost about as much
         if results and call:
             call_cost = sum(tokens[i] for i in call) + sum(stub_tokens[i] for i in results)
             head = (call, call_cost)
-            pieces.append((-rs[best] / max(call_cost, 1) ** SIZE_POWER, -turns[best], -best, call, call_cost, None,
-                           members))
+            pieces.append((first, -rs[best] / max(call_cost, 1) ** SIZE_POWER, -turns[best], -best, call, call_cost,
+                           None, members))
             extra = sum(tokens[i] - stub_tokens[i] for i in results)  # what the results cost beyond their stubs
             size = sum(tokens[i] for i in results)
-            pieces.append((-rs[best] / max(size, 1) ** SIZE_POWER, -turns[best], -best, results, extra, head, members))
+            pieces.append((first, -rs[best] / max(size, 1) ** SIZE_POWER, -turns[best], -best, results, extra, head,
+                           members))
         else:
-            pieces.append((-rs[best] / max(cost, 1) ** SIZE_POWER, -turns[best], -best, members, cost, None, members))
-    pieces.sort(key=lambda c: c[:3])
+            pieces.append((first, -rs[best] / max(cost, 1) ** SIZE_POWER, -turns[best], -best, members,
+                           cost - floored.get(members[0], 0), None, members))
+    pieces.sort(key=lambda c: c[:4])
     verbatim = set()
-    for *_, members, cost, needs, _unit in pieces:
+    for *_, members, cost, needs, _group in pieces:
         if needs is not None and needs[0][0] not in verbatim:
             cost += needs[1]
         if cost <= left:
@@ -934,9 +977,13 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
         rest = [i for i in members if i not in verbatim]
         if len(rest) < len(members):
             chosen = {i: "page" for i in rest}  # results of a kept call: their stubs are paid for
+        elif members[0] in floored:  # its stub is paid for; one no shorter than the block keeps it whole
+            action = "page" if floored[members[0]] < sum(tokens[i] for i in members) else "retain"
+            chosen = {i: action for i in members}
         else:
             stubs = sum(stub_tokens[i] for i in members)
-            action = "page" if actions[members[0]] != "evict" and stubs <= left else "evict"
+            action = ("page" if actions[members[0]] != "evict" and stubs <= left
+                      and not any(i in unpageable for i in members) else "evict")
             if action == "page":
                 left -= stubs
             chosen = {i: action for i in members}
@@ -1061,8 +1108,12 @@ class _Scorer:
                  pages: Optional[Callable[[str], Optional["StoredPage"]]] = None,
                  stub_text: Optional[Callable[["StoredPage"], str]] = None,
                  with_index: bool = False, reserve: Optional[Callable[[Container[str]], int]] = None,
-                 current_turn: Optional[int] = None) -> None:
+                 current_turn: Optional[int] = None, settle_from: Optional[Mapping[str, str]] = None) -> None:
         self.keywords = list(keywords)
+        # The directives an earlier pass with the same intent and settings recorded: when every
+        # block is among them, nothing that decided them has changed and they stand ("settled").
+        self.settle_from = settle_from  # the contract's directives, when this pass may settle on them
+        self.settled = False
         self.params = params
         self.weighted = params.similarity == "weighted"
         self.terms = _keyword_stems(self.keywords) if self.weighted else self.keywords
@@ -1083,7 +1134,10 @@ class _Scorer:
         self._matched: List[Tuple[str, ...]] = []  # the intent terms each holds (shared tuples)
         self._lengths = array.array("q")      # characters of the (original) text, for the weighted proxy
         self._stub_tokens = array.array("q")  # what each costs as a stub (budget mode only)
-        self._guards: Dict[int, str] = {}     # why it must stay: "pinned" or "system"
+        self._guards: Dict[int, str] = {}     # why it must stay: "pinned", "system" or "task"
+        self._floors: set = set()             # a human's message: paged at worst, never evicted
+        self._archived: set = set()           # before a compaction boundary: paged, costs nothing
+        self._unpageable: set = set()         # a picture or file: a stub would lose it, so never paged
         self._units: Dict[int, str] = {}      # blocks sharing a unit (a tool call and its results)
         self._stubs: set = set()              # arrived as a page stub, scored on its stored text
         # The text of each block that may end up paged, else None: a block is sure to be
@@ -1176,8 +1230,9 @@ class _Scorer:
         seen.add(block_id)
         if len(seen) == size:
             self._duplicate(index, block_id)
-        self.tokens_before += tokens
         position = len(self._ids)
+        if protected != ARCHIVED:  # an archived block is not in the live context: no part of its size
+            self.tokens_before += tokens
         if stub:
             # Never score a stub as if it were the block: score the original it stands for.
             page = self.pages(block_id) if self.pages is not None else None
@@ -1186,6 +1241,8 @@ class _Scorer:
                                  "holds no text for it (evicted since? pass the latest --emit output)")
             text, tokens = page.text, page.tokens
             self._stubs.add(position)
+            if page.kind in FLOORED or (page.kind in PAGE_FLOORS and self.params.budget is None):
+                self._floors.add(position)  # paged under a floor: still never evicted
         matched: Tuple[str, ...] = ()
         if self.terms:
             lowered = text.lower()
@@ -1203,10 +1260,7 @@ class _Scorer:
             self._units[position] = shared.setdefault(unit, unit)  # type: ignore[assignment]
         if self.stub_text is not None:
             self._stub_tokens.append(self._stub_cost(block_id, turn, role, kind, tokens, matched, text))
-        if pinned:
-            self._guards[position] = "pinned"
-        elif role in SYSTEM_ROLES or protected == "system":
-            self._guards[position] = "system"
+        self._protect(position, role, kind, pinned, protected)
         if self.max_turn is None or turn > self.max_turn:
             self.max_turn = turn
         self._ids.append(block_id)
@@ -1220,6 +1274,21 @@ class _Scorer:
         if not stub and ((role == "tool" and len(text) >= REPEAT_MIN_CHARS)
                          or (unit is not None and role == "assistant" and unit.startswith("tool:"))):
             self._note_repeat(position, block_id, role, text)
+
+    def _protect(self, position: int, role: str, kind: Optional[str], pinned: bool, protected: Optional[str]) -> None:
+        """Note what guards the block at ``position``: a pin, a system role, the task, a floor, a picture."""
+        if pinned:
+            self._guards[position] = "pinned"
+        elif role in SYSTEM_ROLES or protected == "system":
+            self._guards[position] = "system"
+        elif protected == "task" and self.params.protect_task:
+            self._guards[position] = "task"
+        elif protected in FLOORED or (protected in PAGE_FLOORS and self.params.budget is None):
+            self._floors.add(position)
+        elif protected == ARCHIVED:
+            self._archived.add(position)
+        if kind == "media":
+            self._unpageable.add(position)
 
     def add_all(self, first: int, blocks: List[object]) -> None:
         """Validate and record ``blocks``, the blocks at ``blocks[first:]``, one at a time."""
@@ -1305,6 +1374,32 @@ class _Scorer:
                     neighbour[j] = credit
         return own, neighbour
 
+    def _settle(self, decisions: "_DecisionTable", stub_tokens: Sequence[int], reserved: int) -> bool:
+        """Give every block the directive ``settle_from`` holds for it (reason "settled"), if that may stand.
+
+        It may when every block is known to ``settle_from`` (no new block: the pass saw nothing the
+        earlier one did not) and, under a budget, the kept blocks and stubs still fit.  The scores
+        differ from the earlier pass's only by the blocks that pass removed (the weighted proxy's
+        keyword rarity is counted over the blocks present), which is no reason to move a block.
+        """
+        previous = self.settle_from
+        if not previous or any(block not in previous for block in decisions.block):
+            return False
+        wanted = [previous[block] for block in decisions.block]
+        if any(a not in ACTIONS for a in wanted):
+            return False
+        if self.params.budget is not None:
+            kept = sum(t for t, a in zip(decisions.tokens, wanted) if a == "retain")
+            kept += sum(t for t, a in zip(stub_tokens, wanted) if a == "page")
+            if kept + reserved > self.params.budget:
+                return False
+            self.tokens_after = kept + reserved
+        for i, action in enumerate(wanted):
+            decisions.action[i] = action
+            decisions.reason[i] = "settled"
+        self.settled = True
+        return True
+
     def finish(self, current_turn: Optional[int]) -> "_DecisionTable":
         """Return one Decision per block, in input order (a _DecisionTable)."""
         if current_turn is None:
@@ -1345,6 +1440,11 @@ class _Scorer:
                         rs[j], actions[j], reasons[j] = 0.0, "page", f"repeated by {newer}"
         for i, guard in self._guards.items():
             actions[i], reasons[i] = "retain", guard
+        for i in self._unpageable:
+            if actions[i] == "page":
+                actions[i], reasons[i] = "evict", "media"
+        for i in self._archived:
+            actions[i], reasons[i] = ("evict" if i in self._unpageable else "page"), "compacted"
         stubs = [False] * n
         for i in self._stubs:
             stubs[i] = True
@@ -1358,9 +1458,14 @@ class _Scorer:
                 units[i] = unit
         stub_tokens = self._stub_tokens
         self._lengths = array.array("q")
+        if self._settle(decisions, stub_tokens, reserved):
+            return decisions
         _protect_recent(decisions, current_turn, self.params.keep_recent)
         if units:
-            _join_units(decisions, units)
+            _join_units(decisions, units, self._unpageable)
+        for i in self._floors:  # a floor lifts what would go for good to a page (reason "floor")
+            if decisions.action[i] == "evict":
+                decisions.action[i], decisions.reason[i] = "page", "floor"
         if self.params.budget is not None:
             room = max(0, self.params.budget - reserved)
             target = self.params.target
@@ -1375,8 +1480,8 @@ class _Scorer:
                     self.tokens_after = kept + reserved
                     return decisions
                 room = max(0, int(target * self.params.budget) - reserved)
-            self.tokens_after = fit_budget(decisions, stub_tokens, room, units or None,
-                                           self.params.results_apart) + reserved
+            self.tokens_after = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
+                                           self._floors, self._unpageable) + reserved
         return decisions
 
 
@@ -1399,6 +1504,9 @@ class PassPlan:
     # Per decision, the text of a block that may be paged, kept from the read (else None);
     # the page store takes new pages' text from here instead of reading the history again.
     texts: Optional[List[Optional[str]]] = dataclasses.field(default=None, repr=False, compare=False)
+    intent_block: Optional[str] = None  # the message the intent came from (id, turn), when one did
+    intent_turn: Optional[int] = None
+    settled: bool = False  # every directive is the earlier pass's (see _Scorer._settle)
 
     def pressure(self) -> Optional[Tuple[float, float]]:
         """Return context pressure (tokens / budget) before and after the pass, or None."""
@@ -1409,7 +1517,7 @@ class PassPlan:
     def budget_values(self) -> Dict[str, object]:
         """Return the contract's budget values for this pass (empty without a budget)."""
         rho = self.pressure()
-        if rho is None:
+        if rho is None or self.settled:  # a settled pass leaves the deciding pass's figures standing
             return {}
         return {"token-budget": self.params.budget, "tokens-before": self.tokens_before,
                 "tokens-after": self.tokens_after, "pressure-before": round(rho[0], 4),
@@ -1428,8 +1536,11 @@ class Intent(NamedTuple):
     """The intent keywords of a pass and where they came from."""
 
     keywords: List[str]
-    source: str  # "--intent", "--intent-file", "intent_ir", "intent_ir (prosecode.intent.v0)", "last user message"
-    work: Tuple[str, ...] = ()  # the keywords drawn from the agent's recent work (WORK_SOURCE)
+    source: str  # "--intent", "--intent-file", "intent_ir", "intent_ir (prosecode.intent.v0)",
+    #              "last human message", "last user message", either "... and recent work", "recent work"
+    work: Tuple[str, ...] = ()  # the keywords drawn from the agent's recent work
+    block: Optional[str] = None  # the message's block id, when a message gave the intent
+    turn: Optional[int] = None   # ... and its turn
 
 
 def _intent_from_ir(value: object) -> Intent:
@@ -1524,20 +1635,63 @@ class _WorkNotes:
         return list(found)[:WORK_KEYWORDS]
 
 
+class _LastRequest:
+    """Follows the blocks of a history and keeps the message that gives the intent.
+
+    The last block a human wrote (``protected`` "task" or "human": the transcript readers mark
+    them, see human_requests) wins; a history with no such mark falls back to its last user
+    block.  Blocks from before a compaction boundary (``protected`` "archived") never count.
+    """
+
+    def __init__(self, pages: Optional[Callable[[str], Optional["StoredPage"]]] = None) -> None:
+        self.pages = pages
+        self.human: Optional[Tuple[str, str, int]] = None  # (text, block id, turn)
+        self.user: Optional[Tuple[str, str, int]] = None
+
+    def note(self, raw: object) -> None:
+        """Look at one raw block."""
+        if type(raw) is not dict or raw.get("role") != "user" or not isinstance(raw.get("text"), str):
+            return
+        protected = raw.get("protected")
+        if protected == ARCHIVED:
+            return
+        text: Optional[str] = raw["text"]
+        if raw.get("stub") is True:
+            page = self.pages(str(raw.get("id"))) if self.pages is not None else None
+            text = page.text if page is not None else None
+        if text is None:
+            return
+        found = (text, str(raw.get("id")), raw.get("turn") if _is_int(raw.get("turn")) else 0)
+        if protected in FLOORED:
+            self.human = found
+        self.user = found
+
+    def intent(self) -> Optional[Intent]:
+        """Return the Intent of the message found, or None."""
+        if self.human is not None:
+            text, block, turn = self.human
+            return Intent(intent_keywords([text]), "last human message", block=block, turn=turn)
+        if self.user is not None:
+            text, block, turn = self.user
+            return Intent(intent_keywords([text]), "last user message", block=block, turn=turn)
+        return None
+
+
 def _header_intent(header: Mapping[str, object], given: Optional[Intent],
-                   last_user: Optional[str], work: Sequence[str] = ()) -> Intent:
-    """Return the pass's intent: the flags', else intent_ir's, else the last user message's
+                   last: Optional[Intent], work: Sequence[str] = ()) -> Intent:
+    """Return the pass's intent: the flags', else intent_ir's, else the last human (or user) message's
     together with the keywords of the agent's recent work (``work``)."""
     if given is not None:
         return given
     if "intent_ir" in header:
         return _intent_from_ir(header["intent_ir"])
-    if last_user is not None or work:
-        human = intent_keywords([last_user]) if last_user is not None else []
+    if last is not None or work:
         if not work:
-            return Intent(human, "last user message")
-        return Intent(list(dict.fromkeys(human + list(work))), WORK_SOURCE if last_user is not None
-                      else "recent work", tuple(k for k in work if k not in human))
+            return last  # type: ignore[return-value]
+        human = last.keywords if last is not None else []
+        source = f"{last.source} and recent work" if last is not None else "recent work"
+        return Intent(list(dict.fromkeys(human + list(work))), source, tuple(k for k in work if k not in human),
+                      last.block if last is not None else None, last.turn if last is not None else None)
     raise PagerError("no intent: pass --intent or --intent-file, give intent_ir, or include a user message")
 
 
@@ -1578,10 +1732,12 @@ def plan_pass(history: Mapping[str, object], params: Params = Params(),
         raise PagerError(f"blocks must be a list (got {_show(blocks)})" if "blocks" in history
                          else "blocks is missing")
     notes = _WorkNotes(params.work_steps)
+    last = _LastRequest()
     if intent is None and "intent_ir" not in history:
         for raw in blocks:
             notes.see(raw)
-    intent = _header_intent(history, intent, notes.last_user, notes.work_keywords())
+            last.note(raw)
+    intent = _header_intent(history, intent, last.intent(), notes.work_keywords())
     current = _header_current_turn(history)
     scorer = _Scorer(intent.keywords, params, pages.get if pages is not None else None, current_turn=current)
     scorer.previous = previous
@@ -1590,8 +1746,9 @@ def plan_pass(history: Mapping[str, object], params: Params = Params(),
     decisions = scorer.finish(current)
     header = {key: value for key, value in history.items() if key != "blocks"}
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
-                    params, header, scorer.tokens_before, scorer.tokens_after, intent.source, scorer.compacted,
-                    scorer.texts)
+                    params, header, scorer.tokens_before, scorer.tokens_after, intent.source,
+                    compacted=scorer.compacted, texts=scorer.texts, intent_block=intent.block,
+                    intent_turn=intent.turn)
 
 
 # ===== Liminate statements and contract state =====
@@ -2379,12 +2536,14 @@ def _load_and_plan(source, params: Params,
                   stub_text: Optional[Callable[[StoredPage], str]] = None,
                   with_index: bool = False,
                   reserve: Optional[Callable[[Container[str]], int]] = None,
-                  intent: Optional[Intent] = None, previous: Optional[Mapping[str, str]] = None) -> PassPlan:
+                  intent: Optional[Intent] = None, previous: Optional[Mapping[str, str]] = None,
+                  settle: Optional[Tuple[Mapping[str, str], object]] = None) -> PassPlan:
     """Stream a history (a path, '-' for stdin, or a _HistorySource) and return its PassPlan.
 
     The intent is ``intent`` (from flags), else the history's ``intent_ir``, else the
     last user message; when neither of the first two is known as the blocks start,
-    the history is read twice.
+    the history is read twice.  ``previous`` is (the contract's directives, the intent it
+    recorded): they stand when the intent is the same and no block is new (see _Scorer._settle).
     """
     params.validate()
     if not isinstance(source, _HistorySource):
@@ -2392,11 +2551,14 @@ def _load_and_plan(source, params: Params,
     scorer: Optional[_Scorer] = None
     chosen: Optional[Intent] = None
     notes = _WorkNotes(params.work_steps)
+    last = _LastRequest(pages)
 
     def new_scorer(header: Dict[str, object], keywords: List[str]) -> _Scorer:
         given = header.get("current_turn")  # a hint only: checked once the header is read
         hint = given if _is_int(given) and given >= 0 else None  # type: ignore[operator]
-        made = _Scorer(keywords, params, pages, stub_text, with_index, reserve, hint)  # type: ignore[arg-type]
+        same = settle is not None and (" ".join(keywords) or "none") == settle[1]
+        made = _Scorer(keywords, params, pages, stub_text, with_index, reserve, hint,  # type: ignore[arg-type]
+                       settle_from=settle[0] if same else None)  # type: ignore[index]
         made.previous = previous
         return made
 
@@ -2411,6 +2573,7 @@ def _load_and_plan(source, params: Params,
 
     def note_user(_first: int, blocks: List[object]) -> None:
         for raw in blocks:
+            last.note(raw)
             if type(raw) is dict and raw.get("role") == "user" and raw.get("stub") is True and pages is not None:
                 page = pages(str(raw.get("id")))
                 if page is not None:
@@ -2421,7 +2584,7 @@ def _load_and_plan(source, params: Params,
     try:
         header, _ = source.stream(on_blocks)
         if scorer is None:
-            chosen = _header_intent(header, intent, notes.last_user, notes.work_keywords())
+            chosen = _header_intent(header, intent, last.intent(), notes.work_keywords())
             scorer = new_scorer(header, chosen.keywords)
             scorer.use_work(chosen.work)
             source.stream(lambda _header: scorer.add_all)  # type: ignore[union-attr]
@@ -2433,8 +2596,8 @@ def _load_and_plan(source, params: Params,
         raise PagerError(message if message.startswith(source.name + ":") else f"{source.name}: {message}") from None
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                     params, header, scorer.tokens_before, scorer.tokens_after, chosen.source,  # type: ignore[union-attr]
-                    scorer.compacted,
-                    scorer.texts)
+                    compacted=scorer.compacted, texts=scorer.texts, intent_block=chosen.block,  # type: ignore[union-attr]
+                    intent_turn=chosen.turn, settled=scorer.settled)  # type: ignore[union-attr]
 
 
 # ===== Transcripts =====
@@ -2544,7 +2707,7 @@ OMITTED_NOTE = "[earlier conversation omitted by the context pager]"
 # Stub used when a page directive carries no stub text; a later load reads it back.
 STUB_FALLBACK = "[paged {id} | turn {turn} | {role}]"
 # First line of a stub written by a pass: "[paged <ID> | turn <T> | <role> | <N> tokens] ...".
-STUB_LINE_RE = re.compile(r"\[paged (.+?) \| turn (\d+) \| ")
+STUB_LINE_RE = re.compile(r"\[paged (.+?) \| turn (\d+) \| (?:([a-z_]+) \| )?")
 # Characters a block id must not hold: those a quoted contract value can't, and lone surrogates.
 _ID_UNSAFE_RE = re.compile(f'["{_LINE_BREAKS}\ud800-\udfff]')
 # A "|" between spaces, which would end an id inside a stub line.
@@ -2601,6 +2764,8 @@ class _Part:
     tokens: Optional[int] = None
     stub_id: Optional[str] = None  # id read from a stub line written by an earlier pass
     source: Optional["_Part"] = None  # for a stub line: the text part holding the lines
+    turn: int = 0                  # the turn it belongs to (see _number_turns)
+    human: bool = False            # a text a human wrote (see _is_human)
 
 
 @dataclasses.dataclass(eq=False)
@@ -2616,6 +2781,9 @@ class _Msg:
     tokens: Optional[int] = None   # real output-token count of the whole message
     repaired: bool = False         # a part was dropped at load: raw content is stale
     turn: int = 0
+    harness: bool = False          # a user-role message the harness wrote (the format's metadata says so)
+    summary: bool = False          # a compaction summary (the format's metadata or its opening says so)
+    human: bool = False            # a message a human wrote (set by _finish: see human_requests)
 
 
 @dataclasses.dataclass
@@ -2626,6 +2794,13 @@ class Conversation:
     emit_format: str          # the format emit() writes it back in (its registry entry's emits_as)
     skipped_lines: int = 0
     repairs: List[str] = dataclasses.field(default_factory=list)
+    # What the log recorded about the context a call really used (Claude Code and Codex usage):
+    # recorded_context_tokens (the last call), recorded_baseline_tokens (the first call: system
+    # prompt and tools, which the transcript does not hold); empty when the log has none.
+    recorded: Dict[str, int] = dataclasses.field(default_factory=dict)
+    other_lines: Dict[str, int] = dataclasses.field(default_factory=dict)    # non-conversation lines by type
+    unknown_parts: Dict[str, int] = dataclasses.field(default_factory=dict)  # parts of types the pager does not know
+    archived: int = 0  # blocks before a compaction boundary: stored as pages, never emitted
     _msgs: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
     _head: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
     _shell: Any = dataclasses.field(default=None, repr=False)
@@ -2694,13 +2869,217 @@ def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
     return records, skipped
 
 
+DETECT_LINES = 2000  # JSONL records detection looks at: enough to tell, without parsing a huge log twice
+
+
+def _first_records(text: str, limit: int) -> Iterator[Tuple[int, Dict[str, Any]]]:
+    """Yield (line number, object) for the first ``limit`` JSONL lines that parse as objects."""
+    found = 0
+    start, number = 0, 0
+    while found < limit and start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        line, start, number = text[start:end], end + 1, number + 1
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):  # too deep or too long a number: unreadable too
+            continue
+        if isinstance(obj, dict):
+            found += 1
+            yield number, obj
+
+
 def _compact_json(value: Any) -> str:
     """Return value as compact JSON (tool arguments in block text)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+# What the providers charge for an image (their vision documentation): Anthropic about
+# width * height / 750 tokens after scaling the long side to at most 1568 px (so at most about
+# 1,600 a picture); OpenAI "high" detail 85 + 170 per 512 px tile after fitting 2048 x 2048 and
+# then the short side to 768, "low" detail 85.  Without dimensions the data size decides, capped
+# at the provider's most for one picture; a document or file is counted from its data size.
+ANTHROPIC_IMAGE_EDGE = 1568
+ANTHROPIC_IMAGE_PIXELS_PER_TOKEN = 750
+ANTHROPIC_IMAGE_MAX = 1600
+OPENAI_IMAGE_BASE, OPENAI_IMAGE_TILE, OPENAI_IMAGE_MAX = 85, 170, 85 + 170 * 6
+MEDIA_BYTES_PER_TOKEN = 750  # unknown dimensions: about a token per 750 bytes of picture data
+_B64_HEAD = 4096  # base64 characters decoded at a time while looking for the dimensions
+
+
+def _b64_bytes(data: str, count: int) -> bytes:
+    """Return the first bytes of base64 ``data`` (about ``count``), b'' when it does not decode."""
+    import base64
+    chars = -(-count // 3) * 4
+    try:
+        return base64.b64decode(data[:chars].strip() + "=" * (-len(data[:chars].strip()) % 4))
+    except ValueError:
+        return b""
+
+
+def _jpeg_size(data: str) -> Optional[Tuple[int, int]]:
+    """Return (width, height) from a JPEG's first frame header, decoding only as far as it lies."""
+    want = _B64_HEAD
+    while True:
+        head = _b64_bytes(data, want)
+        i = 2
+        while i + 9 < len(head):
+            if head[i] != 0xFF:
+                return None
+            marker = head[i + 1]
+            if marker == 0xFF or marker == 0x01 or 0xD0 <= marker <= 0xD7:
+                i += 1 if marker == 0xFF else 2
+                continue
+            length = int.from_bytes(head[i + 2:i + 4], "big")
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                return int.from_bytes(head[i + 7:i + 9], "big"), int.from_bytes(head[i + 5:i + 7], "big")
+            i += 2 + length
+        if len(head) < want * 3 // 4 - 3 or want > 1 << 22:
+            return None  # the data ended (or is absurd) before a frame header
+        want = max(want * 2, (i + 16) * 4 // 3 + 8)
+
+
+def _image_size(data: str) -> Optional[Tuple[int, int]]:
+    """Return (width, height) of a base64 PNG, GIF, WebP or JPEG picture, or None.
+
+    Only the header is decoded (JPEG: as far as its first frame header).
+
+    Example:
+        >>> _image_size("R0lGODlhgALgAQAAAAAAAAAA")  # base64 of a GIF header for 640 x 480
+        (640, 480)
+    """
+    if not isinstance(data, str) or not data:
+        return None
+    head = _b64_bytes(data, 64)
+    if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and len(head) >= 24:
+        return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    if head[:6] in (b"GIF87a", b"GIF89a") and len(head) >= 10:
+        return int.from_bytes(head[6:8], "little"), int.from_bytes(head[8:10], "little")
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP" and len(head) >= 30:
+        chunk = head[12:16]
+        if chunk == b"VP8 " and head[23:26] == b"\x9d\x01\x2a":
+            return (int.from_bytes(head[26:28], "little") & 0x3FFF,
+                    int.from_bytes(head[28:30], "little") & 0x3FFF)
+        if chunk == b"VP8L" and head[20] == 0x2F:
+            bits = int.from_bytes(head[21:25], "little")
+            return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+        if chunk == b"VP8X":
+            return int.from_bytes(head[24:27], "little") + 1, int.from_bytes(head[27:30], "little") + 1
+        return None
+    if head[:2] == b"\xff\xd8":
+        return _jpeg_size(data)
+    return None
+
+
+def _anthropic_image_tokens(size: Tuple[int, int]) -> int:
+    """Return Anthropic's charge for a picture of ``size`` (scaled to its edge limit first)."""
+    width, height = size
+    scale = min(1.0, ANTHROPIC_IMAGE_EDGE / max(width, height, 1))
+    pixels = int(width * scale) * int(height * scale)
+    return min(ANTHROPIC_IMAGE_MAX, max(1, -(-pixels // ANTHROPIC_IMAGE_PIXELS_PER_TOKEN)))
+
+
+def _openai_image_tokens(size: Tuple[int, int], detail: Any) -> int:
+    """Return OpenAI's charge for a picture of ``size`` at ``detail`` (the tile rule)."""
+    if detail == "low":
+        return OPENAI_IMAGE_BASE
+    width, height = (float(v) for v in size)
+    fit = min(1.0, 2048 / max(width, height, 1))
+    width, height = width * fit, height * fit
+    short = min(1.0, 768 / max(min(width, height), 1))
+    width, height = width * short, height * short
+    tiles = math.ceil(width / 512) * math.ceil(height / 512)
+    return OPENAI_IMAGE_BASE + OPENAI_IMAGE_TILE * tiles
+
+
+def _media_data(part: Dict[str, Any]) -> Tuple[Optional[str], Any]:
+    """Return (base64 data or None, OpenAI detail) of a picture, document, file or audio part.
+
+    Only data carried in the part counts: a link or a file id gives None.
+    """
+    source = part.get("source")
+    if isinstance(source, dict):  # Anthropic image/document: data only for a base64 source
+        data = source.get("data") if source.get("type") == "base64" else None
+        return (data if isinstance(data, str) else None), None
+    image = part.get("image_url")
+    if isinstance(image, dict):  # Chat: {"image_url": {"url", "detail"}}
+        url, detail = image.get("url"), image.get("detail")
+    else:  # Responses: {"image_url": "...", "detail"}
+        url, detail = image, part.get("detail")
+    if not isinstance(url, str):
+        inner = part.get("file") if isinstance(part.get("file"), dict) else part
+        url = inner.get("file_data")
+        audio = part.get("input_audio")
+        if not isinstance(url, str) and isinstance(audio, dict):
+            url = audio.get("data")
+            return (url if isinstance(url, str) else None), None
+    if isinstance(url, str) and url.startswith("data:"):
+        return url.partition(",")[2], detail
+    if isinstance(url, str) and image is None and not url.startswith(("http:", "https:")):
+        return url, detail  # a file's raw base64 data
+    return None, detail
+
+
+def _media_tokens(part: Any) -> int:
+    """Return what a provider charges for a picture, document, file or audio part, never a placeholder's few tokens.
+
+    Pictures: by their dimensions (read from the base64 header) with Anthropic's rule for an
+    Anthropic ``image`` part and OpenAI's tile rule for ``image_url`` / ``input_image``; from
+    the data size when the dimensions are unknown (at most the provider's most for one
+    picture; a URL or file id with no data counts as that most).  Documents, files and audio:
+    from the data size (a token per 3 bytes of a PDF's text layer is not knowable here), at
+    least the picture maximum when nothing else is known.
+
+    Example:
+        >>> _media_tokens({"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}})
+        85
+    """
+    if not isinstance(part, dict):
+        return 0
+    kind = part.get("type")
+    data, detail = _media_data(part)
+    if kind in ("image", "image_url", "input_image"):
+        anthropic = kind == "image"
+        size = _image_size(data) if data else None
+        if size is not None:
+            return _anthropic_image_tokens(size) if anthropic else _openai_image_tokens(size, detail)
+        if detail == "low" and not anthropic:
+            return OPENAI_IMAGE_BASE
+        most = ANTHROPIC_IMAGE_MAX if anthropic else OPENAI_IMAGE_MAX
+        if not data:
+            return most
+        return min(most, max(OPENAI_IMAGE_BASE, len(data) * 3 // 4 // MEDIA_BYTES_PER_TOKEN))
+    if not data:
+        return ANTHROPIC_IMAGE_MAX
+    return max(ANTHROPIC_IMAGE_MAX, len(data) * 3 // 4 // 3)
+
+
+def _media_label(part: Dict[str, Any]) -> str:
+    """Return the short text a picture/document/file part is scored and shown by."""
+    kind = part.get("type")
+    if kind in ("image", "image_url", "input_image"):
+        data, _ = _media_data(part)
+        size = _image_size(data) if data else None
+        shape = f" {size[0]}x{size[1]}" if size else ""
+        return f"[image{shape}, {_media_tokens(part)} tokens]"
+    if kind in ("input_audio", "audio"):
+        return "[audio]"
+    if kind == "document":
+        title = part.get("title")
+        return f"[document: {title}]" if isinstance(title, str) and title else "[document]"
+    inner = part.get("file") if isinstance(part.get("file"), dict) else part
+    name = inner.get("filename")
+    return f"[file: {name}]" if isinstance(name, str) and name else "[file]"
+
+
+MEDIA_PART_TYPES = frozenset({"image", "image_url", "input_image", "input_audio", "audio", "document",
+                              "file", "input_file"})
+
+
 def _part_text(part: Any) -> str:
-    """Return readable text of one content part; media become short placeholders."""
+    """Return readable text of one content part; media become short labels (see _media_label)."""
     if isinstance(part, str):
         return part
     if not isinstance(part, dict):
@@ -2711,17 +3090,8 @@ def _part_text(part: Any) -> str:
         return text if isinstance(text, str) else ""
     if kind == "refusal":
         return str(part.get("refusal", ""))
-    if kind in ("image", "image_url", "input_image"):
-        return "[image]"
-    if kind in ("input_audio", "audio"):
-        return "[audio]"
-    if kind == "document":
-        title = part.get("title")
-        return f"[document: {title}]" if isinstance(title, str) and title else "[document]"
-    if kind in ("file", "input_file"):
-        inner = part.get("file") if isinstance(part.get("file"), dict) else part
-        name = inner.get("filename")
-        return f"[file: {name}]" if isinstance(name, str) and name else "[file]"
+    if isinstance(kind, str) and kind in MEDIA_PART_TYPES:
+        return _media_label(part)
     return f"[{kind}]" if isinstance(kind, str) else _compact_json(part)
 
 
@@ -2770,12 +3140,17 @@ def _safe_id(value: str) -> str:
     return ID_PIPE_RE.sub("_", _ID_UNSAFE_RE.sub("_", value))
 
 
-def _content_id(role: str, kind: str, text: str) -> str:
+def _content_id(role: str, kind: str, text: str, raw: Any = None) -> str:
     """Return the content-derived id of a block with no native id.
+
+    A picture, reasoning item or other non-text part also hashes its raw JSON (``raw``), so two
+    such parts with the same label but different data get different ids.
 
     Example: _content_id("user", "text", "hi") == "m-" + sha256(b"user\\x00text\\x00hi")[:12]
     """
     key = f"{role}\x00{kind}\x00{text}"
+    if raw is not None and kind in ("media", "reasoning", "other"):
+        key += "\x00" + json.dumps(raw, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
     return CONTENT_ID_PREFIX + digest[:CONTENT_ID_DIGITS]
 
@@ -2848,15 +3223,31 @@ def _runs(msgs: List[_Msg]) -> List[List[_Msg]]:
     return runs
 
 
-def _assign_ids(msgs: List[_Msg]) -> None:
-    """Give every part a unique block id (see the module docstring)."""
-    used: set = set()
+def _assign_ids(msgs: List[_Msg], used: Optional[set] = None) -> None:
+    """Give every part a unique block id (see the module docstring).
 
-    def take(want: str) -> str:
-        name, n = want, 1
+    A repeated native id (SWE-agent reuses tool call ids) gets ``~`` and 6 hex digits of its
+    content id.  A repeated content id (the same text again) gets ``~t<turn>`` (the turn it sits
+    in), then ``.2``, ``.3``... within that turn: turns are numbered by the human's messages,
+    which a pass never evicts, so evicting an earlier copy in another turn cannot renumber a
+    later one.
+    """
+    used = set() if used is None else used
+
+    def take(want: str, turn: int, content: str) -> str:
+        if want not in used:
+            used.add(want)
+            return want
+        if not want.startswith(CONTENT_ID_PREFIX):  # a native id used again (SWE-agent): by content
+            want = f"{want}~{content[len(CONTENT_ID_PREFIX):len(CONTENT_ID_PREFIX) + 6]}"
+            if want not in used:
+                used.add(want)
+                return want
+        base = f"{want}~t{turn}"
+        name, n = base, 1
         while name in used:
             n += 1
-            name = f"{want}~{n}"
+            name = f"{base}.{n}"
         used.add(name)
         return name
 
@@ -2872,8 +3263,8 @@ def _assign_ids(msgs: List[_Msg]) -> None:
             elif part.pos == 0 and mid:
                 want = mid
             else:
-                want = _content_id(msg.role, part.kind, part.text)
-            part.bid = take(want)
+                want = _content_id(msg.role, part.kind, part.text, part.raw)
+            part.bid = take(want, part.turn, _content_id(msg.role, part.kind, part.text, part.raw))
 
 def _assign_units(msgs: List[_Msg], units: Optional[Callable[[List[_Msg]], None]]) -> None:
     """Group parts that must share one directive: each call with its results, plus the format's ``units``."""
@@ -2892,12 +3283,178 @@ def _assign_units(msgs: List[_Msg], units: Optional[Callable[[List[_Msg]], None]
                 part.unit = part.partner.unit
 
 
+# How a user-role message the harness wrote starts (Claude Code and Codex write these as user
+# messages; the human did not): task notifications, reminders, command echoes and their output,
+# hook feedback, skill bodies, compaction summaries, Codex's environment and instructions.
+HARNESS_PREFIXES = ("<task-notification>", "<system-reminder>", "<local-command-caveat>",
+                    "<local-command-stdout>", "<local-command-stderr>", "<command-name>",
+                    "<command-message>", "<command-args>", "<bash-input>", "<bash-stdout>", "<bash-stderr>",
+                    "<user-prompt-submit-hook>", "Caveat: The messages below were generated by the user",
+                    "Stop hook feedback:", "Base directory for this skill:", "[Request interrupted by user",
+                    "This session is being continued from a previous conversation",
+                    "<environment_context>", "<user_instructions>", "<user_shell_command>", "<turn_aborted>",
+                    OMITTED_NOTE)
+# Part types the pager knows beyond text, media, calls, results and thinking (carried as they are).
+KNOWN_OTHER_PARTS = frozenset({"server_tool_use", "compaction", "refusal", "container_upload",
+                               "search_result"}) | RESPONSES_ITEM_TYPES
+
+
+def _is_human(msg: _Msg, part: _Part) -> bool:
+    """Return True if ``part`` of ``msg`` is text a human wrote (see human_requests).
+
+    Judged per text part, not per message: the Anthropic body a pass writes merges a user's
+    words into the user message before them (tool results, a paged note).
+    """
+    if msg.role != "user" or msg.harness or msg.item or part.kind != "text" or part.stub_id is not None:
+        return False
+    return not part.text.lstrip().startswith(HARNESS_PREFIXES)
+
+
+def _is_pager_note(msg: _Msg) -> bool:
+    """Return True for the user note the pager inserts where the APIs need a user message."""
+    return (msg.role == "user" and len(msg.parts) == 1 and msg.parts[0].kind == "text"
+            and msg.parts[0].text.strip() == OMITTED_NOTE)
+
+
+def _number_turns(msgs: List[_Msg]) -> None:
+    """Number turns by the human's messages: each opens the next turn; the rest join the current one.
+
+    A message holding a stub takes the turn its stub recorded (the stub stands where the message
+    was), so a later pass numbers every block as the pass that paged it did.  The human's messages
+    are never evicted (they are paged at worst), so the count survives a pass.
+    """
+    turn = 0
+    for msg in msgs:
+        for part in msg.parts:
+            part.human = _is_human(msg, part)
+        msg.human = any(p.human for p in msg.parts)
+        if msg.human and not any(p.stub_id is not None for p in msg.parts):
+            turn += 1  # the request opens its turn, whatever part of it comes first
+            for part in msg.parts:
+                part.turn = turn
+        else:
+            for part in msg.parts:
+                if part.stub_id is not None:
+                    match = STUB_LINE_RE.match(part.text)
+                    turn = int(match.group(2)) if match else turn
+                elif part.human:
+                    turn += 1
+                part.turn = turn
+        msg.turn = msg.parts[0].turn if msg.parts else turn  # 0 before the first request
+
+
+SUMMARY_PREFIX = "This session is being continued from a previous conversation"
+
+
+def _floor_parts(msgs: List[_Msg]) -> Dict[int, str]:
+    """Return id(part) -> "summary" or "conclusion" for the parts a pass pages at worst.
+
+    A compaction summary's text, and each assistant's conclusion: the last text part the
+    assistant wrote before the human's next message (or the end).
+    """
+    found: Dict[int, str] = {}
+    last: Optional[_Part] = None
+    for msg in msgs:
+        texts = [p for p in msg.parts if p.kind == "text" and p.stub_id is None]
+        if msg.human:
+            if last is not None:
+                found[id(last)] = "conclusion"
+            last = None
+        elif msg.role == "user" and (msg.summary or (texts and texts[0].text.lstrip().startswith(SUMMARY_PREFIX))):
+            for part in texts:
+                found[id(part)] = "summary"
+        elif msg.role == "assistant" and texts:
+            last = texts[-1]
+    if last is not None:
+        found[id(last)] = "conclusion"
+    return found
+
+
+def _media_inside(value: Any) -> List[Any]:
+    """Return the picture/document/file parts inside a tool result's content."""
+    if isinstance(value, dict):
+        if isinstance(value.get("type"), str) and value["type"] in MEDIA_PART_TYPES:
+            return [value]
+        return _media_inside(value.get("content")) if "content" in value else []
+    if isinstance(value, list):
+        return [m for item in value for m in _media_inside(item)]
+    return []
+
+
+def _part_kind_of_block(part: _Part) -> Optional[str]:
+    """Return the block kind the engine sees: ``media`` for a picture/file or a result holding one."""
+    if part.kind == "media":
+        return "media"
+    if part.kind == "result" and isinstance(part.raw, dict):
+        inner = part.raw.get("content", part.raw.get("output"))
+        if _media_inside(inner):
+            return "media"
+    return None
+
+
+def _part_tokens(part: _Part) -> Optional[int]:
+    """Return a part's token count when its text is not its size (pictures, files), else None."""
+    if part.kind == "media":
+        return _media_tokens(part.raw)
+    if part.kind == "result" and isinstance(part.raw, dict):
+        media = _media_inside(part.raw.get("content", part.raw.get("output")))
+        if media:
+            return estimate_tokens(part.text) + sum(_media_tokens(m) for m in media)
+    return None
+
+
+def _unknown_types(msgs: List[_Msg]) -> Dict[str, int]:
+    """Return how many parts of each type the pager does not know (carried through untouched)."""
+    found: Dict[str, int] = {}
+    for msg in msgs:
+        for part in msg.parts:
+            kind = part.raw.get("type") if isinstance(part.raw, dict) else None
+            if part.kind == "other" and isinstance(kind, str) and kind not in KNOWN_OTHER_PARTS \
+                    and not kind.endswith("_tool_result"):
+                found[kind] = found.get(kind, 0) + 1
+    return found
+
+
+def _archive_blocks(archive: List[_Msg], used: set) -> List[Dict[str, Any]]:
+    """Return the blocks of messages before a compaction boundary: pages, never emitted.
+
+    Their calls and results pair loosely (by id, nothing dropped: nothing here is sent again);
+    ids are taken after the live history's, so the live ids never depend on the archive.
+    """
+    calls: Dict[str, _Part] = {}
+    for msg in archive:
+        for part in msg.parts:
+            if part.kind == "call" and part.key:
+                calls.setdefault(part.key, part)
+            elif part.kind == "result" and part.key in calls:
+                part.partner = calls.pop(part.key)
+    for msg in archive:
+        _expand_stubs(msg)
+    _number_turns(archive)
+    _assign_ids(archive, used)
+    # A human's text keeps its mark in ``kind`` (see human_requests); its turn is 0: not live.
+    return [{"id": part.bid, "turn": 0, "role": "tool" if part.kind == "result" else msg.role,
+             "text": part.text, "tokens": _part_tokens(part), "pinned": False, "protected": ARCHIVED,
+             "unit": None, "stub": False,
+             "kind": "human" if part.human else _part_kind_of_block(part)}
+            for msg in archive for part in msg.parts if part.stub_id is None]
+
+
 def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: List[str],
-            skipped: int = 0) -> Conversation:
-    """Pair calls with results, repair, name and group the parts (as ``fmt``'s entry says); return the Conversation."""
+            skipped: int = 0, archive: Optional[List[_Msg]] = None) -> Conversation:
+    """Pair calls with results, repair, name and group the parts (as ``fmt``'s entry says); return the Conversation.
+
+    The pager's own note is dropped (the writer puts it back where it is needed); turns are
+    numbered by the human's messages; the first human message's text is the task statement
+    (``protected="task"``), every other human message's text ``protected="human"`` (the
+    engine pages such a block at worst, never evicts it).  ``archive`` holds the messages before
+    a compaction boundary: their blocks (``protected="archived"``) come last.
+    """
     spec = _FORMATS[fmt]
-    for turn, msg in enumerate(msgs, 1):
-        msg.turn = turn
+    msgs = [m for m in msgs if not _is_pager_note(m)]
+    for msg in head + msgs:
+        _expand_stubs(msg)
+    _number_turns(msgs)
     if spec.pair is not None:
         spec.pair(msgs, repairs)
     kept = []
@@ -2906,25 +3463,47 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
             kept.append(msg)
         elif not msg.item:  # an emptied item was already reported with its part
             repairs.append(f"{msg.where} has no content left; dropped")
-    for msg in head + kept:
-        _expand_stubs(msg)
-    _assign_ids(head + kept)
+    used: set = set()
+    _assign_ids(head + kept, used)
     _assign_units(kept, spec.units)
+    floors = _floor_parts(kept)
     blocks = []
+    task_seen = False
+    notes: Dict[int, List[_Part]] = {}  # the stub lines of each note a pass wrote
     for msg in head + kept:
-        # A stub line is not what the model wrote: the real count goes to the other blocks.
-        live = [p for p in msg.parts if p.stub_id is None]
-        if msg.tokens is not None and live:
-            for part, share in zip(live, _split_tokens(msg.tokens, live)):
-                part.tokens = share
         for part in msg.parts:
-            blocks.append({"id": part.bid, "turn": msg.turn,
-                           "role": "tool" if part.kind == "result" else msg.role,
+            if part.source is not None:
+                notes.setdefault(id(part.source), []).append(part)
+    for msg in head + kept:
+        for part in msg.parts:
+            protected = "system" if msg.role in SYSTEM_ROLES else None
+            kind = _part_kind_of_block(part)
+            role = "tool" if part.kind == "result" else msg.role
+            unit = part.unit
+            if part.human:
+                protected = kind = "human" if task_seen else "task"
+                task_seen = True
+            elif id(part) in floors:
+                protected = kind = floors[id(part)]
+            if part.stub_id is None:
+                part.tokens = _part_tokens(part)
+            else:
+                # A stub keeps the role it was paged under; the lines of one note were one unit.
+                match = STUB_LINE_RE.match(part.text)
+                role = match.group(3) if match and match.group(3) else role
+                turn = int(match.group(2)) if match else msg.turn
+                note = notes.get(id(part.source), [])
+                unit = f"note:{note[0].bid}" if len(note) > 1 else None
+            blocks.append({"id": part.bid, "turn": turn if part.stub_id is not None else part.turn, "role": role,
                            "text": part.text, "tokens": part.tokens, "pinned": False,
-                           "protected": "system" if msg.role in SYSTEM_ROLES else None,
-                           "unit": part.unit, "stub": part.stub_id is not None})
-    return Conversation(fmt=fmt, blocks=blocks, emit_format=spec.emits_as, skipped_lines=skipped, repairs=repairs,
-                        _msgs=kept, _head=head, _shell=shell)
+                           "protected": protected, "unit": unit, "stub": part.stub_id is not None,
+                           "kind": kind})
+    archived = _archive_blocks(archive, used) if archive else []
+    conv = Conversation(fmt=fmt, blocks=archived + blocks, emit_format=spec.emits_as, skipped_lines=skipped,
+                        repairs=repairs, _msgs=kept, _head=head, _shell=shell)
+    conv.archived = len(archived)
+    conv.unknown_parts = _unknown_types(kept + (archive or []))
+    return conv
 
 
 def _is_item_list(value: Any) -> bool:
@@ -3057,7 +3636,8 @@ def _effective(conv: Conversation,
                 effective[i] = ("evict", None)
         else:
             for i in ids:
-                effective[i] = (verb, None)
+                # A stub retained with its full text keeps it (a note's lines are one unit).
+                effective[i] = own[i] if own[i][0] == verb == "retain" else (verb, None)
     return effective
 
 
@@ -3148,7 +3728,7 @@ def _load_pager(value: Any) -> Conversation:
         blocks.append({"id": raw["id"], "turn": raw["turn"], "role": raw["role"], "text": raw["text"],
                        "tokens": raw.get("tokens"), "pinned": raw.get("pinned", False),
                        "protected": protected, "unit": raw.get("unit"),
-                       "stub": raw.get("stub", False)})
+                       "stub": raw.get("stub", False), "kind": raw.get("kind")})
     return Conversation(fmt="pager", blocks=blocks, emit_format="pager", _shell=value)
 
 
@@ -3215,7 +3795,8 @@ def _openai_parts(msg: Dict[str, Any], where: str) -> Tuple[List[_Part], bool]:
             if text.strip():
                 parts.append(_text_part(w, raw, text, j + 1))
         else:
-            parts.append(_Part("media", raw, w, text=text, pos=j + 1))
+            kind = "media" if raw["type"] in MEDIA_PART_TYPES else "other"
+            parts.append(_Part(kind, raw, w, text=text, pos=j + 1))
     return parts, False
 
 
@@ -3228,6 +3809,7 @@ def _load_openai(value: Any) -> Conversation:
     else:
         raise PagerError("openai input must be a messages array or an object with a messages "
                           "array")
+    repairs: List[str] = []
     msgs = []
     for i, raw in enumerate(messages):
         where = f"messages[{i}]"
@@ -3258,6 +3840,11 @@ def _load_openai(value: Any) -> Conversation:
             for j, call in enumerate(calls):
                 w = f"{where}.tool_calls[{j}]"
                 fn = call.get("function") if isinstance(call, dict) else None
+                if isinstance(call, dict) and isinstance(call.get("id"), str) and isinstance(call.get("custom"), dict):
+                    custom = call["custom"]  # a custom tool call: free-form input
+                    parts.append(_Part("call", call, w, text=f"{custom.get('name')}({custom.get('input')})",
+                                       key=call["id"]))
+                    continue
                 if not isinstance(fn, dict) or not isinstance(call.get("id"), str):
                     raise PagerError(f"{w} must be an object with an id and a function")
                 args = fn.get("arguments")
@@ -3270,7 +3857,7 @@ def _load_openai(value: Any) -> Conversation:
                                key=LEGACY_FUNCTION_KEY))
         msgs.append(_Msg(role, where, raw, _sole(parts, len(parts)), string_content=is_string,
                          repaired=repaired))
-    return _finish("openai", msgs, [], shell, [])
+    return _finish("openai", msgs, [], shell, repairs)
 
 
 def _pair_openai(msgs: List[_Msg], repairs: List[str]) -> None:
@@ -3431,8 +4018,8 @@ def _validate_openai(obj: Any) -> List[str]:
                 if not isinstance(cid, str):
                     problems.append(f"{w}.id must be a string")
                     continue
-                if cid in call_ids:
-                    problems.append(f'{w}.id "{cid}" repeats an earlier tool call id')
+                if cid in open_ids:  # within one message; SWE-agent reuses ids across turns
+                    problems.append(f'{w}.id "{cid}" repeats a tool call id of its message')
                 call_ids.add(cid)
                 open_ids.append(cid)
             open_at = i
@@ -3466,6 +4053,30 @@ def _is_model_item(msg: _Msg) -> bool:
     return msg.raw.get("type") not in RESPONSES_OUTPUTS
 
 
+def _produced_item(item: Any) -> bool:
+    """Return True for an item a reasoning item may precede: an assistant message or a model call."""
+    if not isinstance(item, dict):
+        return False
+    kind = item.get("type") or ("message" if "role" in item else None)
+    if kind == "message":
+        return item.get("role") == "assistant"
+    return kind not in RESPONSES_OUTPUTS and kind not in (None, "reasoning", "item_reference", "compaction")
+
+
+def _orphan_reasoning(items: List[Any]) -> List[int]:
+    """Return the positions of reasoning items not followed (after a run of reasoning) by the item they produced."""
+    orphans = []
+    for index, item in enumerate(items):
+        if not (isinstance(item, dict) and item.get("type") == "reasoning"):
+            continue
+        end = index + 1
+        while end < len(items) and isinstance(items[end], dict) and items[end].get("type") == "reasoning":
+            end += 1
+        if end == len(items) or not _produced_item(items[end]):
+            orphans.append(index)
+    return orphans
+
+
 def _pair_responses(msgs: List[_Msg], repairs: List[str]) -> None:
     """Pair calls with outputs by call_id (output after call); repair the rest."""
     calls: Dict[str, Tuple[int, _Msg, _Part]] = {}
@@ -3493,6 +4104,10 @@ def _pair_responses(msgs: List[_Msg], repairs: List[str]) -> None:
         later = [m for m in msgs[index + 1:] if m.parts]
         if any(not _is_model_item(m) for m in later):
             _drop(msg, part, repairs, f'"{key}" has no output')
+    live = [m for m in msgs if m.parts]
+    for index in _orphan_reasoning([m.raw if m.parts[0].stub_id is None else {} for m in live]):
+        _drop(live[index], live[index].parts[0], repairs, "is a reasoning item without the item it produced")
+
 
 
 def _responses_units(msgs: List[_Msg]) -> None:
@@ -3500,7 +4115,7 @@ def _responses_units(msgs: List[_Msg]) -> None:
     for index, msg in enumerate(msgs):
         if not (msg.item and msg.parts[0].kind == "reasoning"):
             continue
-        unit = f"turn:{msg.turn}"
+        unit = f"turn:{msg.parts[0].bid}"
         msg.parts[0].unit = unit
         for follower in msgs[index + 1:]:
             if not _is_model_item(follower) or (follower.item and
@@ -3542,7 +4157,8 @@ def _responses_msg(item: Any, where: str) -> _Msg:
                 if text.strip():
                     parts.append(_text_part(w, raw, text, j + 1))
             else:
-                parts.append(_Part("media", raw, w, text=text, pos=j + 1))
+                kind = "media" if raw["type"] in MEDIA_PART_TYPES else "other"
+                parts.append(_Part(kind, raw, w, text=text, pos=j + 1))
         return _Msg(role, where, item, _sole(parts, len(content)), mid=item.get("id"),
                     repaired=len(parts) < len(content))
     call_id = item.get("call_id")
@@ -3624,6 +4240,10 @@ def _emit_responses(conv: Conversation, effective: Dict[str, Tuple[str, Optional
             new["content"] = [{"type": part_type, "text": p} if isinstance(p, str) else p
                               for p in pieces]
         items.append(new)
+    # A reasoning item must precede the item it produced; a pass that removed that item
+    # (a unit is never split, but a stub is a message) drops the reasoning too.
+    for index in reversed(_orphan_reasoning(items)):
+        del items[index]
     if not items:
         items = [{"type": "message", "role": "user",
                   "content": [{"type": "input_text", "text": OMITTED_NOTE}]}]
@@ -3692,6 +4312,8 @@ def _validate_responses(obj: Any) -> List[str]:
             continue
         if not all(model_flags[index + 1:]):
             problems.append(f'input[{index}] {kind} "{cid}" has no output')
+    for index in _orphan_reasoning(items):
+        problems.append(f"input[{index}] is a reasoning item without the item it produced after it")
     return problems
 
 
@@ -3750,7 +4372,7 @@ def _anthropic_parts(content: Any, where: str, repairs: List[str],
             text = _flatten(raw.get("content")) or f"[{kind}]"
             parts.append(_Part("other", raw, w, text=text, link=raw["tool_use_id"], pos=pos))
         else:
-            parts.append(_Part("media" if kind in ("image", "document") else "other", raw, w,
+            parts.append(_Part("media" if kind in MEDIA_PART_TYPES else "other", raw, w,
                                text=_part_text(raw), pos=pos))
     return parts, False
 
@@ -3796,7 +4418,7 @@ def _anthropic_units(msgs: List[_Msg]) -> None:
     for run in _runs(msgs):
         parts = [p for m in run for p in m.parts]
         if run[0].role == "assistant" and any(p.kind == "thinking" for p in parts):
-            unit = f"turn:{run[0].turn}"
+            unit = f"turn:{parts[0].bid}"
             for part in parts:
                 if part.kind in ("thinking", "call") or part.link is not None:
                     part.unit = unit
@@ -4011,10 +4633,15 @@ _FORMATS["anthropic"] = _Format(
 # --- claude-code: Claude Code session logs (JSONL), written back as anthropic ---
 
 
-def _is_conversation_line(obj: Dict[str, Any]) -> bool:
-    """Return True for a main-chain user/assistant transcript line."""
+def _is_conversation_line(obj: Dict[str, Any], sidechain: bool = False) -> bool:
+    """Return True for a user/assistant transcript line of the main chain (or, for a subagent log, of its side chain)."""
     return (obj.get("type") in ("user", "assistant") and isinstance(obj.get("message"), dict)
-            and not obj.get("isSidechain"))
+            and bool(obj.get("isSidechain")) == sidechain)
+
+
+def _is_boundary(obj: Dict[str, Any]) -> bool:
+    """Return True for a Claude Code compaction boundary line."""
+    return obj.get("type") == "system" and obj.get("subtype") == "compact_boundary"
 
 
 def _result_ids(obj: Dict[str, Any]) -> List[str]:
@@ -4031,50 +4658,40 @@ def _use_ids(obj: Dict[str, Any]) -> List[str]:
             and b.get("type") == "tool_use" and isinstance(b.get("id"), str)] if isinstance(content, list) else []
 
 
-def _live_branch(records: List[Tuple[int, Dict[str, Any]]],
-                 repairs: List[str]) -> List[Tuple[int, Dict[str, Any]]]:
-    """Return the live-branch conversation lines of a Claude Code transcript, in file order.
+def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, Tuple[int, Dict[str, Any]]],
+                 start: Tuple[int, Dict[str, Any]], sidechain: bool,
+                 repairs: List[str]) -> Tuple[List[Tuple[int, Dict[str, Any]]], Optional[Tuple[int, Dict[str, Any]]]]:
+    """Return (the branch's conversation lines in file order, the compaction boundary it stops at or None).
 
-    Walk parentUuid back from the newest main-chain user/assistant line; a compact_boundary is
-    crossed through its logicalParentUuid; meta lines and non-conversation lines on the way are
-    passed through but not kept.  Parallel tool calls fork the chain (a result's parent is its
-    own tool_use line), so lines hanging off the branch are added back when they belong to it:
-    assistant lines sharing a message.id with the branch, and user lines whose every
+    Walk parentUuid back from ``start``; the walk stops at a compact_boundary (what came before
+    it is not in the model's context).  Parallel tool calls fork the chain (a result's parent is
+    its own tool_use line), so lines hanging off the branch are added back when they belong to
+    it: assistant lines sharing a message.id with the branch, and user lines whose every
     tool_result answers a not-yet-answered tool_use of the branch.
     """
-    by_uuid: Dict[str, Tuple[int, Dict[str, Any]]] = {}
-    for number, obj in records:
-        uuid = obj.get("uuid")
-        if isinstance(uuid, str) and uuid not in by_uuid:
-            by_uuid[uuid] = (number, obj)
-    leaf = None
-    for number, obj in records:
-        if _is_conversation_line(obj):
-            leaf = (number, obj)
-    if leaf is None:
-        raise PagerError("claude-code transcript has no user or assistant lines outside "
-                          "sidechains")
     branch: Dict[int, Dict[str, Any]] = {}
     seen = set()
-    current: Optional[Tuple[int, Dict[str, Any]]] = leaf
+    boundary = None
+    current: Optional[Tuple[int, Dict[str, Any]]] = start
     while current is not None:
         number, obj = current
         if number in seen:
             repairs.append(f"line {number}: parentUuid chain loops back; walk stopped")
             break
         seen.add(number)
-        if obj.get("type") == "system" and obj.get("subtype") == "compact_boundary":
-            parent = obj.get("logicalParentUuid")
-        else:
-            if _is_conversation_line(obj) and not obj.get("isMeta"):
-                branch[number] = obj
-            parent = obj.get("parentUuid")
+        if _is_boundary(obj):
+            boundary = current
+            break
+        if _is_conversation_line(obj, sidechain):
+            branch[number] = obj
+        parent = obj.get("parentUuid")
         if not isinstance(parent, str):
             break
         current = by_uuid.get(parent)
         if current is None:
             repairs.append('line %d: parent "%s" is not in the file; the branch starts there'
                            % (number, parent))
+    low = boundary[0] if boundary is not None else 0
     uuids = {o.get("uuid") for o in branch.values() if isinstance(o.get("uuid"), str)}
     message_ids = {o["message"].get("id") for o in branch.values()
                    if o["type"] == "assistant" and isinstance(o["message"].get("id"), str)}
@@ -4084,7 +4701,7 @@ def _live_branch(records: List[Tuple[int, Dict[str, Any]]],
     while grew:
         grew = False
         for number, obj in records:
-            if (number in branch or not _is_conversation_line(obj) or obj.get("isMeta")
+            if (number <= low or number in branch or not _is_conversation_line(obj, sidechain)
                     or not _str_in(obj.get("parentUuid"), uuids)):
                 continue
             if obj["type"] == "assistant":
@@ -4100,25 +4717,70 @@ def _live_branch(records: List[Tuple[int, Dict[str, Any]]],
             if isinstance(obj.get("uuid"), str):
                 uuids.add(obj["uuid"])
             grew = True
-    return sorted(branch.items())
+    return sorted(branch.items()), boundary
 
 
-def _load_claude_code(text: str) -> Conversation:
-    """Return the Conversation for a Claude Code session transcript (JSONL)."""
-    records, skipped = _jsonl_records(text)
-    repairs: List[str] = []
+def _live_branch(records: List[Tuple[int, Dict[str, Any]]], repairs: List[str]
+                 ) -> Tuple[List[Tuple[int, Dict[str, Any]]], List[Tuple[int, Dict[str, Any]]]]:
+    """Return (the live context's conversation lines, the lines before its compaction boundaries).
+
+    The live context is what follows the newest compaction boundary on the branch of the newest
+    line (its first line is the compaction summary).  What came before a boundary is walked from
+    the boundary's logicalParentUuid when that line is in the file, else it is every
+    conversation line before the boundary; both go to the second list (older boundaries first).
+    A subagent log (every line on a side chain) is read as the subagent's own conversation.
+    """
+    by_uuid: Dict[str, Tuple[int, Dict[str, Any]]] = {}
+    for number, obj in records:
+        uuid = obj.get("uuid")
+        if isinstance(uuid, str) and uuid not in by_uuid:
+            by_uuid[uuid] = (number, obj)
+    sidechain = False
+    leaf = next((r for r in reversed(records) if _is_conversation_line(r[1])), None)
+    if leaf is None:
+        sidechain = True  # a subagent's log: its own conversation is the side chain
+        leaf = next((r for r in reversed(records) if _is_conversation_line(r[1], True)), None)
+    if leaf is None:
+        raise PagerError("claude-code transcript has no user or assistant lines")
+    live, boundary = _walk_branch(records, by_uuid, leaf, sidechain, repairs)
+    archived: List[Tuple[int, Dict[str, Any]]] = []
+    taken = {number for number, _ in live}
+    while boundary is not None:
+        number, obj = boundary
+        parent = by_uuid.get(obj.get("logicalParentUuid")) if isinstance(obj.get("logicalParentUuid"), str) else None
+        if parent is not None and parent[0] < number:
+            part, boundary = _walk_branch(records, by_uuid, parent, sidechain, repairs)
+        else:
+            part = [r for r in records if r[0] < number and r[0] not in taken
+                    and _is_conversation_line(r[1], sidechain)]
+            boundary = None
+        part = [r for r in part if r[0] not in taken]
+        taken.update(n for n, _ in part)
+        archived = part + archived
+    return live, sorted(archived)
+
+
+# Claude Code line types that are not conversation (counted in Conversation.other_lines).
+CLAUDE_OTHER_LINES = ("progress", "file-history-snapshot", "queue-operation", "system", "summary")
+
+
+def _claude_messages(lines: List[Tuple[int, Dict[str, Any]]], repairs: List[str]) -> List[_Msg]:
+    """Return the messages of Claude Code conversation lines (an API response's lines joined by message.id)."""
     msgs: List[_Msg] = []
     by_message_id: Dict[str, _Msg] = {}
     counts: Dict[int, int] = {}  # id(msg) -> content blocks seen so far
-    for number, obj in _live_branch(records, repairs):
+    for number, obj in lines:
         message = obj["message"]
         role = obj["type"]
         where = f"line {number}.message.content"
         message_id = message.get("id") if role == "assistant" else None
         msg = by_message_id.get(message_id) if isinstance(message_id, str) else None
         if msg is None:
+            # No message id: Claude Code's ids do not survive the Anthropic body a pass writes,
+            # so every block takes a content id (tool calls keep theirs).
             msg = _Msg(role, f"line {number}", {"role": role}, [],
-                       mid=message_id or obj.get("uuid"))
+                       harness=bool(obj.get("isMeta") or obj.get("isCompactSummary")),
+                       summary=bool(obj.get("isCompactSummary")))
             msgs.append(msg)
             if isinstance(message_id, str):
                 by_message_id[message_id] = msg
@@ -4128,14 +4790,51 @@ def _load_claude_code(text: str) -> Conversation:
         counts[id(msg)] = start + (1 if is_string else len(content))
         msg.parts.extend(parts)
         msg.string_content = is_string and counts[id(msg)] == 1
-        usage = message.get("usage")
-        output = usage.get("output_tokens") if isinstance(usage, dict) else None
-        if isinstance(output, int) and not isinstance(output, bool) and role == "assistant":
-            # Split lines repeat the response's usage; the largest count is the final one.
-            msg.tokens = output if msg.tokens is None else max(msg.tokens, output)
     for msg in msgs:
         _sole(msg.parts, counts[id(msg)])
-    return _finish("claude-code", msgs, [], None, repairs, skipped)
+    return msgs
+
+
+def _claude_usage(lines: List[Tuple[int, Dict[str, Any]]]) -> Dict[str, int]:
+    """Return the context the log recorded: input + cache-read + cache-creation tokens of the last and first call.
+
+    Claude Code writes one line per content block of a response, each with the response's
+    usage; ``output_tokens`` on them is a streaming count (often 1), never a block's size.
+    """
+    calls = []
+    for _, obj in lines:
+        usage = obj["message"].get("usage") if obj["type"] == "assistant" else None
+        if isinstance(usage, dict):
+            parts = [usage.get(k) for k in ("input_tokens", "cache_read_input_tokens",
+                                            "cache_creation_input_tokens")]
+            if all(v is None or _is_int(v) for v in parts) and any(v is not None for v in parts):
+                calls.append(sum(v or 0 for v in parts))
+    if not calls:
+        return {}
+    return {"recorded_context_tokens": calls[-1], "recorded_baseline_tokens": calls[0]}
+
+
+def _load_claude_code(text: str) -> Conversation:
+    """Return the Conversation for a Claude Code session transcript (JSONL).
+
+    The live context is read (see _live_branch); the lines before a compaction boundary become
+    archived blocks (pages, never written back).  ``isMeta`` and compaction-summary lines stay
+    (the model saw them) but are the harness's, not the human's.
+    """
+    records, skipped = _jsonl_records(text)
+    repairs: List[str] = []
+    live, before = _live_branch(records, repairs)
+    other: Dict[str, int] = {}
+    for _, obj in records:
+        if obj.get("type") not in ("user", "assistant") or not isinstance(obj.get("message"), dict):
+            name = str(obj.get("type"))
+            other[name] = other.get(name, 0) + 1
+    msgs = _claude_messages(live, repairs)
+    archive = _claude_messages(before, []) if before else None
+    conv = _finish("claude-code", msgs, [], None, repairs, skipped, archive)
+    conv.recorded = _claude_usage(live)
+    conv.other_lines = other
+    return conv
 
 
 _FORMATS["claude-code"] = _Format(
@@ -4146,52 +4845,153 @@ _FORMATS["claude-code"] = _Format(
 # --- codex: Codex CLI rollouts (JSONL), written back as responses ---
 
 
+def _is_codex_header(obj: Dict[str, Any]) -> bool:
+    """Return True for the first line of an older Codex rollout: {id, timestamp, instructions?, git?}."""
+    return ("type" not in obj and isinstance(obj.get("id"), str) and "timestamp" in obj
+            and ("instructions" in obj or "git" in obj))
+
+
+def _is_codex_record(obj: Dict[str, Any]) -> bool:
+    """Return True for a line of a Codex rollout: an envelope {type, payload}, or an older rollout's header, state line or bare item."""
+    if _is_codex_line(obj) or _is_codex_header(obj) or set(obj) == {"record_type"}:
+        return True
+    kind = obj.get("type")
+    return isinstance(kind, str) and (kind in RESPONSES_ITEM_TYPES or kind in CODEX_SKIPPED_ITEMS) \
+        and "payload" not in obj and not any(k in obj for k in CLAUDE_MARKER_KEYS)
+
+
+def _codex_usage(payload: Dict[str, Any]) -> Optional[int]:
+    """Return the input tokens of a token_count event's last call (cached ones are part of them), or None."""
+    info = payload.get("info")
+    last = info.get("last_token_usage") if isinstance(info, dict) else None
+    value = last.get("input_tokens") if isinstance(last, dict) else None
+    return value if _is_int(value) else None
+
+
 def _load_codex(text: str) -> Conversation:
     """Return the Conversation for a Codex CLI rollout (JSONL).
 
     ``response_item`` payloads are Responses items (ghost_snapshot undo records are skipped);
-    session_meta, turn_context and event_msg lines are skipped.  A ``compacted`` line replaces
-    the history read so far, as Codex does on resume: with ``replacement_history`` the history
-    becomes those items; without it (older rollouts) the earlier user/developer/system
-    messages are kept and the summary ``message`` is appended as a user message.  Lines that
-    do not parse, and lines whose payload is not an object, count as skipped.
+    session_meta, turn_context and event_msg lines are counted as other lines (a token_count
+    event gives the context the last call used).  Older rollouts (a first line
+    ``{id, timestamp, instructions, git}``, ``{"record_type": ...}`` lines, bare items) read the
+    same way.  A ``compacted`` line ends the context before it, as Codex does on resume: with
+    ``replacement_history`` the live history becomes those items; without it (older rollouts)
+    the earlier user/developer/system messages stay and the summary ``message`` is appended as a
+    user message.  Whatever the compaction took out is archived (stored as pages, never written
+    back).  Lines that do not parse, and lines whose payload is not an object, count as skipped.
     """
     records, skipped = _jsonl_records(text)
     items: List[Tuple[str, Dict[str, Any]]] = []
+    archive: List[Tuple[str, Dict[str, Any]]] = []
+    other: Dict[str, int] = {}
+    usage: List[int] = []
     for number, obj in records:
         kind, payload = obj.get("type"), obj.get("payload")
+        if "payload" not in obj and isinstance(kind, str) and kind in RESPONSES_ITEM_TYPES | set(CODEX_SKIPPED_ITEMS):
+            kind, payload = "response_item", obj  # an older rollout's bare item
         if kind not in ("response_item", "compacted"):
+            name = "record_type" if "record_type" in obj else "header" if _is_codex_header(obj) else str(kind)
+            other[name] = other.get(name, 0) + 1
+            if kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "token_count":
+                found = _codex_usage(payload)
+                if found is not None:
+                    usage.append(found)
             continue
         if not isinstance(payload, dict):
             skipped += 1
             continue
         if kind == "response_item":
             if payload.get("type") not in CODEX_SKIPPED_ITEMS:
-                items.append((f"line {number}.payload", payload))
+                items.append((f"line {number}.payload" if payload is not obj else f"line {number}", payload))
             continue
         history = payload.get("replacement_history")
         if isinstance(history, list):
+            archive += items
             items = [(f"line {number}.payload.replacement_history[{j}]", it)
                      for j, it in enumerate(history)
                      if not (isinstance(it, dict) and it.get("type") in CODEX_SKIPPED_ITEMS)]
             continue
-        items = [(w, it) for w, it in items if isinstance(it, dict)
-                 and it.get("type", "message") == "message"
-                 and it.get("role") in ("user", "developer", "system")]
+        kept = [(w, it) for w, it in items if isinstance(it, dict)
+                and it.get("type", "message") == "message"
+                and it.get("role") in ("user", "developer", "system")]
+        archive += [(w, it) for w, it in items if (w, it) not in kept]
+        items = kept
         summary = payload.get("message")
         if isinstance(summary, str) and summary.strip():
             items.append((f"line {number}.payload.message",
                           {"type": "message", "role": "user",
                            "content": [{"type": "input_text", "text": summary}]}))
     if not items:
-        raise PagerError("codex rollout has no response_item lines: nothing to page")
+        raise PagerError("codex rollout has no conversation items (response_item lines or bare items): nothing to page")
     msgs = [_responses_msg(item, where) for where, item in items]
-    return _finish("codex", msgs, [], None, [], skipped)
+    for msg in msgs:
+        if msg.where.endswith("payload.message"):
+            msg.harness = msg.summary = True  # the compaction summary: the harness's words
+    old = [_responses_msg(item, where) for where, item in archive]
+    conv = _finish("codex", msgs, [], None, [], skipped, old or None)
+    conv.other_lines = other
+    if usage:
+        conv.recorded = {"recorded_context_tokens": usage[-1], "recorded_baseline_tokens": usage[0]}
+    return conv
 
 
 _FORMATS["codex"] = _Format(
-    "codex", emits_as="responses", jsonl=True, detect=None, detect_line=_is_codex_line,
+    "codex", emits_as="responses", jsonl=True, detect=None, detect_line=_is_codex_record,
     read=_load_codex, pair=_pair_responses, units=_responses_units, write=_emit_responses, check=_validate_responses)
+
+
+# --- swe-agent: SWE-agent trajectories (.traj), written back as openai ---
+
+# Keys SWE-agent adds to its history messages that the Chat Completions API does not take.
+SWE_AGENT_EXTRA_KEYS = ("agent", "message_type", "thought", "action", "is_demo", "tool_call_ids", "cache_control")
+
+
+def _is_swe_agent_value(value: Any) -> bool:
+    """Return True for a SWE-agent trajectory: an object with a ``history`` list of role messages and its run record."""
+    return (isinstance(value, dict) and isinstance(value.get("history"), list)
+            and any(k in value for k in ("trajectory", "info", "replay_config"))
+            and all(isinstance(m, dict) and "role" in m for m in value["history"]))
+
+
+def _swe_agent_messages(history: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Return the history as Chat Completions messages.
+
+    SWE-agent's own keys are left out; a tool message answering several calls
+    (``tool_call_ids``) becomes one tool message per id: the content on the first, a pointer to
+    it on the others.
+    """
+    out = []
+    for msg in history:
+        clean = {k: v for k, v in msg.items() if k not in SWE_AGENT_EXTRA_KEYS}
+        ids = msg.get("tool_call_ids")
+        if msg.get("role") == "tool" and "tool_call_id" not in msg and isinstance(ids, list) and ids:
+            for n, cid in enumerate(ids):
+                one = dict(clean)
+                one["tool_call_id"] = cid
+                if n:
+                    one["content"] = f"[output given with tool call {ids[0]}]"
+                out.append(one)
+            continue
+        if msg.get("role") == "assistant" and not msg.get("tool_calls"):
+            clean.pop("tool_calls", None)  # SWE-agent writes an empty list; the API rejects it
+        out.append(clean)
+    return out
+
+
+def _load_swe_agent(value: Any) -> Conversation:
+    """Return the Conversation for a SWE-agent trajectory: its ``history``, read as Chat Completions messages."""
+    if not _is_swe_agent_value(value):
+        raise PagerError("swe-agent input must be a trajectory object with a history list of role messages")
+    conv = _load_openai(_swe_agent_messages(value["history"]))
+    conv.fmt = "swe-agent"
+    conv.other_lines = {k: 1 for k in value if k != "history"}
+    return conv
+
+
+_FORMATS["swe-agent"] = _Format(
+    "swe-agent", emits_as="openai", jsonl=False, detect=_is_swe_agent_value, detect_line=None,
+    read=_load_swe_agent, pair=_pair_openai, units=None, write=_emit_openai, check=_validate_openai)
 
 
 # --- the registry's entry points ---
@@ -4210,8 +5010,8 @@ def detect_format(text: str) -> str:
          d. non-empty list of objects, one of which has a Responses item ``type`` (message,
             function_call, function_call_output, reasoning, custom_tool_call...) -> ``responses``;
          e. non-empty list of objects that all have ``role`` -> chat (see 3).
-      2. Otherwise the text is read as JSONL: a line ``{type, payload}`` with a Codex line type
-         counts for ``codex``; a line with a string ``type`` and one of uuid, parentUuid,
+      2. Otherwise the text is read as JSONL (its first 2,000 records): a line ``{type, payload}``
+         with a Codex line type (or an older rollout's header, state line or bare item) counts for ``codex``; a line with a string ``type`` and one of uuid, parentUuid,
          sessionId, leafUuid, messageId counts for ``claude-code``.  More lines wins; a tie goes
          to the kind of the first counted line.  No counted line -> PagerError.
       3. Chat: a top-level ``system`` key -> ``anthropic``; else any OpenAI-only role
@@ -4239,7 +5039,7 @@ def detect_format(text: str) -> str:
             if spec.detect is not None and spec.detect(value):
                 return spec.name
     counts: Dict[str, int] = {}  # in order of the first counted line, which wins a tie
-    for _, obj in _jsonl_records(text)[0]:
+    for _, obj in _first_records(text, DETECT_LINES):
         for spec in _FORMATS.values():
             if spec.detect_line is not None and spec.detect_line(obj):
                 counts[spec.name] = counts.get(spec.name, 0) + 1
@@ -4282,6 +5082,48 @@ def conversation_blocks(conv: Conversation) -> List[Dict[str, Any]]:
     Each has exactly the keys id, turn, role, text, tokens, pinned, protected, unit and stub.
     """
     return [dict(block) for block in conv.blocks]
+
+
+def _transcript_params(conv: Optional[Conversation], params: Params) -> Params:
+    """Return ``params`` for a pass over ``conv``: what "recent" means in a transcript, unless keep_recent is given.
+
+    A transcript's turn is a human request and all the work after it: protecting the whole
+    current turn would keep everything.  Without a budget the last message's own blocks stay
+    (its trailing blocks that are not stubs); under a budget nothing is protected for being
+    recent (the budget keeps the best, newest first).
+    """
+    if conv is None or params.keep_recent is not None:
+        return params
+    final = conv._msgs[-1].parts if conv._msgs else []
+    fresh = 0
+    while fresh < len(final) and final[len(final) - 1 - fresh].stub_id is None:
+        fresh += 1
+    return dataclasses.replace(params, keep_recent=0 if params.budget is not None else fresh)
+
+
+def human_requests(conv: Conversation) -> List[Dict[str, Any]]:
+    """Return what a human wrote in ``conv``, in order: one dict per text block of a human's message.
+
+    Each is ``{"id", "turn", "text", "live"}``; ``live`` is False for a request from before a
+    compaction boundary (no longer in the model's context).  A human's message is a user message
+    that is not a tool result, not the harness's (Claude Code ``isMeta`` and compaction-summary
+    lines) and does not open with one of HARNESS_PREFIXES (task notifications, system reminders,
+    command echoes and output, hook feedback, Codex environment and instructions...).  The first
+    is the session's task statement, the last the request the agent works on now (the pass's
+    intent when no other is given).
+
+    Example:
+        >>> conv = load('[{"role": "user", "content": "<system-reminder>x</system-reminder>"},'
+        ...             ' {"role": "user", "content": "Fix the invoice rounding."}]', "openai")
+        >>> [r["text"] for r in human_requests(conv)]
+        ['Fix the invoice rounding.']
+    """
+    found = []
+    for block in conv.blocks:
+        archived = block["protected"] == ARCHIVED
+        if (block["protected"] in FLOORED or (archived and block["kind"] == "human")) and not block["stub"]:
+            found.append({"id": block["id"], "turn": block["turn"], "text": block["text"], "live": not archived})
+    return found
 
 
 def emit(conv: Conversation, decisions: Dict[str, Any]) -> Any:
@@ -4337,10 +5179,40 @@ class _Reading(NamedTuple):
     conversation: Optional["Conversation"]  # the transcript, for --emit in its own format
 
 
-def _open_history(path: str, fmt: str) -> _Reading:
-    """Return the Reading of the history at ``path`` in format ``fmt`` ('auto' detects it)."""
+def _agreed_format(text: str, detected: str, recorded: Optional[str]) -> str:
+    """Return the format to read ``text`` in, given what detection found and what the contract recorded.
+
+    A contract's ``pager-format`` F accepts F itself and the format F is written back in (a
+    pass's --emit output); a plain-text chat list, which detection calls openai, is read as
+    anthropic when F is written back as anthropic.  Anything else is refused: the same session
+    must not silently change format.
+    """
+    spec = _FORMATS.get(recorded) if isinstance(recorded, str) else None
+    if spec is None or detected in (spec.name, spec.emits_as):
+        return detected
+    if spec.emits_as == "anthropic" and detected == "openai":
+        try:
+            found = _chat_messages(json.loads(text))
+        except (ValueError, RecursionError):
+            found = None
+        if found is not None and _chat_kind(*found) == "openai" and all(
+                isinstance(m, dict) and m.get("role") in ANTHROPIC_ROLES
+                and not any(f in m for f in OPENAI_MARKER_FIELDS) for m in found[0]):
+            return "anthropic"
+    raise PagerError(f"the contract's session is in {spec.name} format (written back as {spec.emits_as}), "
+                     f"but this history looks like {detected}; pass --format to say which, or use another contract")
+
+
+def _open_history(path: str, fmt: str, recorded: Optional[str] = None) -> _Reading:
+    """Return the Reading of the history at ``path`` in format ``fmt`` ('auto' detects it).
+
+    ``recorded`` is the format the contract recorded for the session (see _agreed_format).
+    """
     source = _HistorySource(path)
     if fmt == "pager" or (fmt == "auto" and _is_pager_history(source)):
+        if fmt == "auto" and recorded not in (None, "pager"):
+            raise PagerError(f"{source.name}: the contract's session is in {recorded} format, but this history is "
+                             "in the pager's own format; pass --format to say which, or use another contract")
         return _Reading("pager", fmt == "auto", source, None)
     try:
         size = len(source._stdin) if source._stdin is not None else os.path.getsize(path)
@@ -4354,7 +5226,7 @@ def _open_history(path: str, fmt: str) -> _Reading:
     detected = fmt == "auto"
     try:
         if detected:
-            fmt = detect_format(text)
+            fmt = _agreed_format(text, detect_format(text), recorded)
         if fmt == "pager":
             return _Reading("pager", detected, source, None)
         conv = load(text, fmt)
@@ -5408,21 +6280,18 @@ class _CachedScorer(_Scorer):
         roles = [raw["role"] for _, raw, _ in hits]
         tokens = [entry[0] for _, _, entry in hits]
         for offset, (_, raw, _) in enumerate(hits):
-            if len(raw) > 4:  # optional fields: unit, pinned, protected
+            if len(raw) > 4:  # optional fields: unit, pinned, protected, kind
                 unit = raw.get("unit")
                 if unit is not None:
                     self._units[position + offset] = unit
-                if raw.get("pinned", False):
-                    self._guards[position + offset] = "pinned"
-                    continue
-            if roles[offset] in SYSTEM_ROLES or raw.get("protected") == "system":
-                self._guards[position + offset] = "system"
+            self._protect(position + offset, roles[offset], raw.get("kind"), raw.get("pinned", False),
+                          raw.get("protected"))
         if self.stub_text is not None:
             self._stub_tokens.extend([entry[2] for _, _, entry in hits])
         top = max(turns)
         if self.max_turn is None or top > self.max_turn:
             self.max_turn = top
-        self.tokens_before += sum(tokens)
+        self.tokens_before += sum(t for t, (_, raw, _) in zip(tokens, hits) if raw.get("protected") != ARCHIVED)
         texts = [raw["text"] for _, raw, _ in hits]
         self._ids.extend(ids)
         self._turns.extend(turns)
@@ -5633,7 +6502,7 @@ class Pager:
             blocks = [self._counted(b) for b in blocks]
         store = self._open_store()
         try:
-            plan, scorer = self._plan(blocks, header, given, store)
+            plan, scorer = self._plan(blocks, header, given, store, conv if fmt != "pager" else None)
             items = _decision_items(len(plan.decisions), scorer.skipped) if scorer.skipped else None
             now = _normalize_now(self.now)
             if self.contract is not None:
@@ -5683,12 +6552,14 @@ class Pager:
         return store.get if store is not None else (lambda block: None)
 
     def _plan(self, blocks: List[Any], header: Dict[str, Any], given: Optional[Intent],
-              store: Optional[PageStore]) -> Tuple[PassPlan, _CachedScorer]:
+              store: Optional[PageStore], conv: Optional[Conversation] = None) -> Tuple[PassPlan, _CachedScorer]:
         """Score the blocks (features from the cache where a block is unchanged); return the plan."""
         pages = self._page_of(store)
-        notes = _WorkNotes(self.params.work_steps)  # the last user message and the recent work, as the CLI reads them
+        notes = _WorkNotes(self.params.work_steps)  # the recent work, as the CLI reads it
+        last = _LastRequest(pages)  # the last human (else user) message: the pass's own rule
         if given is None and "intent_ir" not in header:
             for raw in blocks:
+                last.note(raw)
                 if type(raw) is dict and raw.get("role") == "user" and raw.get("stub") is True:
                     page = pages(str(raw.get("id")))
                     if page is not None:
@@ -5696,9 +6567,9 @@ class Pager:
                 else:
                     notes.see(raw)
         try:
-            intent = _header_intent(header, given, notes.last_user, notes.work_keywords())
+            intent = _header_intent(header, given, last.intent(), notes.work_keywords())
             current = _header_current_turn(header)
-            params, hint = self.params, self.hint
+            params, hint = _transcript_params(conv, self.params), self.hint
             stub_text = lambda page: make_stub(page, hint(page.block))  # noqa: E731
             settings = (tuple(intent.keywords), params.similarity, params.stub_words, params.budget is None)
             if settings != self._cache_key:
@@ -5713,8 +6584,9 @@ class Pager:
             raise PagerError(f"messages: {exc}") from None
         self._cache = scorer.fresh  # only blocks of this conversation: a dropped one is forgotten
         plan = PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
-                        params, header, scorer.tokens_before, scorer.tokens_after, intent.source, scorer.compacted,
-                        scorer.texts)
+                        params, header, scorer.tokens_before, scorer.tokens_after, intent.source,
+                        compacted=scorer.compacted, texts=scorer.texts, intent_block=intent.block,
+                        intent_turn=intent.turn)
         return plan, scorer
 
     def _page(self, d: Decision, text: str, now: str) -> StoredPage:
@@ -5787,8 +6659,8 @@ class Pager:
                                        "pager-intent-source": plan.intent_source}
         if self._explicit_store:
             settings["pager-store"] = self._explicit_store
-        if plan.params.keep_recent is not None:
-            settings["pager-keep-recent"] = plan.params.keep_recent
+        if self.params.keep_recent is not None:
+            settings["pager-keep-recent"] = self.params.keep_recent
 
         def render(state: ContractState) -> _Payload:
             return _encode_batches(state, _statement_batches(plan, state, now, settings))
@@ -6005,7 +6877,11 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--intent", metavar="TEXT", help="what the agent is doing now, in free text")
     parser.add_argument("--intent-file", metavar="FILE", help="read the intent text from FILE")
     parser.add_argument("--keep-recent", type=_count_flag("--keep-recent", 0), metavar="N",
-                        help="always retain the last N blocks (default: the current turn's blocks)")
+                        help="always retain the last N blocks (default: the current turn's blocks; for an "
+                             "agent transcript, its last message's, none under --budget)")
+    parser.add_argument("--no-protect-task", action="store_true",
+                        help="do not keep a transcript's first human request (the task statement) like a pin; "
+                             "it is then paged at worst, like every human message")
     parser.add_argument("--work-steps", type=_count_flag("--work-steps", 0), default=DEFAULT_WORK_STEPS,
                         metavar="N", help="with no --intent or intent_ir: names in the agent's last N steps "
                         f"(calls, results, errors) join the last user message's words (default {DEFAULT_WORK_STEPS}; "
@@ -6081,6 +6957,25 @@ def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
     return None
 
 
+def _settling(state: ContractState, params: Params, args: argparse.Namespace
+              ) -> Optional[Tuple[Mapping[str, str], object]]:
+    """Return (the contract's directives, its intent) when its last pass ran with these settings, else None."""
+    if not state.directives:
+        return None
+    values = state.values
+    wanted = {"pager-alpha": params.alpha, "pager-beta": params.beta, "pager-retain-cut": params.retain_cut,
+              "pager-evict-cut": params.evict_cut, "pager-similarity": params.similarity,
+              "pager-stub-words": params.stub_words, "token-budget": params.budget}
+    if args.keep_recent is not None:
+        wanted["pager-keep-recent"] = params.keep_recent
+    for name, value in wanted.items():
+        if name in NUMBER_VALUES and value is not None:
+            value = _parse_number(_format_number(value))  # type: ignore[arg-type]
+        if values.get(name) != value:
+            return None
+    return state.directives, values.get("pager-intent")
+
+
 @contextmanager
 def _pass_lock(args: argparse.Namespace) -> Iterator[Optional[_LockedContract]]:
     """Hold the contract's lock for the whole pass (none for --dry-run, which writes nothing).
@@ -6096,9 +6991,11 @@ def _pass_lock(args: argparse.Namespace) -> Iterator[Optional[_LockedContract]]:
 
 
 def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Optional[Intent], reading: _Reading,
-                 store_path: str, locked: Optional[_LockedContract], stdout, stderr) -> int:
+                 store_path: str, locked: Optional[_LockedContract], stdout, stderr,
+                 recorded: Optional[str] = None) -> int:
     """Plan and record the pass (under the contract's lock unless --dry-run); print the outcome."""
     source = reading.source
+    conv = reading.conversation
     store = PageStore.open(store_path, create=False, stub_words=params.stub_words)
     try:
         # With --target the last directives stand between compactions: the contract's, read
@@ -6109,14 +7006,18 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
         plan = _load_and_plan(source, params, store.get if store is not None else None,
                              lambda page: make_stub(page, _recall_hint(page.block, args.contract, args.store)),
                              args.with_index, lambda seen: _index_reserve(args, locked, store, seen), given,
-                             previous)
+                             previous, _settling(locked.state if locked is not None else
+                                                 contract_state(args.contract), params, args))
         # The store's path is recorded when it was chosen, so recall and index find it; the
         # default is derived from the contract's path and is left out to keep contracts portable.
-        settings: Dict[str, object] = {"pager-stub-words": params.stub_words, "pager-format": reading.fmt,
+        # The session's format stays the one the contract recorded when this is its written-back form.
+        session_format = recorded if isinstance(recorded, str) and conv is not None and recorded in _FORMATS \
+            and reading.fmt == _FORMATS[recorded].emits_as else reading.fmt
+        settings: Dict[str, object] = {"pager-stub-words": params.stub_words, "pager-format": session_format,
                                        "pager-intent-source": plan.intent_source}
         if args.store:
             settings["pager-store"] = args.store
-        if params.keep_recent is not None:
+        if args.keep_recent is not None:
             settings["pager-keep-recent"] = params.keep_recent
 
         def render(state: ContractState) -> _Payload:
@@ -6138,7 +7039,6 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
     if args.dry_run:
         stdout.write(payload.tobytes()[lead:].decode("utf-8"))
     n_statements = payload.count(b"\n") - lead
-    conv = reading.conversation
     skipped = conv.skipped_lines if conv is not None else 0
     repairs = list(conv.repairs) if conv is not None else []
     for repair in repairs:
@@ -6148,7 +7048,12 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
                "statements": n_statements, "contract": args.contract,
                "written": not args.dry_run, "pass": now, "stored": stored, "store": store_path,
                "emitted": args.emit if args.emit and not args.dry_run else None,
-               "skipped_lines": skipped, "repairs": repairs}
+               "skipped_lines": skipped, "repairs": repairs,
+               "intent_block": plan.intent_block, "intent_turn": plan.intent_turn,
+               "estimated_context_tokens": plan.tokens_before}
+    if conv is not None:
+        summary.update({**conv.recorded, "other_lines": conv.other_lines, "unknown_parts": conv.unknown_parts,
+                        "archived": conv.archived})
     rho = plan.pressure()
     if rho is not None:
         summary.update({"budget": params.budget, "tokens_before": plan.tokens_before,
@@ -6177,19 +7082,36 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
         if repairs:
             extra += f"; {len(repairs)} repair{'' if len(repairs) == 1 else 's'} (see stderr)"
         how = "detected" if reading.detected else "given"
+        which = f" {plan.intent_block} (turn {plan.intent_turn})" if plan.intent_block is not None else ""
         stdout.write(f"pager: {summary['blocks']} blocks ({reading.fmt} format, {how}; intent from "
-                     f"{plan.intent_source}): retain {counts['retain']}, page {counts['page']}, "
+                     f"{plan.intent_source}{which}): retain {counts['retain']}, page {counts['page']}, "
                      f"evict {counts['evict']} ({changes['new']} new, {changes['moved']} moved, "
                      f"{changes['unchanged']} unchanged); {verb} {n_statements} statement"
                      f"{'' if n_statements == 1 else 's'} to {args.contract}{extra}\n")
     return EXIT_OK
 
 
+def _recorded_intent(contract: str, conv: Conversation) -> Optional[Intent]:
+    """Return the contract's recorded intent when the transcript holds no block the contract has not seen.
+
+    Nothing happened since that pass, so what the agent is doing has not changed either; the
+    recent work, read again from the compacted history, would differ only by what the pass paged.
+    """
+    if not os.path.exists(contract):
+        return None
+    state = contract_state(contract)
+    words, source = state.values.get("pager-intent"), state.values.get("pager-intent-source")
+    if (not state.directives or not isinstance(words, str) or not isinstance(source, str)
+            or any(block["id"] not in state.directives for block in conv.blocks)):
+        return None
+    return Intent([] if words == "none" else words.split(" "), source)
+
+
 def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     """Run one paging pass as the flags say; return the exit code."""
     params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
                     args.budget, args.stub_words, args.keep_recent, args.mask_results, args.trigger, args.target,
-                    args.work_steps).validate()
+                    args.work_steps, not args.no_protect_task).validate()
     now = _normalize_now(args.now)
     if args.with_index and not args.emit:
         raise PagerError("--with-index needs --emit")
@@ -6198,15 +7120,36 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     store_path = args.store or _default_store_path(args.contract)
     _check_paths(args.history, args.contract, store_path, args.emit)
     given = _flag_intent(args)
-    reading = _open_history(args.history, args.format)
+    recorded = contract_state(args.contract).values.get("pager-format") if os.path.exists(args.contract) else None
+    recorded = recorded if isinstance(recorded, str) else None
+    reading = _open_history(args.history, args.format, recorded)
     if args.mask_results and reading.conversation is not None:
         raise PagerError(f"--mask-results is for the pager format; {reading.fmt} histories page a tool call "
                          "and its results together")
     if args.with_index and reading.conversation is not None:
         raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
                          "'pager.py index'")
+    conv = reading.conversation
+    if given is None and conv is not None:
+        given = _recorded_intent(args.contract, conv)
+    if given is None and conv is not None:
+        # The transcript is in memory: its last request is known now, and the blocks are read once.
+        pages = PageStore.open(store_path, create=False, stub_words=args.stub_words)
+        try:
+            last = _LastRequest(pages.get if pages is not None else None)
+            notes = _WorkNotes(params.work_steps)
+            for block in conv.blocks:
+                last.note(block)
+                notes.see(block)
+            work = notes.work_keywords()
+            if last.intent() is not None or work:
+                given = _header_intent({}, None, last.intent(), work)
+        finally:
+            if pages is not None:
+                pages.close()
+    params = _transcript_params(conv, params)
     with _pass_lock(args) as locked:
-        return _locked_pass(args, params, now, given, reading, store_path, locked, stdout, stderr)
+        return _locked_pass(args, params, now, given, reading, store_path, locked, stdout, stderr, recorded)
 
 
 def _run_recall(args: argparse.Namespace, stdout, stderr) -> int:

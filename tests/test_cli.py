@@ -41,7 +41,8 @@ def test_json_summary(cli, tmp_path):
                        "retain": 3, "page": 5, "evict": 4, "new": 12, "moved": 0,
                        "unchanged": 0, "statements": 27, "contract": str(tmp_path / "c.limn"),
                        "written": True, "pass": NOW, "stored": 5, "store": str(tmp_path / "c.pages.sqlite3"),
-                       "emitted": None, "skipped_lines": 0, "repairs": []}
+                       "emitted": None, "skipped_lines": 0, "repairs": [],
+                       "intent_block": None, "intent_turn": None, "estimated_context_tokens": 265}
 
 
 def test_dry_run_prints_statements_and_writes_nothing(cli, tmp_path):

@@ -63,7 +63,7 @@ def text_id(conv, start):
     return found[0]
 
 
-BLOCK_KEYS = {"id", "turn", "role", "text", "tokens", "pinned", "protected", "unit", "stub"}
+BLOCK_KEYS = {"id", "turn", "role", "text", "tokens", "pinned", "protected", "unit", "stub", "kind"}
 ID_RE = re.compile(r"m-[0-9a-f]{12}(~[0-9]+)?\Z")
 
 
@@ -124,7 +124,7 @@ def test_block_shape_and_unique_ids():
             assert isinstance(b["turn"], int) and isinstance(b["text"], str)
             assert b["tokens"] is None or isinstance(b["tokens"], int)
             assert isinstance(b["pinned"], bool) and isinstance(b["stub"], bool)
-            assert b["protected"] in (None, "system")
+            assert b["protected"] in (None, "system", "task", "human", "summary", "conclusion", "archived")
             assert b["unit"] is None or isinstance(b["unit"], str)
             assert b["id"] and not re.search('["\n\r\u2028\u2029]', b["id"])
 
@@ -146,11 +146,16 @@ def test_content_ids_follow_the_rule():
         {"role": "user", "content": "look"},
         {"role": "user", "content": "look"}]), "openai")
     look = cid("user", "text", "look")
-    assert ids(conv) == [cid("system", "text", "be brief"), look,
-                         cid("user", "media", "[image]"), cid("assistant", "text", "ok"),
-                         look + "~2", look + "~3"]
-    assert all(ID_RE.match(i) for i in ids(conv))
-    assert [b["turn"] for b in conv.blocks] == [1, 2, 2, 3, 4, 5]
+    image = {"type": "image_url", "image_url": {"url": "u"}}
+    label = "[image, 1105 tokens]"  # no data: OpenAI's most for one picture
+    media = "m-" + hashlib.sha256(("user\x00media\x00" + label + "\x00" + json.dumps(
+        image, sort_keys=True, separators=(",", ":"))).encode()).hexdigest()[:12]
+    # A repeated id takes the turn it sits in (turns are the human's requests), not a count.
+    assert ids(conv) == [cid("system", "text", "be brief"), look, media, cid("assistant", "text", "ok"),
+                         look + "~t2", look + "~t3"]
+    assert all(ID_RE.match(i.split("~")[0]) for i in ids(conv))
+    assert [b["turn"] for b in conv.blocks] == [0, 1, 1, 1, 2, 3]
+    assert block(conv, media)["kind"] == "media" and block(conv, media)["tokens"] == 1105
     # The same text under another role is another block.
     assert cid("assistant", "text", "look") != look
 
@@ -174,7 +179,7 @@ def test_openai_ids_turns_units_protected():
     assert ids(conv)[:6] == [system, user, "call_read1", "call_test1", "call_read1:result",
                              "call_test1:result"]
     assert block(conv, system)["protected"] == "system"
-    assert block(conv, user)["protected"] is None
+    assert block(conv, user)["protected"] == "task"  # the first human request
     # Parallel calls: each call is its own unit with its own result.
     assert block(conv, "call_read1")["unit"] == block(conv, "call_read1:result")["unit"] \
         == "tool:call_read1"
@@ -182,7 +187,8 @@ def test_openai_ids_turns_units_protected():
     assert block(conv, "call_read1")["text"].startswith('read_file({"path"')
     assert block(conv, "call_cfg1:result")["role"] == "tool"
     text6 = cid("assistant", "text", raw[5]["content"])
-    assert block(conv, text6)["turn"] == block(conv, "call_pip1")["turn"] == 6
+    # One human request: every block after it belongs to its turn.
+    assert block(conv, text6)["turn"] == block(conv, "call_pip1")["turn"] == block(conv, user)["turn"] == 1
     assert len(block(conv, "call_pip1:result")["text"]) > 5000  # the huge, irrelevant result
     assert all(b["tokens"] is None for b in conv.blocks)
 
@@ -209,17 +215,18 @@ def test_anthropic_system_thinking_units_and_errors():
     assert (system["role"], system["turn"], system["protected"]) == ("system", 0, "system")
     # Thinking + every tool_use of the turn + their results: one unit.
     raw = json.loads(read("anthropic_thinking.json"))["messages"]
-    turn4 = [b["id"] for b in conv.blocks if b["unit"] == "turn:4"]
-    assert turn4 == [cid("assistant", "thinking", raw[3]["content"][0]["thinking"]),
-                     "toolu_02Read", "toolu_03Cfg", "toolu_02Read:result",
+    thinking = cid("assistant", "thinking", raw[3]["content"][0]["thinking"])
+    turn4 = [b["id"] for b in conv.blocks if b["unit"] == "turn:" + thinking]
+    assert turn4 == [thinking, "toolu_02Read", "toolu_03Cfg", "toolu_02Read:result",
                      "toolu_03Cfg:result"]
     text2 = cid("assistant", "text", raw[1]["content"][1]["text"])
     assert block(conv, text2)["unit"] is None  # text stays free
     redacted = cid("assistant", "thinking", "[redacted thinking]")
-    assert block(conv, redacted)["unit"] == "turn:8"  # redacted thinking alone
+    assert block(conv, redacted)["unit"] == "turn:" + redacted  # redacted thinking alone
     assert block(conv, "toolu_04Pip")["unit"] == "tool:toolu_04Pip"
     assert block(conv, "toolu_03Cfg:result")["text"].startswith("[error] ")
-    assert block(conv, cid("user", "media", "[image]"))["turn"] == 9
+    image = next(b for b in conv.blocks if b["kind"] == "media")
+    assert image["text"].startswith("[image") and image["tokens"] >= 85
     assert conv.repairs == []
 
 
@@ -236,42 +243,37 @@ def test_anthropic_orphan_result_is_dropped_and_reported():
 def test_claude_code_branch_rebuild():
     conv = loaded("claude_code_session.jsonl")
     assert conv.skipped_lines == 1
+    live = [b for b in conv.blocks if b["protected"] != "archived"]
+    archived = [b for b in conv.blocks if b["protected"] == "archived"]
     texts = " ".join(b["text"] for b in conv.blocks)
-    assert "Caveat" not in texts and "local-command-stdout" not in texts  # meta lines
     assert "Subagent" not in texts and "Found float math" not in texts  # sidechain
     assert "round() everywhere" not in texts and "wrap every total" not in texts  # dead end
-    summary = next(b for b in conv.blocks if b["text"].startswith("This session is being"))
-    assert summary["role"] == "user"
-    # Pre-compaction history is reached through logicalParentUuid.
+    # The live context is the compaction summary and what follows it.
+    assert live[0]["text"].startswith("This session is being") and live[0]["role"] == "user"
+    assert live[0]["protected"] == "summary"  # the harness's summary (paged at worst), not the human's words
+    # What came before the boundary (reached through logicalParentUuid) is archived: turn 0,
+    # listed first, never in the live context.
     assert "toolu_01Bash" in ids(conv) and "toolu_04Edit:result" in ids(conv)
+    assert {b["turn"] for b in archived} == {0} and conv.archived == len(archived)
+    assert conv.blocks[:len(archived)] == archived
     # The first result hangs off its own tool_use line and is recovered.
     assert "toolu_01Bash:result" in ids(conv)
-    turns = [(b["id"], b["turn"]) for b in conv.blocks if b["role"] != "tool"][:5]
-    msg01 = [b for b in conv.blocks if b["turn"] == 2]
-    # A multi-part message's parts have no id of their own: content ids, not msg_01AbC.<k>.
-    assert turns == [("00000000-0000-4000-8000-000000000004", 1),
-                     (cid("assistant", "thinking", msg01[0]["text"]), 2),
-                     (cid("assistant", "text", msg01[1]["text"]), 2), ("toolu_01Bash", 2),
-                     ("toolu_01Read", 2)]
-    assert [b["turn"] for b in conv.blocks][-1] == 17
+    # isMeta lines are the model's context too: kept, but never the human's.
+    assert archived[0]["text"].startswith("Caveat:") and archived[0]["role"] == "user"
+    task = next(b for b in live if b["protected"] == "task")
+    assert task["text"] == "Now run the whole test suite." and task["turn"] == 1
+    assert [b["turn"] for b in live] == [0, 0, 1, 1, 1, 1]
     assert conv.repairs == []
 
 
-def test_claude_code_split_message_merged_with_real_tokens():
+def test_claude_code_streaming_usage_is_not_a_size():
     conv = loaded("claude_code_session.jsonl")
-    msg01 = [b for b in conv.blocks if b["turn"] == 2]
-    assert [b["id"] for b in msg01] == [cid("assistant", "thinking", msg01[0]["text"]),
-                                        cid("assistant", "text", msg01[1]["text"]),
-                                        "toolu_01Bash", "toolu_01Read"]
-    assert sum(b["tokens"] for b in msg01) == 412
-    assert all(isinstance(b["tokens"], int) for b in msg01)
-    # Split in proportion to text length: the longest text gets the most.
-    longest = max(msg01, key=lambda b: len(b["text"]))
-    assert longest["tokens"] == max(b["tokens"] for b in msg01)
-    assert block(conv, "msg_08VwX")["tokens"] == 60
-    assert all(b["tokens"] is None for b in conv.blocks if b["role"] in ("user", "tool"))
-    assert {b["unit"] for b in msg01} == {"turn:2", None}
-    assert block(conv, "toolu_01Read:result")["unit"] == "turn:2"
+    # output_tokens is a streaming count on each line: never a block's size.
+    assert all(b["tokens"] is None for b in conv.blocks)
+    assert set(conv.recorded) == {"recorded_context_tokens", "recorded_baseline_tokens"}
+    archived = [b for b in conv.blocks if b["protected"] == "archived"]
+    msg01 = [b["id"] for b in archived if b["role"] == "assistant"][:4]
+    assert msg01[2:] == ["toolu_01Bash", "toolu_01Read"]
     assert block(conv, "toolu_03Edit:result")["text"].startswith("[error] <tool_use_error>")
 
 
@@ -310,7 +312,8 @@ def test_claude_code_recovers_sibling_tool_use_line():
                     ("assistant", "a3", "r2", [{"type": "text", "text": "done"}], "msg_2", {}))
     conv = load(text, "claude-code")
     assert conv.repairs == []
-    assert ids(conv) == ["u1", "tA", "tB", "tA:result", "tB:result", "msg_2"]
+    assert ids(conv) == [cid("user", "text", "list files twice"), "tA", "tB", "tA:result", "tB:result",
+                         cid("assistant", "text", "done")]
     assert validate("anthropic", emit(conv, {})) == []
 
 
@@ -319,7 +322,7 @@ def test_claude_code_missing_parent_is_reported():
                     ("assistant", "a2", "u2", [{"type": "text", "text": "hi"}], "m", {}))
     conv = load(text, "claude-code")
     assert conv.repairs == ['line 1: parent "gone" is not in the file; the branch starts there']
-    assert ids(conv) == ["u2", "m"]
+    assert ids(conv) == [cid("user", "text", "hello"), cid("assistant", "text", "hi")]
 
 
 def test_claude_code_text_line_before_results_is_reordered():
@@ -349,10 +352,11 @@ def test_claude_code_emits_alternating_anthropic():
     out = emit(conv, {})
     assert set(out) == {"messages"}
     assert validate("anthropic", out) == []
-    second_user = out["messages"][2]
-    assert [b["tool_use_id"] for b in second_user["content"]] == ["toolu_01Bash",
-                                                                  "toolu_01Read"]
-    assert out["messages"][1]["content"][0]["signature"] == adapters_sig()
+    answers = [m for m in out["messages"] if m["role"] == "user" and isinstance(m["content"], list)
+               and any(b.get("type") == "tool_result" for b in m["content"])]
+    assert [b["tool_use_id"] for b in answers[0]["content"]] == ["toolu_05Bash"]
+    # Only the live context is written back: nothing from before the compaction boundary.
+    assert "toolu_01Bash" not in json.dumps(out)
 
 
 def adapters_sig():
@@ -363,21 +367,23 @@ def test_codex_replacement_history_and_pending_call():
     conv = loaded("codex_rollout.jsonl")
     assert conv.skipped_lines == 1
     assert conv.repairs == []
-    texts = [b["text"] for b in conv.blocks]
+    live = [b for b in conv.blocks if b["protected"] != "archived"]
+    texts = [b["text"] for b in live]
     assert "It builds the sdist" not in " ".join(texts)  # replaced by the compaction
+    assert "It builds the sdist" in " ".join(b["text"] for b in conv.blocks)  # archived, as pages
     assert texts[3].startswith("Another language model")
-    developer = text_id(conv, "<permissions instructions>")
-    assert developer == cid("developer", "text", conv.blocks[0]["text"])
+    developer = next(b["id"] for b in live if b["text"].startswith("<permissions instructions>"))
+    assert developer == cid("developer", "text", live[0]["text"])
     assert block(conv, developer)["protected"] == "system"  # developer message
-    reasoning = cid("assistant", "reasoning", "**Inspecting totals and tests**")
-    assert [b["id"] for b in conv.blocks if b["unit"] == "turn:6"] == [
+    reasoning = next(b["id"] for b in live if b["text"] == "**Inspecting totals and tests**")
+    assert [b["id"] for b in conv.blocks if b["unit"] == "turn:" + reasoning] == [
         reasoning, "call_rd1", "call_pt1", "call_rd1:result", "call_pt1:result"]
     assert block(conv, "call_ap1")["unit"] == block(conv, "call_ap1:result")["unit"]
     assert block(conv, "call_ap1:result")["text"].startswith("Success. Updated")
     assert block(conv, "call_pt1:result")["text"].startswith("Exit code: 1")
     assert "ghost" not in " ".join(texts)
     # The rollout ends while call_pt2 runs: kept, with its reasoning.
-    assert block(conv, "call_pt2")["unit"] == "turn:16"
+    assert block(conv, "call_pt2")["unit"].startswith("turn:m-")
     out = emit(conv, {})
     assert isinstance(out, list) and out[-1]["call_id"] == "call_pt2"
     assert validate("responses", out) == []
@@ -385,10 +391,13 @@ def test_codex_replacement_history_and_pending_call():
 
 def test_codex_legacy_compaction_keeps_user_messages_and_drops_orphan():
     conv = loaded("codex_legacy_compacted.jsonl")
-    assert [b["text"][:20] for b in conv.blocks] == [
+    live = [b for b in conv.blocks if b["protected"] != "archived"]
+    assert [b["text"][:20] for b in live] == [
         "<environment_context", "Why is the nightly j", "The nightly job reco",
         "The job takes about "]
-    assert [b["role"] for b in conv.blocks] == ["user", "user", "user", "assistant"]
+    assert [b["role"] for b in live] == ["user", "user", "user", "assistant"]
+    # What the compaction took out is archived (stored as pages), not lost.
+    assert [b["text"][:12] for b in conv.blocks if b["protected"] == "archived"] == ["shell({\"comm"]
     assert conv.repairs == ['line 6.payload.call_id "call_n1" has no matching earlier call; '
                             'dropped']
 
@@ -398,10 +407,11 @@ def test_responses_instructions_reasoning_unit():
     assert block(conv, "instructions")["turn"] == 0
     developer = cid("developer", "text", "Prefer small, reviewed patches. Never push.")
     assert ids(conv)[1] == developer and block(conv, developer)["protected"] == "system"
-    assert [b["id"] for b in conv.blocks if b["unit"] == "turn:3"] == [
+    assert [b["id"] for b in conv.blocks if b["unit"] == "turn:rs_01"] == [
         "rs_01", "call_grep", "call_cat", "call_grep:result", "call_cat:result"]
     assert block(conv, "msg_01")["unit"] is None  # item id: native
-    assert block(conv, cid("user", "media", "[image]"))["turn"] == 11
+    image = next(b for b in conv.blocks if b["kind"] == "media")
+    assert image["role"] == "user" and image["tokens"] >= 85
 
 
 def test_pager_load_keeps_its_fields():
@@ -476,7 +486,8 @@ def test_anthropic_merge_keeps_thinking_first():
 
 def test_anthropic_paged_thinking_unit_becomes_one_note():
     conv = loaded("anthropic_thinking.json")
-    unit = [b["id"] for b in conv.blocks if b["unit"] == "turn:4"]
+    unit = [b["id"] for b in conv.blocks if b["unit"] == block(conv, "toolu_02Read")["unit"]]
+    assert len(unit) == 5
     decisions = {bid: ("page", "[read totals.py; rounding.toml missing]") for bid in unit}
     out = emit(conv, decisions)
     assert validate("anthropic", out) == []
@@ -567,7 +578,7 @@ def test_empty_stub_falls_back():
     user = text_id(conv, "tests/test_totals.py::")
     out = emit(conv, {user: ("page", " ")})
     assert out["messages"][1]["content"] == [{"type": "text",
-                                               "text": "[paged %s | turn 2 | user]" % user}]
+                                               "text": "[paged %s | turn 1 | user]" % user}]
     again = load(json.dumps(out), "openai")
     assert block(again, user)["stub"] is True
 
@@ -659,9 +670,11 @@ def test_ids_stable_when_a_middle_message_is_removed(name, drop, count):
     for b in after.blocks:
         assert (b["text"], b["role"], b["unit"] is None) == \
             (by_id[b["id"]]["text"], by_id[b["id"]]["role"], by_id[b["id"]]["unit"] is None)
-    # Positions did shift (the pager's own turns are its own): position ids would have moved.
+    # Turns are the human's requests: removing a message shifts no turn but by the requests it held.
+    removed_requests = sum(1 for b in before.blocks if b["protected"] in ("task", "human")) \
+        - sum(1 for b in after.blocks if b["protected"] in ("task", "human"))
     if FIXTURES[name] != "pager":
-        assert any(b["turn"] != by_id[b["id"]]["turn"] for b in after.blocks)
+        assert all(0 <= by_id[b["id"]]["turn"] - b["turn"] <= removed_requests for b in after.blocks)
 
 
 def page_every_other_group(conv):
@@ -671,7 +684,7 @@ def page_every_other_group(conv):
         groups.setdefault(b["unit"] or "free:" + b["id"], []).append(b)
     decisions = {}
     for n, members in enumerate(groups.values()):
-        if n % 2 == 0:
+        if n % 2 == 0 and members[0]["protected"] != "archived":  # archived: never written back
             for b in members:
                 decisions[b["id"]] = ("page", stub_line(b))
     return decisions
@@ -691,10 +704,13 @@ def test_stubs_read_back_with_original_ids_and_restore(name):
     assert sorted(b["id"] for b in stubs) == sorted(decisions)
     for b in stubs:
         assert b["text"] == stub_line(by_id[b["id"]])
-        assert b["unit"] is None and b["tokens"] is None and b["pinned"] is False
+        # The lines of one note (a paged unit) come back as one unit again.
+        assert (b["unit"] is None or b["unit"].startswith("note:")) and b["tokens"] is None
+        assert b["pinned"] is False
     # Blocks that were retained keep their ids (Claude Code message ids excepted: Anthropic
     # has no place for them).
-    retained = [i for i in ids(conv) if i not in decisions and i not in native_message_ids(name)]
+    retained = [b["id"] for b in conv.blocks if b["id"] not in decisions and b["id"] not in native_message_ids(name)
+                and b["protected"] != "archived"]
     assert retained and set(retained) <= set(ids(again))
     for bid in retained:
         assert block(again, bid)["text"] == by_id[bid]["text"] and not block(again, bid)["stub"]
@@ -734,15 +750,16 @@ def test_stub_lines_become_one_block_each():
         {"role": "user", "content": "see [paged call_1 | turn 3 | assistant | 5 tokens]"},
         {"role": "user", "content": "[paged call_1 | turn 3 | assistant | 5 tokens] x\nmore"}]
     conv = load(json.dumps(value), "openai")
+    # A stub keeps the turn and role it was paged under; the lines of one note are one unit.
     assert [(b["id"], b["turn"], b["role"], b["stub"], b["unit"]) for b in conv.blocks] == [
         (cid("user", "text", "go"), 1, "user", False, None),
-        ("call_1", 2, "assistant", True, None),
-        ("call_1:result", 2, "assistant", True, None),
-        ("m-0123456789ab", 3, "user", True, None),
-        ("m-0123456789ab~2", 4, "user", True, None),  # the same stub twice: no duplicate id
-        (cid("user", "text", "see [paged call_1 | turn 3 | assistant | 5 tokens]"), 5, "user",
+        ("call_1", 3, "assistant", True, "note:call_1"),
+        ("call_1:result", 4, "tool", True, "note:call_1"),
+        ("m-0123456789ab", 1, "user", True, None),
+        ("m-0123456789ab~t1", 1, "user", True, None),  # the same stub twice: no duplicate id
+        (cid("user", "text", "see [paged call_1 | turn 3 | assistant | 5 tokens]"), 2, "user",
          False, None),
-        (cid("user", "text", "[paged call_1 | turn 3 | assistant | 5 tokens] x\nmore"), 6,
+        (cid("user", "text", "[paged call_1 | turn 3 | assistant | 5 tokens] x\nmore"), 3,
          "user", False, None)]
     assert [b["text"] for b in conv.blocks[1:3]] == note.split("\n")
     # Untouched, the note is written back as it was; one line restored, the other stays a stub.
@@ -765,8 +782,10 @@ def test_untouched_stub_note_is_written_verbatim():
     assert [b["id"] for b in conv.blocks if b["stub"]] == ["a", "b"]
     assert emit(conv, {}) == value
     assert emit(conv, {"a": ("retain", None), "b": ("retain", "   ")}) == value
-    out = emit(conv, {"a": ("evict", None)})
-    assert out["messages"][1]["content"] == [{"type": "text", "text": note.split("\n")[-1]}]
+    # The note's lines are one unit: evicting one line alone leaves the note whole.
+    assert emit(conv, {"a": ("evict", None)}) == value
+    out = emit(conv, {"a": ("evict", None), "b": ("evict", None)})
+    assert out["messages"] == [{"role": "user", "content": "hi"}]
 
 
 def test_stubs_in_system_prompts_and_instructions():
@@ -785,7 +804,7 @@ def test_stubs_in_system_prompts_and_instructions():
     assert emit(conv, {})["instructions"] == stub
 
 
-def test_claude_code_stub_gets_no_tokens():
+def test_claude_code_stub_and_blocks_get_no_usage_tokens():
     text = cc_lines(("user", "u1", None, "go", None, {}),
                     ("assistant", "a1", "u1", [
                         {"type": "text", "text": "[paged old | turn 2 | assistant | 5 tokens] s"},
@@ -795,7 +814,7 @@ def test_claude_code_stub_gets_no_tokens():
     lines[1]["message"]["usage"] = {"output_tokens": 40}
     conv = load("\n".join(json.dumps(x) for x in lines), "claude-code")
     assert [(b["id"], b["stub"], b["tokens"]) for b in conv.blocks] == [
-        ("u1", False, None), ("old", True, None), (cid("assistant", "text", "done"), False, 40)]
+        (cid("user", "text", "go"), False, None), ("old", True, None), (cid("assistant", "text", "done"), False, None)]
 
 
 def test_responses_rewritten_message_loses_its_id():
@@ -952,6 +971,8 @@ def test_property_ids_survive_a_pass(name):
     conv = loaded(name)
     by_id = {b["id"]: b for b in conv.blocks}
     native = native_message_ids(name)
+    # Blocks from before a compaction boundary are pages only: never written back.
+    archived = {b["id"] for b in conv.blocks if b["protected"] == "archived"}
 
     @PROPERTY
     @given(unit_consistent_decisions(conv))
@@ -960,9 +981,9 @@ def test_property_ids_survive_a_pass(name):
                      for i, d in decisions.items()}
         again = load(json.dumps(emit(conv, decisions)), conv.emit_format)
         # Paged blocks come back as stubs under their ids; retained blocks keep theirs.
-        paged = {i for i, d in decisions.items() if d[0] == "page"}
+        paged = {i for i, d in decisions.items() if d[0] == "page"} - archived
         assert {b["id"] for b in again.blocks if b["stub"]} == paged
-        retained = {i for i, d in decisions.items() if d[0] == "retain"} - native
+        retained = {i for i, d in decisions.items() if d[0] == "retain"} - native - archived
         assert retained <= set(ids(again))
         for bid in retained:
             assert block(again, bid)["text"] == by_id[bid]["text"]
@@ -1170,7 +1191,7 @@ def test_detect_bad_input(text, expected):
 
 @pytest.mark.parametrize("fmt,value,expected", [
     ("xml", [], 'unknown format "xml" (expected one of pager, openai, responses, anthropic, '
-                'claude-code, codex)'),
+                'claude-code, codex, swe-agent)'),
     ("openai", {"messages": [{"role": "user", "content": "a"}, 7]},
      "messages[1] must be an object (got number)"),
     ("openai", [{"role": "robot", "content": "a"}],
@@ -1210,22 +1231,32 @@ def test_load_invalid_json_names_line_and_column():
 
 def test_claude_code_without_conversation_lines():
     text = "\n".join([json.dumps({"type": "summary", "summary": "s", "leafUuid": "x"}),
-                      "{corrupt",
-                      json.dumps({"type": "user", "uuid": "s1", "isSidechain": True,
-                                  "sessionId": "S", "message": {"role": "user",
-                                                                "content": "sub"}})])
+                      "{corrupt"])
     assert detect_format(text) == "claude-code"
     with pytest.raises(PagerError) as excinfo:
         load(text, "claude-code")
-    assert one_line_error(excinfo) == ("claude-code transcript has no user or assistant lines "
-                                       "outside sidechains")
+    assert one_line_error(excinfo) == "claude-code transcript has no user or assistant lines"
+
+
+def test_claude_code_subagent_log_reads_as_its_own_conversation():
+    text = "\n".join([json.dumps({"type": "user", "uuid": "s1", "parentUuid": None, "isSidechain": True,
+                                  "agentId": "a1", "sessionId": "S",
+                                  "message": {"role": "user", "content": "find the float math"}}),
+                      json.dumps({"type": "assistant", "uuid": "s2", "parentUuid": "s1", "isSidechain": True,
+                                  "agentId": "a1", "sessionId": "S",
+                                  "message": {"role": "assistant", "id": "msg_s",
+                                              "content": [{"type": "text", "text": "totals.py:5"}]}})])
+    conv = load(text, "claude-code")
+    assert [(b["role"], b["text"], b["protected"]) for b in conv.blocks] == [
+        ("user", "find the float math", "task"), ("assistant", "totals.py:5", "conclusion")]
 
 
 def test_codex_without_items():
     text = json.dumps({"timestamp": "t", "type": "session_meta", "payload": {"id": "x"}})
     with pytest.raises(PagerError) as excinfo:
         load(text, "codex")
-    assert one_line_error(excinfo) == "codex rollout has no response_item lines: nothing to page"
+    assert one_line_error(excinfo) == ("codex rollout has no conversation items (response_item lines or bare "
+                                       "items): nothing to page")
 
 
 @pytest.mark.parametrize("decisions,expected", [

@@ -1,0 +1,326 @@
+"""Real agent transcripts (../shared/data/transcripts-dev) and the behaviours they need.
+
+The first part runs the pager, as a user would, on every file of the development set (skipped
+when the set is absent: the project does not ship it): the pass succeeds, the emitted request is
+valid by tests/api_rules.py (written from the API documentation, independent of the engine), the
+budget holds at 2000 and 8000 tokens by the counter the summary reports, the round trip is stable
+(same format, 0 new, 0 moved, only the pass marker appended) and recall gives back exactly what
+was paged.  The second part checks each behaviour on small synthetic inputs, which always run.
+"""
+
+import base64
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+import api_rules
+from conftest import ROOT
+
+DATA = ROOT.parent / "shared" / "data" / "transcripts-dev"
+FILES = sorted(p for p in DATA.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".traj")) \
+    if DATA.is_dir() else []
+NOW, LATER = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
+EMITTED_AS = {"openai": "openai", "swe-agent": "openai", "anthropic": "anthropic", "claude-code": "anthropic",
+              "responses": "responses", "codex": "responses"}
+CHECKS = {"openai": api_rules.problems_chat, "anthropic": api_rules.problems_anthropic,
+          "responses": api_rules.problems_responses}
+needs_data = pytest.mark.skipif(not FILES, reason=f"{DATA} not found (the project does not ship transcripts)")
+
+
+def run(cli, history, contract, now, *flags):
+    """Run one pass with --json; return (result, summary)."""
+    result = cli("--history", history, "--contract", contract, "--now", now, "--json", *flags)
+    assert result.code == 0, result.err[-400:]
+    return result, json.loads(result.out)
+
+
+def round_trip(cli, tmp_path, path, flags):
+    """Run a pass with --emit, then feed the output back on the same contract; return both and the files."""
+    contract, emitted = tmp_path / "c.limn", tmp_path / "out.json"
+    first, s1 = run(cli, path, contract, NOW, *flags, "--emit", emitted)
+    before = contract.read_text(encoding="utf-8")
+    again, s2 = run(cli, emitted, contract, LATER, *flags)
+    added = contract.read_text(encoding="utf-8")[len(before):]
+    return first, s1, again, s2, json.loads(emitted.read_text(encoding="utf-8")), added
+
+
+@needs_data
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(DATA)) if FILES else "" for p in FILES])
+@pytest.mark.parametrize("budget", [None, 2000, 8000])
+def test_real_transcript_pass_is_valid_budgeted_and_round_trips(cli, tmp_path, path, budget):
+    flags = ["--budget", str(budget)] if budget else []
+    first, s1, again, s2, emitted, added = round_trip(cli, tmp_path, path, flags)
+    written = EMITTED_AS[s1["format"]]
+    assert CHECKS[written](emitted) == [], path.name
+    if budget:
+        assert s1["tokens_after"] <= budget and not s1["over_budget"]
+        assert s2["estimated_context_tokens"] <= budget  # the emitted file, recounted
+    # The round trip: same format, every block under the id it had, nothing moved, only the marker.
+    assert s2["format"] == written and (s2["new"], s2["moved"]) == (0, 0)
+    assert added == f'remember a value called last-pager-pass with "{LATER.replace("Z", "+00:00")}"\n'
+    # The counter never takes a streaming output count: the estimate is what the log's calls saw.
+    if "recorded_context_tokens" in s1:
+        assert s1["recorded_context_tokens"] >= s1["recorded_baseline_tokens"] > 0
+    # The intent names the message it came from.
+    assert s1["intent_source"].startswith("last human message") and isinstance(s1["intent_block"], str)
+
+
+@needs_data
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(DATA)) if FILES else "" for p in FILES])
+def test_recall_of_real_pages_is_exact(cli, pager, tmp_path, path):
+    contract = tmp_path / "c.limn"
+    first, _ = run(cli, path, contract, NOW, "--budget", "2000")
+    conv = pager.load(path.read_text(encoding="utf-8"), pager.detect_format(path.read_text(encoding="utf-8")))
+    texts = {b["id"]: b["text"] for b in conv.blocks}
+    paged = [r["block"] for r in first.records if r["action"] == "page"]
+    for block in dict.fromkeys(paged[:3] + paged[-2:]):  # the first pages (archived ones first) and the last
+        result = cli("recall", block, "--contract", contract, "--json")
+        assert result.code == 0, result.err
+        assert json.loads(result.out)["recalled"][0]["text"] == texts[block]
+
+
+# --- synthetic inputs: one behaviour each ---
+
+
+def cc(kind, uuid, parent, content, **extra):
+    """Return one Claude Code JSONL line."""
+    line = {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "S", "isSidechain": False}
+    if kind in ("user", "assistant"):
+        line["message"] = {"role": kind, "content": content}
+    line.update(extra)
+    return json.dumps(line)
+
+
+def png(width, height, extra=0):
+    """Return base64 of a PNG header for width x height, padded with extra bytes."""
+    raw = b"\x89PNG\r\n\x1a\n" + b"\0\0\0\rIHDR" + struct.pack(">II", width, height) + b"\0" * (8 + extra)
+    return base64.b64encode(raw).decode()
+
+
+def test_streaming_output_tokens_are_not_a_size_and_the_recorded_context_is_reported(cli, tmp_path):
+    text = "the estimate " * 300
+    usage = {"input_tokens": 3, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 200,
+             "output_tokens": 1}
+    lines = [cc("user", "u1", None, "Summarise the module."),
+             cc("assistant", "a1", "u1", [{"type": "text", "text": text}],
+                requestId="r", **{})]
+    obj = json.loads(lines[1])
+    obj["message"]["usage"], obj["message"]["id"] = usage, "msg_1"
+    lines[1] = json.dumps(obj)
+    (tmp_path / "s.jsonl").write_text("\n".join(lines))
+    result, summary = run(cli, tmp_path / "s.jsonl", tmp_path / "c.limn", NOW)
+    sizes = {r["role"]: r["tokens"] for r in result.records}
+    assert sizes["assistant"] > 500  # 3,900 characters: never the 1 the stream recorded
+    assert summary["recorded_context_tokens"] == 1203 and summary["recorded_baseline_tokens"] == 1203
+    assert summary["estimated_context_tokens"] == sum(r["tokens"] for r in result.records)
+
+
+def test_images_count_what_the_provider_charges_and_are_never_paged(cli, pager, tmp_path):
+    big = png(1568, 1176, extra=200_000)
+    small = png(200, 100)
+    body = {"system": "s", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Look at these."},
+                                     {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                  "data": big}},
+                                     {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                  "data": small}}]},
+        {"role": "assistant", "content": "Two charts."},
+        {"role": "user", "content": "Compare the invoice totals."}]}
+    conv = pager.load(json.dumps(body), "anthropic")
+    images = [b for b in conv.blocks if b["kind"] == "media"]
+    assert [b["tokens"] for b in images] == [1600, 27]  # capped; 200 * 100 / 750 rounded up
+    assert images[0]["text"] == "[image 1568x1176, 1600 tokens]"
+    chat = [{"role": "user", "content": [{"type": "image_url", "image_url": {
+        "url": "data:image/png;base64," + png(1024, 1024), "detail": "high"}}]}]
+    assert pager.load(json.dumps(chat), "openai").blocks[0]["tokens"] == 85 + 170 * 4  # 768 x 768: 4 tiles
+    # Between the cuts an image would be paged; it is evicted instead (a stub would lose it).
+    (tmp_path / "b.json").write_text(json.dumps(body))
+    result, _ = run(cli, tmp_path / "b.json", tmp_path / "c.limn", NOW, "--retain-cut", "0.99",
+                    "--evict-cut", "0.01", "--emit", tmp_path / "o.json")
+    actions = {r["block"]: (r["action"], r["reason"]) for r in result.records}
+    assert {actions[b["id"]] for b in images} == {("evict", "media")}
+    assert not any(r["action"] == "page" and r["kind"] == "media" for r in result.records)
+
+
+def test_image_dimensions_from_every_header(pager):
+    jpeg = b"\xff\xd8" + b"\xff\xe1" + struct.pack(">H", 5000) + b"x" * 4998 + \
+        b"\xff\xc0" + struct.pack(">HBHH", 17, 8, 768, 1024) + b"\0" * 20
+    gif = b"GIF89a" + struct.pack("<HH", 640, 480) + b"\0" * 8
+    webp = b"RIFF\0\0\0\0WEBPVP8X" + b"\0" * 8 + (1919).to_bytes(3, "little") + (1079).to_bytes(3, "little")
+    for raw, size in ((jpeg, (1024, 768)), (gif, (640, 480)), (webp, (1920, 1080))):
+        assert pager._image_size(base64.b64encode(raw).decode()) == size
+    assert pager._image_size(base64.b64encode(b"not a picture").decode()) is None
+
+
+def test_compaction_boundary_archives_what_came_before(cli, pager, tmp_path):
+    for parent_in_file in (True, False):
+        lines = [cc("user", "u1", None, "Port the parser to Rust."),
+                 cc("assistant", "a1", "u1", [{"type": "text", "text": "Ported the lexer."}]),
+                 cc("system", "b1", None, None, subtype="compact_boundary",
+                    logicalParentUuid="a1" if parent_in_file else "gone"),
+                 cc("user", "s1", "b1", "This session is being continued from a previous conversation. "
+                                        "The lexer is ported.", isCompactSummary=True),
+                 cc("user", "u2", "s1", "Now port the parser tests."),
+                 cc("assistant", "a2", "u2", [{"type": "text", "text": "On it."}])]
+        path = tmp_path / f"s{parent_in_file}.jsonl"
+        path.write_text("\n".join(lines))
+        conv = pager.load(path.read_text(), "claude-code")
+        archived = [b["text"] for b in conv.blocks if b["protected"] == "archived"]
+        assert archived == ["Port the parser to Rust.", "Ported the lexer."], parent_in_file
+        contract, out = tmp_path / f"c{parent_in_file}.limn", tmp_path / f"o{parent_in_file}.json"
+        result, summary = run(cli, path, contract, NOW, "--emit", out)
+        assert summary["archived"] == 2
+        emitted = json.dumps(json.loads(out.read_text()))
+        assert "Port the parser to Rust." not in emitted and "The lexer is ported." in emitted
+        listed = cli("index", "--contract", contract, "--json")
+        ids = {p["block"] for p in json.loads(listed.out)["paged"]}
+        first = next(b["id"] for b in conv.blocks if b["text"] == "Port the parser to Rust.")
+        assert first in ids
+        assert cli("recall", first, "--contract", contract).out == "Port the parser to Rust."
+
+
+def test_codex_compacted_line_archives_the_replaced_items(pager):
+    lines = [{"type": "response_item", "payload": {"type": "message", "role": "user",
+                                                    "content": [{"type": "input_text", "text": "Fix the build."}]}},
+             {"type": "response_item", "payload": {"type": "message", "role": "assistant",
+                                                    "content": [{"type": "output_text", "text": "Found the typo."}]}},
+             {"type": "compacted", "payload": {"message": "s", "replacement_history": [
+                 {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the build."}]}]}},
+             {"type": "event_msg", "payload": {"type": "token_count", "info": {"last_token_usage": {
+                 "input_tokens": 900, "cached_input_tokens": 800}}}}]
+    conv = pager.load("\n".join(json.dumps(x) for x in lines), "codex")
+    assert [(b["text"], b["protected"]) for b in conv.blocks] == [
+        ("Fix the build.", "archived"), ("Found the typo.", "archived"), ("Fix the build.", "task")]
+    assert conv.recorded["recorded_context_tokens"] == 900  # cached tokens are part of the input
+    assert conv.other_lines == {"event_msg": 1}
+
+
+def test_older_codex_rollout_reads(pager):
+    lines = [{"id": "x", "timestamp": "t", "instructions": "be careful", "git": {"branch": "main"}},
+             {"record_type": "state"},
+             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Run the tests."}]},
+             {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"},
+             {"type": "function_call_output", "call_id": "c1", "output": "ok"}]
+    text = "\n".join(json.dumps(x) for x in lines)
+    assert pager.detect_format(text) == "codex"
+    conv = pager.load(text, "codex")
+    assert [b["id"] for b in conv.blocks][1:] == ["c1", "c1:result"]
+    assert conv.other_lines == {"header": 1, "record_type": 1}
+
+
+def test_swe_agent_trajectory_reads_and_writes_back_chat_messages(cli, pager, tmp_path):
+    traj = {"environment": "main", "info": {"exit_status": "submitted"}, "trajectory": [], "history": [
+        {"role": "system", "content": "You are an agent.", "agent": "main", "message_type": "system_prompt"},
+        {"role": "user", "content": "Fix issue 1867.", "agent": "main", "message_type": "observation"},
+        {"role": "assistant", "content": "Let me look.", "thought": "t", "action": "ls", "agent": "main",
+         "message_type": "action", "tool_calls": [{"id": "c1", "type": "function",
+                                                   "function": {"name": "bash", "arguments": "{}"}}]},
+        {"role": "tool", "content": "a.py", "agent": "main", "message_type": "observation", "tool_call_ids": ["c1"]},
+        {"role": "assistant", "content": "Again.", "tool_calls": [{"id": "c1", "type": "function",
+                                                                   "function": {"name": "bash", "arguments": "{\"x\": 1}"}}]},
+        {"role": "tool", "content": "b.py", "tool_call_ids": ["c1"]}]}
+    path = tmp_path / "t.traj"
+    path.write_text(json.dumps(traj))
+    assert pager.detect_format(path.read_text()) == "swe-agent"
+    ids = [b["id"] for b in pager.load(path.read_text(), "swe-agent").blocks]
+    assert ids[3:5] == ["c1", "c1:result"] and ids[6].startswith("c1~") and len(set(ids)) == len(ids)
+    _, summary = run(cli, path, tmp_path / "c.limn", NOW, "--emit", tmp_path / "o.json")
+    out = json.loads((tmp_path / "o.json").read_text())
+    assert api_rules.problems_chat(out) == [] and summary["format"] == "swe-agent"
+    assert not any(k in m for m in out for k in ("agent", "thought", "tool_call_ids"))
+
+
+def test_subagent_log_is_the_subagents_conversation(pager):
+    lines = [cc("user", "s1", None, "Explore the session model.", isSidechain=True, agentId="a"),
+             cc("assistant", "s2", "s1", [{"type": "text", "text": "SessionLive holds it."}], isSidechain=True,
+                agentId="a")]
+    conv = pager.load("\n".join(lines), "claude-code")
+    assert [b["text"] for b in conv.blocks] == ["Explore the session model.", "SessionLive holds it."]
+
+
+def test_orphaned_reasoning_is_never_emitted(pager):
+    items = [{"role": "user", "content": "go"},
+             {"type": "reasoning", "id": "rs_1", "summary": []},
+             {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+             {"type": "reasoning", "id": "rs_2", "summary": []},
+             {"type": "function_call", "call_id": "c2", "name": "f", "arguments": "{}"},
+             {"role": "developer", "content": "be brief"},
+             {"role": "user", "content": "again"}]
+    conv = pager.load(json.dumps(items), "responses")
+    assert any("rs_2" in r or "input[4]" in r for r in conv.repairs)
+    out = pager.emit(conv, {})
+    assert api_rules.problems_responses(out) == [] and pager.validate("responses", out) == []
+    # The engine's own check names the rule too.
+    assert pager.validate("responses", items[:2] + items[6:]) != []
+
+
+def test_intent_is_the_last_message_a_human_wrote(pager):
+    conv = pager.load(json.dumps([
+        {"role": "user", "content": "Fix the invoice rounding."},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": "<task-notification>build finished</task-notification>"},
+        {"role": "user", "content": "<system-reminder>todo list empty</system-reminder>"},
+        {"role": "user", "content": "<local-command-stdout>ok</local-command-stdout>"}]), "openai")
+    requests = pager.human_requests(conv)
+    assert [r["text"] for r in requests] == ["Fix the invoice rounding."]
+    plan = pager.plan_pass({"blocks": pager.conversation_blocks(conv)})
+    assert plan.intent_source == "last human message" and plan.intent_block == requests[0]["id"]
+    meta = pager.load(cc("user", "m1", None, "Base for this skill", isMeta=True) + "\n"
+                      + cc("user", "u1", "m1", "Real request"), "claude-code")
+    assert [r["text"] for r in pager.human_requests(meta)] == ["Real request"]
+
+
+def test_a_humans_message_is_never_evicted_and_the_task_is_kept(cli, tmp_path):
+    history = [{"role": "user", "content": "Port the parser to Rust."}]
+    for n in range(30):
+        history += [{"role": "assistant", "content": f"step {n} done"}, {"role": "user", "content": f"next {n}"}]
+    history += [{"role": "user", "content": "zebra"}]
+    (tmp_path / "h.json").write_text(json.dumps(history))
+    result, _ = run(cli, tmp_path / "h.json", tmp_path / "c.limn", NOW, "--intent", "zebra")
+    users = [r for r in result.records if r["role"] == "user"]
+    assert users[0]["action"] == "retain" and users[0]["reason"] == "task"
+    assert all(r["action"] != "evict" for r in users)
+    off, _ = run(cli, tmp_path / "h.json", tmp_path / "d.limn", NOW, "--intent", "zebra", "--no-protect-task")
+    first = next(r for r in off.records if r["role"] == "user")
+    assert first["reason"] != "task" and first["action"] in ("retain", "page")
+
+
+def test_round_trip_stable_and_format_held_by_the_contract(cli, tmp_path):
+    lines = [cc("user", "u1", None, "List the files."),
+             cc("assistant", "a1", "u1", [{"type": "text", "text": "There are two."}])]
+    (tmp_path / "s.jsonl").write_text("\n".join(lines))
+    first, s1, again, s2, emitted, added = round_trip(cli, tmp_path, tmp_path / "s.jsonl", [])
+    assert "system" not in emitted and s2["format"] == "anthropic"  # plain text, still read as anthropic
+    assert (s2["new"], s2["moved"]) == (0, 0) and added.startswith("remember a value called last-pager-pass")
+    assert [r["block"] for r in again.records] == [r["block"] for r in first.records]
+    # A history of another format on the same contract is refused in one line.
+    (tmp_path / "r.json").write_text(json.dumps([{"type": "message", "role": "user", "content": "hi"}]))
+    refused = cli("--history", tmp_path / "r.json", "--contract", tmp_path / "c.limn")
+    assert refused.code == 2 and "claude-code format" in refused.err and len(refused.err.splitlines()) == 1
+
+
+def test_pager_notes_are_its_own_on_reread(pager):
+    body = {"messages": [{"role": "user", "content": pager.OMITTED_NOTE},
+                         {"role": "assistant", "content": "Two files."}]}
+    conv = pager.load(json.dumps(body), "anthropic")
+    assert [b["text"] for b in conv.blocks] == ["Two files."]
+    assert pager.emit(conv, {}) == body
+
+
+def test_unknown_parts_and_lines_are_carried_and_counted(cli, pager, tmp_path):
+    lines = [cc("user", "u1", None, [{"type": "text", "text": "Check this."}, {"type": "hologram", "x": 1}]),
+             json.dumps({"type": "brand-new-line", "uuid": "n1", "sessionId": "S"}),
+             cc("assistant", "a1", "u1", [{"type": "text", "text": "Checked."}])]
+    (tmp_path / "s.jsonl").write_text("\n".join(lines))
+    result, summary = run(cli, tmp_path / "s.jsonl", tmp_path / "c.limn", NOW, "--keep-recent", "9",
+                          "--emit", tmp_path / "o.json")
+    assert summary["unknown_parts"] == {"hologram": 1} and summary["other_lines"] == {"brand-new-line": 1}
+    out = json.loads((tmp_path / "o.json").read_text())
+    assert {"type": "hologram", "x": 1} in out["messages"][0]["content"]
+    (tmp_path / "odd.json").write_text(json.dumps({"turns": [1, 2]}))
+    bad = cli("--history", tmp_path / "odd.json", "--contract", tmp_path / "d.limn")
+    assert bad.code == 2 and len(bad.err.splitlines()) == 1
+    assert str(tmp_path / "odd.json") in bad.err and "matches none of" in bad.err
