@@ -187,40 +187,46 @@ def test_manifest_declares_the_skill_hooks_and_mcp_server():
 # --- human requests ---
 
 def test_human_requests_skip_harness_lines():
-    records = claude_hooks.request_records(str(FIXTURE))
-    assert claude_hooks.human_requests(records) == [
+    """The hooks take the human's requests by the engine's rule (pager.human_requests): on the live
+    branch only ("actually just use round() everywhere" was written on a branch the session left)."""
+    assert claude_hooks.human_requests(str(FIXTURE)) == [
         "pytest fails on tests/test_totals.py::test_rounding, can you find out why?",
-        "actually just use round() everywhere",
         "No, Decimal is right. Re-read and go ahead.",
         "Now run the whole test suite.",
     ]
 
 
-@pytest.mark.parametrize("line, expected", [
-    ({"type": "user", "message": {"content": "<task-notification>done</task-notification>"}}, []),
-    ({"type": "user", "message": {"content": "<command-name>/compact</command-name>"}}, []),
-    ({"type": "user", "message": {"content": "[Request interrupted by user for tool use]"}}, []),
-    ({"type": "user", "isCompactSummary": True, "message": {"content": "Summary: fix it"}}, []),
-    ({"type": "user", "isMeta": True, "message": {"content": "Fix it"}}, []),
-    ({"type": "user", "isSidechain": True, "message": {"content": "Search src/"}}, []),
-    ({"type": "user", "toolUseResult": {}, "message": {"content": [{"type": "text", "text": "ok"}]}}, []),
-    ({"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}}, []),
-    ({"type": "user", "message": {"content": [{"type": "text", "text": " Fix it "},
-                                              {"type": "text", "text": "<system-reminder>x</system-reminder>"}]}},
-     ["Fix it"]),
-    ({"type": "user", "message": {"content": "Fix it\n<system-reminder>not cut: inside the text</system-reminder>"}},
-     ["Fix it\n<system-reminder>not cut: inside the text</system-reminder>"]),
+def _session(tmp_path, *lines):
+    """Write a Claude Code session: a human request, then ``lines`` (user lines' content or whole lines)."""
+    records = [{"type": "user", "uuid": "u0", "parentUuid": None, "sessionId": "S", "message":
+                {"role": "user", "content": "Fix the invoice rounding."}}]
+    for k, line in enumerate(lines, 1):
+        record = line if "type" in line else {"type": "user", "message": {"role": "user", "content": line["content"]}}
+        record = {"uuid": f"u{k}", "parentUuid": f"u{k - 1}", "sessionId": "S", **record}
+        record["message"] = {"role": "user", **record["message"]}
+        records.append(record)
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(path)
+
+
+@pytest.mark.parametrize("line", [
+    {"content": "<task-notification>done</task-notification>"},
+    {"content": "<command-name>/compact</command-name>"},
+    {"content": "[Request interrupted by user for tool use]"},
+    {"type": "user", "isCompactSummary": True, "message": {"content": "Summary: fix it"}},
+    {"type": "user", "isMeta": True, "message": {"content": "Fix it"}},
+    {"content": "<system-reminder>x</system-reminder>"},
 ])
-def test_human_request_rule(line, expected):
-    assert claude_hooks.human_requests([line]) == expected
+def test_harness_lines_are_not_human_requests(line, tmp_path):
+    assert claude_hooks.human_requests(_session(tmp_path, line)) == ["Fix the invoice rounding."]
 
 
 # --- the hooks on real sessions ---
 
-# The engine now reads these two (issue 10); the hooks' own request rule and this file's recall
-# check do not follow yet (a subagent log has no main-chain user line; an older rollout's texts).
-_HOOK_GAPS = {"spotter-subagent-agent-a2898e3.jsonl": "the hooks' human_requests skips a subagent log's side chain",
-              "acidicsoil-legacy-example.jsonl": "the recall check does not find an older rollout's assistant text"}
+# The engine reads an older Codex rollout (issue 10); this file's recall check does not yet find its
+# assistant texts in the raw lines.
+_HOOK_GAPS = {"acidicsoil-legacy-example.jsonl": "the recall check does not find an older rollout's assistant text"}
 
 
 def _dev_sessions():
@@ -248,7 +254,7 @@ def test_hooks_on_development_sessions(harness, transcript, tmp_path):
         return
     context = context_of(compact("dev", transcript, project, harness=harness))
     assert pager.estimate_tokens(context) <= claude_hooks.DEFAULT_CONTEXT_TOKENS
-    requests = claude_hooks.human_requests(claude_hooks.request_records(str(transcript)))
+    requests = claude_hooks.human_requests(str(transcript))
     assert requests and requests[0] in context and requests[-1] in context  # verbatim
     state = json.loads((project / ".prosecode" / "dev.hook.json").read_text())
     relevance = [state["relevance"][block] for block in indexed_ids(context)]
