@@ -405,13 +405,24 @@ def pager_history(blocks):
 
 def run_pager(history_path, contract, budget, flags=(), now=FIXED_NOW, emit=None):
     """Run one pass in-process; return (summary dict, {block id: action}). A failed pass raises."""
+    # The blocks are a transcript's, in the pager's own JSON: "recent" as the pager means it for a
+    # transcript under a budget (nothing protected for being recent: a turn is a human request and
+    # all the work after it), unless the flags say otherwise.
+    recent = [] if "--keep-recent" in flags else ["--keep-recent", "0"]
     argv = ["--history", str(history_path), "--contract", str(contract), "--budget", str(budget),
-            "--json", "--now", now, *flags]
+            "--json", "--now", now, *recent, *flags]
     if emit:
         argv += ["--emit", str(emit)]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = pager.main(argv)
+    if code != 0 and "no intent" in err.getvalue() and "--intent" not in flags:
+        # The pager found no intent of its own (every user block archived before a compaction
+        # boundary, or none yet): give it the last user block's text, as an agent calling it would.
+        blocks = json.loads(Path(history_path).read_text(encoding="utf-8")).get("blocks", [])
+        users = [b["text"] for b in blocks if b.get("role") == "user" and not b.get("stub")]
+        return run_pager(history_path, contract, budget, [*flags, "--intent", users[-1] if users else "continue"],
+                         now, emit)
     if code != 0:
         raise SystemExit(f"benchmark-quality: pager pass failed (exit {code}): {err.getvalue().strip()[-300:]}")
     actions = {}
