@@ -2846,8 +2846,7 @@ def _parse_json(text: str, where: str = "input") -> Any:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
         if isinstance(exc, json.JSONDecodeError):
-            raise PagerError("%s: invalid JSON at line %d column %d (%s)"
-                              % (where, exc.lineno, exc.colno, exc.msg)) from None
+            raise PagerError(f"{where}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from None
         raise PagerError(f"{where}: invalid JSON ({_decode_problem(exc) or exc})") from None
 
 
@@ -3583,17 +3582,15 @@ def _directive(value: Any, block: Dict[str, Any]) -> Tuple[str, Optional[str]]:
     elif isinstance(value, (list, tuple)) and len(value) == 2:
         verb, stub = value
     else:
-        raise PagerError('decisions["%s"] must be a (directive, stub) pair (got %s)'
-                          % (bid, _show(value if not isinstance(value, tuple) else list(value))))
+        shown = _show(value if not isinstance(value, tuple) else list(value))
+        raise PagerError(f'decisions["{bid}"] must be a (directive, stub) pair (got {shown})')
     if verb not in ACTIONS:
-        raise PagerError('decisions["%s"]: unknown directive %s (expected retain, page or evict)'
-                          % (bid, _show(verb)))
+        raise PagerError(f'decisions["{bid}"]: unknown directive {_show(verb)} (expected retain, page or evict)')
     if verb == "evict":
         return verb, None
     if verb == "retain":
         if stub is not None and not isinstance(stub, str):
-            raise PagerError('decisions["%s"]: retained text must be a string or null (got %s)'
-                              % (bid, _show(stub)))
+            raise PagerError(f'decisions["{bid}"]: retained text must be a string or null (got {_show(stub)})')
         # Only a stub block has a text to restore; any other block is written as it was.
         if block["stub"] and stub is not None and stub.strip():
             return "retain", stub
@@ -3783,8 +3780,7 @@ def _openai_parts(msg: Dict[str, Any], where: str) -> Tuple[List[_Part], bool]:
         return ([_text_part(where + ".content", content, content, 1)]
                 if content.strip() else []), True
     if not isinstance(content, list):
-        raise PagerError("%s.content must be a string, an array of parts or null (got %s)"
-                          % (where, _type_name(content)))
+        raise PagerError(f"{where}.content must be a string, an array of parts or null (got {_type_name(content)})")
     parts = []
     for j, raw in enumerate(content):
         w = f"{where}.content[{j}]"
@@ -3873,8 +3869,8 @@ def _pair_openai(msgs: List[_Msg], repairs: List[str]) -> None:
             return
         for key, call in calls.items():
             if key not in answered and owner is not None:
-                _drop(owner, call, repairs, 'tool call "%s" has no tool message answering it'
-                      % ("function_call" if key == LEGACY_FUNCTION_KEY else key))
+                named = "function_call" if key == LEGACY_FUNCTION_KEY else key
+                _drop(owner, call, repairs, f'tool call "{named}" has no tool message answering it')
 
     for msg in msgs:
         if msg.role in ("tool", "function"):
@@ -4138,15 +4134,13 @@ def _responses_msg(item: Any, where: str) -> _Msg:
     if kind == "message":
         role = item.get("role")
         if role not in RESPONSES_ROLES:
-            raise PagerError("%s.role must be one of %s (got %s)"
-                              % (where, ", ".join(RESPONSES_ROLES), _show(role)))
+            raise PagerError(f"{where}.role must be one of {', '.join(RESPONSES_ROLES)} (got {_show(role)})")
         content = item.get("content")
         if isinstance(content, str):
             parts = [_text_part(where + ".content", content, content, 0)] if content.strip() else []
             return _Msg(role, where, item, parts, mid=item.get("id"), string_content=True)
         if not isinstance(content, list):
-            raise PagerError("%s.content must be a string or an array of parts (got %s)"
-                              % (where, _type_name(content)))
+            raise PagerError(f"{where}.content must be a string or an array of parts (got {_type_name(content)})")
         parts = []
         for j, raw in enumerate(content):
             w = f"{where}.content[{j}]"
@@ -4576,8 +4570,7 @@ def _validate_anthropic(obj: Any) -> List[str]:
         if i == 0 and role != "user":
             problems.append(f"messages[0].role must be user (got {role})")
         if role == prev_role:
-            problems.append("%s has the same role as messages[%d] (%s); roles must alternate"
-                            % (where, i - 1, role))
+            problems.append(f"{where} has the same role as messages[{i - 1}] ({role}); roles must alternate")
         problem = _content_problem(msg.get("content"), where)
         if problem:
             problems.append(problem)
@@ -4689,8 +4682,7 @@ def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, T
             break
         current = by_uuid.get(parent)
         if current is None:
-            repairs.append('line %d: parent "%s" is not in the file; the branch starts there'
-                           % (number, parent))
+            repairs.append(f'line {number}: parent "{parent}" is not in the file; the branch starts there')
     low = boundary[0] if boundary is not None else 0
     uuids = {o.get("uuid") for o in branch.values() if isinstance(o.get("uuid"), str)}
     message_ids = {o["message"].get("id") for o in branch.values()
