@@ -3392,14 +3392,20 @@ def _part_kind_of_block(part: _Part) -> Optional[str]:
 
 
 def _part_tokens(part: _Part) -> Optional[int]:
-    """Return a part's token count when its text is not its size (pictures, files), else None."""
+    """Return a part's token count when its text is not its whole size, else None.
+
+    Pictures and files count what the provider charges for them.  A tool call and a tool
+    result each also send the call id that pairs them (Codex and Responses ids run to 30
+    characters and more), so a part with one counts it beside its text.
+    """
+    ids = estimate_tokens(part.key) if part.key and part.kind in ("call", "result") else 0
     if part.kind == "media":
         return _media_tokens(part.raw)
     if part.kind == "result" and isinstance(part.raw, dict):
         media = _media_inside(part.raw.get("content", part.raw.get("output")))
         if media:
-            return estimate_tokens(part.text) + sum(_media_tokens(m) for m in media)
-    return None
+            return ids + estimate_tokens(part.text) + sum(_media_tokens(m) for m in media)
+    return ids + estimate_tokens(part.text) if ids else None
 
 
 def _unknown_types(msgs: List[_Msg]) -> Dict[str, int]:
@@ -6440,7 +6446,7 @@ class Pager:
     between compactions, as the contract's do for the CLI.  Pages live in this object unless ``contract``
     (a ``.limn`` file the passes and recalls are appended to, with its page store beside it or at
     ``store``) or ``store`` alone (a SQLite page store) is given.  ``token_counter(text) -> int``
-    replaces the token estimate.  ``hint(block) -> str`` is what a stub says to recall it
+    replaces the token estimate of a block's text.  ``hint(block) -> str`` is what a stub says to recall it
     (default: the recall tool).  ``now`` fixes the pass timestamp (ISO-8601) for contracts.
     """
 
@@ -6491,7 +6497,7 @@ class Pager:
         else:
             blocks, header = conv.blocks, {}
         if self.token_counter is not None:
-            blocks = [self._counted(b) for b in blocks]
+            blocks = [self._counted(b, fmt != "pager") for b in blocks]
         store = self._open_store()
         try:
             plan, scorer = self._plan(blocks, header, given, store, conv if fmt != "pager" else None)
@@ -6523,14 +6529,23 @@ class Pager:
         """``compact`` for async callers (it is CPU work: it runs inline, without awaiting)."""
         return self.compact(messages, intent=intent, format=format)
 
-    def _counted(self, block: Dict[str, Any]) -> Dict[str, Any]:
+    def _counted(self, block: Dict[str, Any], transcript: bool) -> Dict[str, Any]:
+        """Return ``block`` with its tokens by the token counter.
+
+        The counter counts a block's text.  A transcript's picture or file keeps what the provider
+        charges for it; a tool call or result keeps the estimate of the call id sent beside its text.
+        A pager-format block with its own ``tokens`` keeps them.
+        """
         counted = dict(block)
-        if not block.get("stub") and block.get("tokens") is None and isinstance(block.get("text"), str):
-            tokens = self.token_counter(block["text"])  # type: ignore[misc]
-            if not _is_int(tokens) or tokens < 0:
-                raise PagerError(f"token_counter must return a non-negative integer (got {_show(tokens)} "
-                                 f"for block {_show(block.get('id'))})")
-            counted["tokens"] = tokens
+        given = block.get("tokens")
+        if block.get("stub") or not isinstance(block.get("text"), str) or (given is not None and not transcript) \
+                or block.get("kind") == "media":
+            return counted
+        tokens = self.token_counter(block["text"])  # type: ignore[misc]
+        if not _is_int(tokens) or tokens < 0:
+            raise PagerError(f"token_counter must return a non-negative integer (got {_show(tokens)} "
+                             f"for block {_show(block.get('id'))})")
+        counted["tokens"] = tokens + (given - estimate_tokens(block["text"]) if given is not None else 0)
         return counted
 
     def _open_store(self) -> Optional[PageStore]:

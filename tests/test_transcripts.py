@@ -50,6 +50,16 @@ def block(conv, bid):
     return next(b for b in conv.blocks if b["id"] == bid)
 
 
+def assert_text_sized(conv):
+    """Assert every block is sized by its text, a tool call or result also by the call id it sends."""
+    calls = {b["id"][:-len(":result")] for b in conv.blocks if b["id"].endswith(":result")}
+    for b in conv.blocks:
+        call_id = b["id"][:-len(":result")] if b["id"].endswith(":result") else b["id"]
+        sends_id = call_id in calls
+        expected = adapters.estimate_tokens(b["text"]) + adapters.estimate_tokens(call_id) if sends_id else None
+        assert b["tokens"] == expected, b["id"]
+
+
 def cid(role, kind, text):
     """The content-derived id rule, written out independently of the module."""
     key = (role + "\x00" + kind + "\x00" + text).encode("utf-8", "surrogatepass")
@@ -190,7 +200,7 @@ def test_openai_ids_turns_units_protected():
     # One human request: every block after it belongs to its turn.
     assert block(conv, text6)["turn"] == block(conv, "call_pip1")["turn"] == block(conv, user)["turn"] == 1
     assert len(block(conv, "call_pip1:result")["text"]) > 5000  # the huge, irrelevant result
-    assert all(b["tokens"] is None for b in conv.blocks)
+    assert_text_sized(conv)
 
 
 def test_openai_repairs_orphan_and_unanswered_calls():
@@ -269,7 +279,7 @@ def test_claude_code_branch_rebuild():
 def test_claude_code_streaming_usage_is_not_a_size():
     conv = loaded("claude_code_session.jsonl")
     # output_tokens is a streaming count on each line: never a block's size.
-    assert all(b["tokens"] is None for b in conv.blocks)
+    assert_text_sized(conv)
     assert set(conv.recorded) == {"recorded_context_tokens", "recorded_baseline_tokens"}
     archived = [b for b in conv.blocks if b["protected"] == "archived"]
     msg01 = [b["id"] for b in archived if b["role"] == "assistant"][:4]
