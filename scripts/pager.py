@@ -153,8 +153,9 @@ PROTECTIONS = ("pinned", "system", "recent")  # reasons a block is kept whatever
 # (a "task" block is kept whatever its score; under a budget it is kept first of the rest, and
 # paged, never evicted, only when it alone does not fit)
 # Block ``protected`` values with a meaning beyond "system": the task statement (kept like a pin
-# unless Params.protect_task is off), a human's message (paged at worst, never evicted) and a
-# block from before a compaction boundary (paged: stored, listed, never emitted).
+# unless Params.protect_task is off), a human's message (paged at worst, never evicted, unless the
+# stubs of every floor would not fit the budget: see fit_budget) and a block from before a
+# compaction boundary (paged: stored, listed, never emitted).
 FLOORED = ("task", "human")
 # Other blocks paged at worst, never evicted: a compaction summary (it is the compacted past)
 # and an assistant's conclusion (its last text before the human speaks again, where what the
@@ -909,9 +910,11 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     "budget-evicted". When protected blocks alone exceed the budget the pass still
     completes (all else evicted) and the caller reports the overflow.
 
-    A block in ``floors`` (a human's message) is never evicted: its stub is spoken for first,
-    and it is kept verbatim when that fits; a block kept for the reason "task" (the task
-    statement) likewise, and it is the first to be kept verbatim.  A unit holding a block in ``unpageable`` (a picture
+    A block in ``floors`` (a human's message) is never evicted while its stub fits: its stub is
+    spoken for first (newest first), and it is kept verbatim when that fits; a block kept for
+    the reason "task" (the task statement) likewise, before any other, and it is the first to be
+    kept verbatim.  When the stubs of the floors alone would pass the budget, the oldest whose
+    stubs do not fit compete like any other block: the budget holds.  A unit holding a block in ``unpageable`` (a picture
     or file) is kept verbatim or evicted, never paged.  A block paged for a compaction boundary
     (reason "compacted") is not in the context and costs nothing.
     """
@@ -924,22 +927,32 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     rs, turns, actions = _column(decisions, "R"), _column(decisions, "turn"), _column(decisions, "action")
     roles = _column(decisions, "role") if results_apart else None
     left = budget
-    # A piece: (0 for the task statement, else 1; value per token; -turn; -position; members; what keeping
-    # it verbatim costs now; the call piece it needs or None; its group).
-    pieces: List[tuple] = []
-    floored: Dict[int, int] = {}  # a floored group's first member -> its stub's cost, spoken for up front
+    live = []  # the groups in the context and not protected
     for members in groups.values():
         if all(reasons[i] == "compacted" for i in members):
             continue  # paged at a compaction boundary: not in the context, costs nothing
-        cost = sum(tokens[i] for i in members)
         if any(reasons[i] in PROTECTIONS for i in members):
-            left -= cost
-            continue
-        task = any(reasons[i] == "task" for i in members)
-        if task or any(i in floors for i in members):
-            stubs = min(sum(stub_tokens[i] for i in members), cost)  # shorter than its stub: cheaper whole
-            left -= stubs  # its stub is spoken for: a human's words are never evicted
+            left -= sum(tokens[i] for i in members)
+        else:
+            live.append(members)
+    # Floors speak for their stubs first: the task statement, then a human's messages newest
+    # first, while their stubs fit.  The budget is a promise too: a floor whose stub no longer
+    # fits (hundreds of requests under a small budget) competes like any other block.
+    floored: Dict[int, int] = {}  # a floored group's first member -> its stub's cost, spoken for up front
+    claims = sorted(((0 if any(reasons[i] == "task" for i in members) else 1, -members[-1], members)
+                     for members in live if any(reasons[i] == "task" or i in floors for i in members)),
+                    key=lambda claim: claim[:2])
+    for *_, members in claims:
+        stubs = min(sum(stub_tokens[i] for i in members), sum(tokens[i] for i in members))  # shorter: whole
+        if stubs <= left:
+            left -= stubs
             floored[members[0]] = stubs
+    # A piece: (0 for the task statement, else 1; value per token; -turn; -position; members; what keeping
+    # it verbatim costs now; the call piece it needs or None; its group).
+    pieces: List[tuple] = []
+    for members in live:
+        cost = sum(tokens[i] for i in members)
+        task = members[0] in floored and any(reasons[i] == "task" for i in members)
         best = max(members, key=lambda i: (rs[i], turns[i], i))
         first = 0 if task else 1  # the task statement comes first of all
         results = ([i for i in members if roles[i] == "tool"]
@@ -7071,6 +7084,13 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
         if rho[1] > 1.0:
             stderr.write(f"pager: warning: protected blocks alone take {plan.tokens_after} tokens, over the "
                          f"budget of {params.budget}; everything else was paged or evicted\n")
+        kinds, actions = _column(plan.decisions, "kind"), _column(plan.decisions, "action")
+        summary["floors_evicted"] = sum(1 for kind, action in zip(kinds, actions)
+                                        if action == "evict" and kind in PAGE_FLOORS)
+        if summary["floors_evicted"]:
+            stderr.write(f"pager: warning: {summary['floors_evicted']} messages that are paged at worst (a human's "
+                         f"requests, summaries, conclusions) were evicted: even their stubs do not fit the budget "
+                         f"of {params.budget}\n")
     if args.json:
         stdout.write(json.dumps(summary, ensure_ascii=False) + "\n")
     else:
