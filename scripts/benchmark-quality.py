@@ -26,15 +26,18 @@ Coding sessions (--coding DIR): future-reference recall and cache stability
 -------------------------------------------------------------------------------
 DIR is searched recursively for agent transcripts the pager reads (Claude Code and Codex
 JSONL, chat/Responses JSON, SWE-agent ``.traj`` files, whose ``history`` is read as OpenAI
-chat). A session is the pager's own block list, ``pager.conversation_blocks(pager.load(...))``;
-files the pager can't read, and files under MIN_SESSION_BLOCKS blocks (single recorded API
-requests), are listed as skipped. Every block costs ceil(characters / 4) tokens, for every
+chat). A session is the pager's own block list, ``pager.conversation_blocks(pager.load(...))``,
+without the blocks from before a compaction boundary: a session compacted k times is measured as
+k + 1 contexts (``name#1``...), each as its agent had it (the file up to each boundary, then the
+live part after the last: see read_session). Files the pager can't read, and contexts under
+MIN_SESSION_BLOCKS blocks (single recorded API requests), are listed as skipped. Every block costs ceil(characters / 4) tokens, for every
 policy: the pager gets that figure as each block's ``tokens``.
 
   step        a maximal run of consecutive assistant blocks (text, thinking, tool calls).
   cut point   the first block of each step that starts at block index WARMUP_BLOCKS or later;
-              the history is every block before it. All cut points are measured unless
-              --max-cuts N is given: then N per session, evenly spaced, always the same ones.
+              the history is every block before it. All cut points are scored unless
+              --max-cuts N is given: then N per session, evenly spaced, always the same ones
+              (the pager still runs before every step: its passes depend on the earlier ones).
   distinctive token  see ``distinctive_tokens``: paths, identifiers, error names, numbers of
               4+ digits, and plain words of PLAIN_WORD_MIN+ letters; lowercased.
   needed      the earlier blocks that hold a distinctive token of the next NEXT_STEPS steps'
@@ -48,10 +51,14 @@ agent keeps its instructions, and count against B):
   window      the most recent blocks that fit B, stopping at the first that does not.
   masking     SWE-agent's last-N-observations: tool results older than the last
               MASK_KEEP_OBSERVATIONS become a one-line placeholder, then the window over that.
-  pager       one pass of ``pager.main`` over the history written as the pager's own JSON
-              (current_turn = the last block's turn, so the intent is the last user message
-              unless a variant's flags say otherwise), a fresh contract, ``--budget B``;
-              kept verbatim = records with action ``retain``. Passes over budget are counted.
+  pager       the pager as an agent runs it: a pass of ``pager.main`` before every assistant
+              step (the history so far, written as the pager's own JSON; current_turn = the
+              last block's turn), all on one contract, ``--budget B`` and its defaults (so the
+              watermarks: compact at the budget, down to 0.7 of it, directives sticky between);
+              at a cut point, kept verbatim = that pass's records with action ``retain``.
+              Passes over budget are counted (every pass of the replay).
+  refit       the same with ``--target none``: no watermarks, the whole budget fitted anew
+              on every pass (what the pager did before the watermarks became its default).
   <variant>   the same with extra pager flags: --variant NAME="--flag value ..." (repeatable),
               for engine features to compare without changing the measure.
   upper       the needed blocks alone, smallest first, as many as fit B.
@@ -59,7 +66,7 @@ agent keeps its instructions, and count against B):
 Cache stability (--cache-budget, default 8000): each session is replayed step by step; pass k
 sees the blocks before cut point k (all steps, from the first). The pager runs with
 ``--emit`` on one contract and one page store across the passes, ``--now`` one minute later
-each pass; the window is computed. Emitted blocks are compared as their JSON text: a pass
+each pass (the recall replay at that budget, reused); the window is computed. Emitted blocks are compared as their JSON text: a pass
 keeps the prefix when its emitted blocks for the previous pass's history are byte-identical
 to the previous pass's emitted blocks; resent uncached = tokens of the emitted blocks after
 the longest common prefix (in blocks) with the previous pass, summed over passes (the first
@@ -86,6 +93,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pager  # noqa: E402
@@ -433,27 +441,45 @@ def run_pager(history_path, contract, budget, flags=(), now=FIXED_NOW, emit=None
     return json.loads(out.getvalue().strip().splitlines()[-1]), actions
 
 
-def pager_kept(blocks, budget, flags, workdir):
-    """Return (indices the pager retains verbatim, True if its pass ended over budget)."""
-    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        path = Path(tmp) / "history.json"
-        path.write_text(json.dumps(pager_history(blocks), ensure_ascii=False), encoding="utf-8")
-        summary, actions = run_pager(path, Path(tmp) / "session.limn", budget, flags)
-    return {i for i, b in enumerate(blocks) if actions.get(b["id"]) == "retain"}, bool(summary.get("over_budget"))
+def _is_compaction(line):
+    """Return True if a JSONL line is a compaction boundary (Claude Code or Codex)."""
+    if '"compact' not in line:
+        return False
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and (record.get("subtype") == "compact_boundary"
+                                         or record.get("type") == "compacted")
+
+
+def _live_blocks(text, fmt):
+    """Return the blocks of a transcript the model still sees: those after its last compaction."""
+    blocks = pager.conversation_blocks(pager.load(text, fmt))
+    return [b for b in blocks if b.get("protected") != pager.ARCHIVED]
 
 
 def read_session(path):
-    """Return the pager blocks of one transcript file, or raise pager.PagerError."""
+    """Return the contexts of one transcript file as [(label, pager blocks)]; raise pager.PagerError.
+
+    A session without a compaction boundary is one context. A session compacted k times was k + 1
+    contexts for its agent: the session up to each boundary as it stood then (the file read up to
+    that line), and the live part after the last one (the summary and what follows). Blocks
+    from before a boundary are in no policy's reach after it, so no context counts them.
+    """
     text = Path(path).read_text(encoding="utf-8")
     if Path(path).suffix == ".traj":
         try:
             trajectory = json.loads(text)
         except ValueError as exc:
             raise pager.PagerError(f"invalid JSON ({exc})") from None
-        text, fmt = json.dumps(sweagent_messages(trajectory, path)), "openai"
-    else:
-        fmt = pager.detect_format(text)
-    return pager.conversation_blocks(pager.load(text, fmt))
+        return [("", _live_blocks(json.dumps(sweagent_messages(trajectory, path)), "openai"))]
+    fmt = pager.detect_format(text)
+    lines = text.splitlines(keepends=True)
+    boundaries = [n for n, line in enumerate(lines) if _is_compaction(line)]
+    contexts = [(f"#{k + 1}", _live_blocks("".join(lines[:n]), fmt)) for k, n in enumerate(boundaries)]
+    contexts.append((f"#{len(boundaries) + 1}" if boundaries else "", _live_blocks(text, fmt)))
+    return contexts
 
 
 def sweagent_messages(trajectory, path):
@@ -476,52 +502,73 @@ def sweagent_messages(trajectory, path):
 
 
 def coding_sessions(folder):
-    """Return ([(name, blocks)], [(name, why skipped)]) for the transcripts under ``folder``."""
+    """Return ([(name, blocks)], [(name, why skipped)]) for the transcripts under ``folder``.
+
+    A compacted session gives one entry per context (``name#1``, ``name#2``...; see read_session).
+    """
     sessions, skipped = [], []
     for path in sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.suffix != ".md"):
         name = str(path.relative_to(folder))
         try:
-            blocks = read_session(path)
+            contexts = read_session(path)
         except (pager.PagerError, UnicodeDecodeError) as exc:
             skipped.append((name, f"not read: {exc}"))
             continue
-        if len(blocks) < MIN_SESSION_BLOCKS:
-            skipped.append((name, f"{len(blocks)} blocks"))
-            continue
-        sessions.append((name, blocks))
+        for label, blocks in contexts:
+            if len(blocks) < MIN_SESSION_BLOCKS:
+                skipped.append((name + label, f"{len(blocks)} blocks"))
+            else:
+                sessions.append((name + label, blocks))
     return sessions, skipped
 
 
+def pager_policies(variants):
+    """Return {policy: extra pager flags}: the pager, the pager without watermarks, the variants."""
+    return {"pager": [], "refit": ["--target", "none"], **{name: list(f) for name, f in variants}}
+
+
 def coding_policies(variants):
-    """Return the policy names in table order: baselines, the pager, its variants, the bound."""
-    return ["window", "masking", "pager", *[name for name, _ in variants], "upper"]
+    """Return the policy names in table order: baselines, the pager policies, the bound."""
+    return ["window", "masking", *pager_policies(variants), "upper"]
 
 
 def measure_session(blocks, budgets, variants=(), max_cuts=0, workdir=None):
-    """Return {"cuts", "needed", "kept": {policy: {budget: n}}, "over": {policy: {budget: n}}}."""
+    """Return {"cuts", "needed", "kept": {policy: {budget: n}}, "over": {policy: {budget: n}}, "replays"}.
+
+    The pager runs as an agent runs it: once before every assistant step, on one contract
+    (replay_pager); a scored cut reads what that pass kept. "replays" holds each pager
+    policy's passes by budget, for the cache figures.
+    """
     index = TokenIndex(blocks)
     steps = assistant_steps(blocks)
     policies = coding_policies(variants)
-    flags = {"pager": [], **{name: list(f) for name, f in variants}}
+    flags = pager_policies(variants)
     kept = {p: {b: 0 for b in budgets} for p in policies}
     over = {p: {b: 0 for b in budgets} for p in flags}
-    cuts = needed_total = 0
+    scored = {}
     for k in cut_steps(steps, max_cuts):
         needed = needed_blocks(blocks, index, steps, k)
-        if not needed:
-            continue
-        cuts += 1
-        needed_total += len(needed)
-        history = blocks[:steps[k][0]]
-        for budget in budgets:
+        if needed:
+            scored[steps[k][0]] = needed
+    replay_cuts = [first for first, _ in steps if first > 0]
+    replays = {name: {} for name in flags}
+    for budget in budgets:
+        for name, extra in flags.items():
+            passes = replay_pager(blocks, replay_cuts, budget, extra, workdir)
+            replays[name][budget] = passes
+            over[name][budget] = sum(p.over for p in passes)
+            for cut, run in zip(replay_cuts, passes):
+                if cut in scored:
+                    kept[name][budget] += len(scored[cut] & {i for i, b in enumerate(run.history)
+                                                             if b["id"] in run.retained})
+        for cut, needed in scored.items():
+            history = blocks[:cut]
             chosen = {"window": window_kept(history, budget), "masking": masking_kept(history, budget),
                       "upper": upper_kept(history, needed, budget)}
-            for name, extra in flags.items():
-                chosen[name], overrun = pager_kept(history, budget, extra, workdir)
-                over[name][budget] += overrun
-            for policy in policies:
+            for policy in chosen:
                 kept[policy][budget] += len(needed & chosen[policy])
-    return {"cuts": cuts, "needed": needed_total, "kept": kept, "over": over}
+    return {"cuts": len(scored), "needed": sum(map(len, scored.values())), "kept": kept, "over": over,
+            "passes": len(replay_cuts), "replays": replays}
 
 
 def emitted_by_window(blocks, budget):
@@ -577,8 +624,16 @@ def cache_figures(passes, budget):
             "uncached_tokens": uncached, "new_tokens": new, "sent_tokens": sent}
 
 
+class Pass(NamedTuple):
+    """One pager pass of a replay: its history, the blocks it emitted, the ids it retained, whether it overran."""
+    history: list
+    emitted: list
+    retained: frozenset
+    over: bool
+
+
 def replay_pager(blocks, cuts, budget, flags, workdir):
-    """Return the pager's passes [(history, emitted blocks)] over growing histories, one contract."""
+    """Return the pager's passes [Pass] over the histories ``blocks[:cut]``, one contract for all."""
     passes = []
     start = datetime.datetime.fromisoformat(FIXED_NOW)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
@@ -587,18 +642,24 @@ def replay_pager(blocks, cuts, budget, flags, workdir):
             history = blocks[:cut]
             path.write_text(json.dumps(pager_history(history), ensure_ascii=False), encoding="utf-8")
             now = (start + datetime.timedelta(minutes=n)).isoformat()
-            run_pager(path, contract, budget, flags, now=now, emit=out)
-            passes.append((history, json.loads(out.read_text(encoding="utf-8"))["blocks"]))
+            summary, actions = run_pager(path, contract, budget, flags, now=now, emit=out)
+            passes.append(Pass(history, json.loads(out.read_text(encoding="utf-8"))["blocks"],
+                               frozenset(i for i, a in actions.items() if a == "retain"),
+                               bool(summary.get("over_budget"))))
     return passes
 
 
-def measure_cache(blocks, budget=CACHE_BUDGET, variants=(), workdir=None):
-    """Return {policy: cache figures} replaying ``blocks`` step by step."""
+def measure_cache(blocks, budget=CACHE_BUDGET, variants=(), workdir=None, replays=None):
+    """Return {policy: cache figures} replaying ``blocks`` step by step.
+
+    ``replays`` ({policy: [Pass]} at ``budget``) reuses the passes measure_session ran.
+    """
     cuts = [first for first, _ in assistant_steps(blocks) if first > 0]
     window = [(blocks[:c], emitted_by_window(blocks[:c], budget)) for c in cuts]
     results = {"window": cache_figures(window, budget)}
-    for name, flags in [("pager", ()), *variants]:
-        results[name] = cache_figures(replay_pager(blocks, cuts, budget, list(flags), workdir), budget)
+    for name, flags in pager_policies(variants).items():
+        passes = (replays or {}).get(name) or replay_pager(blocks, cuts, budget, flags, workdir)
+        results[name] = cache_figures([(p.history, p.emitted) for p in passes], budget)
     return results
 
 
@@ -611,9 +672,11 @@ def measure_coding(folder, budgets=CODING_BUDGETS, variants=(), max_cuts=0, cach
     per_session, cache = {}, {}
     with tempfile.TemporaryDirectory() as workdir:
         for name, blocks in sessions:
-            per_session[name] = measure_session(blocks, budgets, variants, max_cuts, workdir)
-            per_session[name]["blocks"] = len(blocks)
-            cache[name] = measure_cache(blocks, cache_budget, variants, workdir)
+            figures = measure_session(blocks, budgets, variants, max_cuts, workdir)
+            replays = {policy: by_budget[cache_budget] for policy, by_budget in figures.pop("replays").items()
+                       if cache_budget in by_budget}
+            per_session[name] = dict(figures, blocks=len(blocks))
+            cache[name] = measure_cache(blocks, cache_budget, variants, workdir, replays)
     pooled = {p: {b: sum(s["kept"][p][b] for s in per_session.values()) for b in budgets} for p in policies}
     needed = sum(s["needed"] for s in per_session.values())
     return {"budgets": list(budgets), "policies": policies, "sessions": per_session, "skipped": skipped,
@@ -643,7 +706,8 @@ def print_coding(figures, max_cuts):
     for p in figures["policies"]:
         if p in next(iter(figures["sessions"].values()))["over"]:
             overruns = sum(n for s in figures["sessions"].values() for n in s["over"][p].values())
-            print(f"{p} passes over budget: {overruns} of {figures['cuts'] * len(budgets)}")
+            passes = sum(s["passes"] for s in figures["sessions"].values()) * len(budgets)
+            print(f"{p} passes over budget: {overruns} of {passes}")
     print(f"Cache stability at {figures['cache_budget']} tokens, each session replayed step by step: share of "
           "passes keeping the previous emitted blocks byte-identical (all passes after the first; those whose "
           "history is over the budget), tokens resent uncached (of which new blocks), tokens sent")
@@ -659,7 +723,7 @@ def print_coding(figures, max_cuts):
 def parse_variant(text):
     """Return (name, flags) of a --variant NAME=FLAGS value."""
     name, sep, flags = text.partition("=")
-    if not sep or not re.fullmatch(r"[a-z][a-z0-9_-]*", name) or name in ("window", "masking", "pager", "upper"):
+    if not sep or not re.fullmatch(r"[a-z][a-z0-9_-]*", name) or name in ("window", "masking", "pager", "refit", "upper"):
         raise argparse.ArgumentTypeError(f"--variant wants NAME=FLAGS with a new lowercase name (got {text!r})")
     return name, tuple(shlex.split(flags))
 

@@ -59,7 +59,7 @@ from collections import Counter
 from contextlib import contextmanager
 from itertools import chain, compress, islice, repeat
 from typing import (Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn,
-                    Optional, Sequence, Tuple)
+                    Optional, Sequence, Tuple, Union)
 
 try:  # advisory locks are POSIX; elsewhere the append still happens in one write
     import fcntl
@@ -131,7 +131,9 @@ NEIGHBOUR_WINDOW = 2       # ...per step, from up to this many blocks before it 
 NEIGHBOUR_POWER = 1.5      # ...raised to this power: a block that clearly raised the topic lends more
 DIALOGUE_ROLES = frozenset({"user", "assistant"})  # neighbour credit flows between these only
 SYSTEM_ROLES = frozenset({"system", "developer"})  # always retained: the agent's instructions
-DEFAULT_TRIGGER = 1.0      # with --target: compact when the history as last decided reaches this share of budget
+DEFAULT_TRIGGER = 1.0      # under a budget: compact when the history as last decided reaches this share of it...
+DEFAULT_TARGET = 0.7       # ...and then down to this share, so the passes between keep their prompt prefix
+NO_TARGET = "none"         # --target none: fit the whole budget on every pass (no watermarks)
 REPEAT_MIN_CHARS = 400     # a tool result this long whose text a later result repeats is paged first
 MASK_RESULT_SHARE = 0.1    # --mask-results: tool results above this share of the budget page apart from their call
 SIZE_POWER = 0.4          # under a budget a block competes by R / tokens ** this: value per token spent
@@ -678,7 +680,7 @@ class Params:
     keep_recent: Optional[int] = None  # always retain the last N blocks; None: the current turn's blocks
     results_apart: bool = False  # a tool result may be paged in place while its call is kept
     trigger: float = DEFAULT_TRIGGER  # with target: compact only when the kept history reaches this share of budget
-    target: Optional[float] = None    # compact down to this share of budget; None: fit the whole budget every pass
+    target: Optional[float] = DEFAULT_TARGET  # compact down to this share of budget; None: fit the whole budget every pass
     work_steps: int = DEFAULT_WORK_STEPS  # the agent's last steps whose names join an intent drawn from the history
     protect_task: bool = True  # a block marked protected="task" (a session's first human request) stays like a pin
 
@@ -690,7 +692,7 @@ class Params:
             raise PagerError(f"--budget must be a positive integer (got {_show(self.budget)})")
         if not _is_int(self.stub_words) or self.stub_words < 1:
             raise PagerError(f"--stub-words must be a positive integer (got {_show(self.stub_words)})")
-        if self.target is not None:
+        if self.target is not None and self.budget is not None:  # without a budget there is nothing to compact
             for flag, value in (("--trigger", self.trigger), ("--target", self.target)):
                 if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
                         or value <= 0:
@@ -700,8 +702,6 @@ class Params:
                                  f"(got {self.trigger!r})")
             if self.target > self.trigger:
                 raise PagerError(f"--target ({self.target!r}) must not exceed --trigger ({self.trigger!r})")
-            if self.budget is None:
-                raise PagerError("--target needs --budget")
         if not _is_int(self.work_steps) or self.work_steps < 0:
             raise PagerError(f"--work-steps must be a non-negative integer (got {_show(self.work_steps)})")
         if self.keep_recent is not None and (not _is_int(self.keep_recent) or self.keep_recent < 0):
@@ -1482,8 +1482,10 @@ class _Scorer:
         if self.params.budget is not None:
             room = max(0, self.params.budget - reserved)
             target = self.params.target
-            if target is not None:
-                chosen, kept = _previous_actions(decisions, stub_tokens, self.previous or {})
+            # The watermarks keep a prompt prefix the agent has sent: a first pass (no earlier
+            # directives) has none yet, and fits the whole budget.
+            if target is not None and self.previous:
+                chosen, kept = _previous_actions(decisions, stub_tokens, self.previous)
                 self.compacted = kept + reserved > self.params.trigger * self.params.budget
                 if not self.compacted:  # the directives stay as the agent last saw them ("sticky")
                     actions, reasons = decisions.action, decisions.reason
@@ -6863,6 +6865,11 @@ def _number_flag(flag: str) -> Callable[[str], float]:
     return parse
 
 
+def _target_flag(text: str) -> Union[float, str]:
+    """Parse --target: a share of the budget, or "none" (no watermarks)."""
+    return NO_TARGET if text == NO_TARGET else _number_flag("--target")(text)
+
+
 def _count_flag(flag: str, least: int = 1) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
@@ -6906,12 +6913,13 @@ def _build_parser() -> argparse.ArgumentParser:
                         metavar="N", help="with no --intent or intent_ir: names in the agent's last N steps "
                         f"(calls, results, errors) join the last user message's words (default {DEFAULT_WORK_STEPS}; "
                         "0: the user message alone)")
-    parser.add_argument("--target", type=_number_flag("--target"), metavar="SHARE",
+    parser.add_argument("--target", type=_target_flag, metavar="SHARE",
                         help="with --budget: cache-stable compaction. Keep the contract's last directives (new "
                              "blocks verbatim) until the history reaches --trigger times the budget, then compact "
-                             "down to SHARE of it (0.7 is a good value)")
+                             f"down to SHARE of it (default {DEFAULT_TARGET}; a first pass fills the whole budget). "
+                             "'none': fit the whole budget on every pass")
     parser.add_argument("--trigger", type=_number_flag("--trigger"), default=DEFAULT_TRIGGER, metavar="SHARE",
-                        help=f"with --target: the pressure that starts a compaction (default {DEFAULT_TRIGGER})")
+                        help=f"with --budget: the pressure that starts a compaction (default {DEFAULT_TRIGGER})")
     parser.add_argument("--mask-results", action="store_true",
                         help="with --budget (pager format): a tool result larger than a tenth of the budget may be "
                              "paged in place while its call stays verbatim")
@@ -7134,10 +7142,20 @@ def _recorded_intent(contract: str, conv: Conversation) -> Optional[Intent]:
     return Intent([] if words == "none" else words.split(" "), source)
 
 
+def _cli_target(args: argparse.Namespace) -> Optional[float]:
+    """Return Params.target from the flags: the default under a budget; --target none: no watermarks."""
+    if args.target is not None and args.budget is None:
+        raise PagerError("--target needs --budget")
+    if args.target == NO_TARGET:
+        return None
+    return DEFAULT_TARGET if args.target is None else args.target
+
+
 def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     """Run one paging pass as the flags say; return the exit code."""
     params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
-                    args.budget, args.stub_words, args.keep_recent, args.mask_results, args.trigger, args.target,
+                    args.budget, args.stub_words, args.keep_recent, args.mask_results, args.trigger,
+                    _cli_target(args),
                     args.work_steps, not args.no_protect_task).validate()
     now = _normalize_now(args.now)
     if args.with_index and not args.emit:

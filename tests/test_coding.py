@@ -1,5 +1,7 @@
 """Coding sessions: identifiers as a programmer reads them, intent from the work, masking in a unit."""
 
+import json
+
 import pytest
 
 
@@ -181,7 +183,8 @@ def _grow(pager, cli, tmp_path, sizes, *flags):
 
 def test_watermarks_keep_the_emitted_prefix_until_the_trigger_then_compact_to_the_target(pager, cli, tmp_path):
     passes = _grow(pager, cli, tmp_path, [150] * 14, "--target", "0.6")
-    compacted = [summary["compacted"] for summary, _ in passes]
+    assert "compacted" not in passes[0][0]  # a first pass has sent nothing yet: it fits the whole budget
+    compacted = [summary["compacted"] for summary, _ in passes[1:]]
     assert compacted.count(True) >= 2 and compacted.count(False) >= 8
     for (summary, emitted), (_, before) in zip(passes[1:], passes):
         assert summary["tokens_after"] <= 1000  # never over the budget
@@ -191,8 +194,19 @@ def test_watermarks_keep_the_emitted_prefix_until_the_trigger_then_compact_to_th
             assert summary["tokens_after"] <= 600
 
 
+def test_watermarks_are_the_default_under_a_budget(pager, cli, tmp_path):
+    passes = _grow(pager, cli, tmp_path, [150] * 14)
+    compacted = [summary["compacted"] for summary, _ in passes[1:]]
+    assert compacted.count(True) >= 2 and compacted.count(False) >= 8
+    assert all(s["tokens_after"] <= 700 for s, _ in passes[1:] if s["compacted"])  # down to the default 0.7
+    # A first pass over the whole history (a fresh contract) fills the budget, not the target.
+    first = cli("--history", tmp_path / "h.json", "--contract", tmp_path / "fresh.limn", "--budget", "1000",
+                "--json", "--now", "2026-05-17T04:00:00Z")
+    assert first.code == 0 and json.loads(first.out.splitlines()[-1])["tokens_after"] > 900
+
+
 def test_without_a_target_every_pass_refits_the_whole_budget(pager, cli, tmp_path):
-    passes = _grow(pager, cli, tmp_path, [150] * 10)
+    passes = _grow(pager, cli, tmp_path, [150] * 10, "--target", "none")
     assert all("compacted" not in summary for summary, _ in passes)
     assert max(summary["tokens_after"] for summary, _ in passes) > 900
 

@@ -140,16 +140,22 @@ def test_upper_bound_fits_as_many_needed_blocks_as_the_budget_allows(bq):
     assert bq.upper_kept(blocks, {0, 3}, 99) == set()
 
 
+def one_pass(bq, blocks, budget, flags, tmp_path):
+    """Return (indices retained, over budget) of a single replay pass over ``blocks``."""
+    [run] = bq.replay_pager(blocks, [len(blocks)], budget, flags, tmp_path)
+    return {i for i, b in enumerate(blocks) if b["id"] in run.retained}, run.over
+
+
 def test_pager_policy_reads_retain_records_and_stays_in_budget(bq, tmp_path):
     blocks = coding_session()[:22]
-    everything, over = bq.pager_kept(blocks, 100_000, [], tmp_path)
+    everything, over = one_pass(bq, blocks, 100_000, [], tmp_path)
     assert everything == set(range(len(blocks))) and not over
-    kept, over = bq.pager_kept(blocks, 40, [], tmp_path)
+    kept, over = one_pass(bq, blocks, 40, [], tmp_path)
     assert not over and kept and kept != everything
     assert sum(bq.block_cost(blocks[i]["text"]) for i in kept) <= 40
     assert 21 in kept  # the current turn (the last user message) always stays
     # extra flags reach the pass: keeping the last 22 blocks protects them all, over the budget
-    assert bq.pager_kept(blocks, 40, ["--keep-recent", "22"], tmp_path) == (everything, True)
+    assert one_pass(bq, blocks, 40, ["--keep-recent", "22"], tmp_path) == (everything, True)
 
 
 def test_pager_policy_does_not_count_a_paged_block_as_kept(bq, tmp_path):
@@ -159,9 +165,35 @@ def test_pager_policy_does_not_count_a_paged_block_as_kept(bq, tmp_path):
     summary, actions = bq.run_pager(_history_file(bq, blocks, tmp_path), tmp_path / "c.limn", 300,
                                     ["--evict-cut", "0"])
     assert actions["b10"] == "page" and summary["page"] == 1
-    kept, over = bq.pager_kept(blocks, 300, ["--evict-cut", "0"], tmp_path)
+    kept, over = one_pass(bq, blocks, 300, ["--evict-cut", "0"], tmp_path)
     assert kept == set(range(22)) - {10} and not over
 
+
+def test_the_pager_policy_is_a_replay_with_sticky_directives(bq, tmp_path):
+    blocks = coding_session()
+    cuts = [first for first, _ in bq.assistant_steps(blocks) if first > 0]
+    sticky = bq.replay_pager(blocks, cuts, 60, [], tmp_path)
+    refit = bq.replay_pager(blocks, cuts, 60, ["--target", "none"], tmp_path)
+    assert len(sticky) == len(refit) == len(cuts) and not any(p.over for p in sticky + refit)
+    # with the watermarks (the default) some pass keeps the previous output as its prefix and
+    # only adds the new blocks; the refit passes re-decide everything
+    grew = [bq.prefix_kept(a.emitted, b.emitted, {x["id"] for x in a.history}) for a, b in zip(sticky, sticky[1:])]
+    assert any(grew)
+    assert bq.cache_figures([(p.history, p.emitted) for p in sticky], 60)["prefix_kept"] \
+        >= bq.cache_figures([(p.history, p.emitted) for p in refit], 60)["prefix_kept"]
+
+
+def test_a_compacted_session_is_measured_as_the_contexts_its_agent_had(bq):
+    path = ROOT / "tests" / "fixtures" / "transcripts" / "claude_code_session.jsonl"
+    contexts = bq.read_session(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(contexts) == 1 + sum(bq._is_compaction(line) for line in lines) == 2
+    (first, before), (second, after) = contexts
+    assert (first, second) == ("#1", "#2")
+    # before the boundary: the session as it stood (nothing archived); after it: the live part only
+    assert before and all(b["protected"] != "archived" for b in before + after)
+    assert not {b["id"] for b in before} & {b["id"] for b in after}
+    assert after[0]["kind"] == "summary"
 
 
 def test_common_prefix_and_cache_figures(bq):
@@ -203,7 +235,7 @@ def test_coding_cli_reads_a_folder_and_skips_short_files(bq, tmp_path, capsys):
     assert "skipped short.json: 5 blocks" in printed and "skipped bad.json: not read" in printed
     assert "skipped empty.traj: not read: a .traj file needs a history list" in printed
     figures = json.loads(out.read_text())
-    assert figures["policies"] == ["window", "masking", "pager", "plain", "upper"]
+    assert figures["policies"] == ["window", "masking", "pager", "refit", "plain", "upper"]
     assert figures["cuts"] == 1 and figures["needed"] == 4
     assert figures["recall"]["upper"]["16000"] == 1.0 and figures["recall"]["window"]["16000"] == 1.0
     with pytest.raises(SystemExit) as exc:
