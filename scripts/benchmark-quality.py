@@ -679,10 +679,29 @@ def measure_coding(folder, budgets=CODING_BUDGETS, variants=(), max_cuts=0, cach
             cache[name] = measure_cache(blocks, cache_budget, variants, workdir, replays)
     pooled = {p: {b: sum(s["kept"][p][b] for s in per_session.values()) for b in budgets} for p in policies}
     needed = sum(s["needed"] for s in per_session.values())
+    scored = [s for s in per_session.values() if s["needed"]]
     return {"budgets": list(budgets), "policies": policies, "sessions": per_session, "skipped": skipped,
             "cuts": sum(s["cuts"] for s in per_session.values()), "needed": needed,
             "recall": {p: {b: pooled[p][b] / needed if needed else 0.0 for b in budgets} for p in policies},
-            "cache_budget": cache_budget, "cache": cache}
+            "recall_mean": {p: {b: sum(s["kept"][p][b] / s["needed"] for s in scored) / len(scored) if scored else 0.0
+                                for b in budgets} for p in policies},
+            "cache_budget": cache_budget, "cache": cache, "cache_total": cache_totals(cache)}
+
+
+def cache_totals(cache):
+    """Return {policy: figures over every session}: passes after the first, the share keeping the prefix, tokens."""
+    totals = {}
+    for by_policy in cache.values():
+        for p, c in by_policy.items():
+            t = totals.setdefault(p, {"later_passes": 0, "kept": 0.0, "uncached_tokens": 0, "sent_tokens": 0})
+            later = max(c["passes"] - 1, 0)
+            t["later_passes"] += later
+            t["kept"] += c["prefix_kept"] * later
+            t["uncached_tokens"] += c["uncached_tokens"]
+            t["sent_tokens"] += c["sent_tokens"]
+    for t in totals.values():
+        t["prefix_kept"] = t.pop("kept") / t["later_passes"] if t["later_passes"] else 1.0
+    return totals
 
 
 def print_coding(figures, max_cuts):
@@ -698,6 +717,9 @@ def print_coding(figures, max_cuts):
     print(f"{'policy':<12} | " + " | ".join(f"{b:>6}" for b in budgets))
     for p in policies:
         print(f"{p:<12} | " + " | ".join(f"{figures['recall'][p][b]:>6.3f}" for b in budgets))
+    print("mean of the sessions' shares (each session weighs the same)")
+    for p in policies:
+        print(f"{p:<12} | " + " | ".join(f"{figures['recall_mean'][p][b]:>6.3f}" for b in budgets))
     print("per session (cuts, needed): " + " | ".join(f"{p}" for p in policies) + f" at {', '.join(map(str, budgets))}")
     for name, s in figures["sessions"].items():
         cells = " | ".join("/".join(f"{s['kept'][p][b] / s['needed']:.2f}" if s["needed"] else "-" for b in budgets)
@@ -718,6 +740,10 @@ def print_coding(figures, max_cuts):
                          else f"{c['prefix_kept_pressured']:.3f} of {c['pressured_passes']}")
             print(f"    {p:<10} | {c['passes']:>4} passes | prefix kept {c['prefix_kept']:.3f}; {pressured:>12} | "
                   f"uncached {c['uncached_tokens']:>8} ({c['new_tokens']:>6} new) | sent {c['sent_tokens']:>8}")
+    print("  all sessions")
+    for p, t in figures["cache_total"].items():
+        print(f"    {p:<10} | prefix kept {t['prefix_kept']:.3f} of {t['later_passes']} later passes | "
+              f"uncached {t['uncached_tokens']:>8} | sent {t['sent_tokens']:>8}")
 
 
 def parse_variant(text):
@@ -736,7 +762,9 @@ def run_coding(args):
     print(f"({time.perf_counter() - start:.1f} s)")
     if args.json:
         figures = dict(figures, variants={name: list(flags) for name, flags in args.variant},
-                       recall={p: {str(b): round(v, 4) for b, v in r.items()} for p, r in figures["recall"].items()})
+                       recall={p: {str(b): round(v, 4) for b, v in r.items()} for p, r in figures["recall"].items()},
+                       recall_mean={p: {str(b): round(v, 4) for b, v in r.items()}
+                                    for p, r in figures["recall_mean"].items()})
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     return 0
 

@@ -124,6 +124,7 @@ ACTIONS = ("retain", "page", "evict")
 LIST_OF_ACTION = {"retain": "retained-blocks", "page": "paged-blocks", "evict": "evicted-blocks"}
 ACTION_OF_LIST = {name: action for action, name in LIST_OF_ACTION.items()}
 ACTION_RANK = {"evict": 0, "page": 1, "retain": 2}  # a tool unit takes its strongest member's directive
+MASK = "mask"  # emit only: a tool result paged in place while its call is kept (observation masking)
 
 SIMILARITIES = ("weighted", "plain")  # the default proxy first; plain is the engine issue's
 NEIGHBOUR_DECAY = 0.7      # weighted sim: a block gets this share of an earlier block's match...
@@ -3187,6 +3188,13 @@ def _expand_stubs(msg: "_Msg") -> None:
     """Replace each text part of msg that holds only stub lines by one part per line."""
     parts: List[_Part] = []
     for part in msg.parts:
+        if part.kind == "result":
+            # A result paged in place (observation masking) holds its stub: it keeps its place and pair.
+            lines = _stub_lines(part.text)
+            if len(lines) == 1:
+                part.stub_id = lines[0][1]
+            parts.append(part)
+            continue
         lines = _stub_lines(part.text) if part.kind == "text" else []
         if not lines:
             parts.append(part)
@@ -3513,7 +3521,8 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
                 role = match.group(3) if match and match.group(3) else role
                 turn = int(match.group(2)) if match else msg.turn
                 note = notes.get(id(part.source), [])
-                unit = f"note:{note[0].bid}" if len(note) > 1 else None
+                if part.kind != "result":  # a result paged in place stays in its call's unit
+                    unit = f"note:{note[0].bid}" if len(note) > 1 else None
             blocks.append({"id": part.bid, "turn": turn if part.stub_id is not None else part.turn, "role": role,
                            "text": part.text, "tokens": part.tokens, "pinned": False,
                            "protected": protected, "unit": unit, "stub": part.stub_id is not None,
@@ -3641,6 +3650,7 @@ def _effective(conv: Conversation,
     for block in conv.blocks:
         if block["unit"] is not None:
             units.setdefault(block["unit"], []).append(block["id"])
+    results = {b["id"] for b in conv.blocks if b["role"] == "tool"}
     effective = dict(own)
     for ids in units.values():
         verb = max((own[i][0] for i in ids), key=ACTION_RANK.__getitem__)
@@ -3654,9 +3664,31 @@ def _effective(conv: Conversation,
                 effective[i] = ("evict", None)
         else:
             for i in ids:
-                # A stub retained with its full text keeps it (a note's lines are one unit).
-                effective[i] = own[i] if own[i][0] == verb == "retain" else (verb, None)
+                if verb == "retain" and own[i][0] == "page" and i in results:
+                    effective[i] = (MASK, own[i][1])  # the call stays: its result's stub stands in its place
+                else:
+                    # A stub retained with its full text keeps it (a note's lines are one unit).
+                    effective[i] = own[i] if own[i][0] == verb == "retain" else (verb, None)
     return effective
+
+
+def _masked(raw: Any, text: str) -> Any:
+    """Return a tool result's JSON with its payload replaced by ``text``: a stub, or what a stub restores.
+
+    Its call id and every other field stay, so the result still answers its call.
+    """
+    if not isinstance(raw, dict):
+        return text
+    new = dict(raw)
+    new["output" if "output" in raw and "content" not in raw else "content"] = text
+    return new
+
+
+def _result_piece(raw: Any, verb: str, text: Optional[str]) -> Any:
+    """Return what a tool result writes back as: itself, its stub in place (MASK), or its restored text."""
+    if verb == MASK or (verb == "retain" and text is not None):
+        return _masked(raw, text)  # type: ignore[arg-type]
+    return raw
 
 
 def _rebuild(msg: _Msg, effective: Dict[str, Tuple[str, Optional[str]]],
@@ -3673,8 +3705,9 @@ def _rebuild(msg: _Msg, effective: Dict[str, Tuple[str, Optional[str]]],
         if part.source is None:
             index += 1
             verb, stub = effective[part.bid]
-            if verb == "retain":
-                pieces.append(part.raw)
+            if verb == "retain" or verb == MASK:
+                pieces.append(_result_piece(part.raw, verb, stub) if part.kind == "result" else part.raw)
+                touched = touched or verb == MASK or stub is not None
             else:
                 touched = True
                 if verb == "page":
@@ -3923,9 +3956,10 @@ def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[st
     out = []
     for msg in conv._msgs:
         if msg.role in ("tool", "function"):
-            # A result is never paged alone: its unit's note sits with the call.
-            if effective[msg.parts[0].bid][0] == "retain":
-                out.append(msg.raw)
+            # A result is paged with its call (their unit's note sits with the call), or in place.
+            verb, text = effective[msg.parts[0].bid]
+            if verb in ("retain", MASK):
+                out.append(_result_piece(msg.raw, verb, text))
             continue
         texts = [p for p in msg.parts if p.kind != "call"]
         calls = [p for p in msg.parts if p.kind == "call"]
@@ -4234,8 +4268,8 @@ def _emit_responses(conv: Conversation, effective: Dict[str, Tuple[str, Optional
     for msg in conv._msgs:
         if msg.item:
             verb, stub = effective[msg.parts[0].bid]
-            if verb == "retain":
-                items.append(msg.raw)
+            if verb in ("retain", MASK):
+                items.append(_result_piece(msg.raw, verb, stub) if msg.parts[0].kind == "result" else msg.raw)
             elif verb == "page":
                 items.append({"type": "message", "role": "assistant",
                               "content": [{"type": "output_text", "text": stub}]})
@@ -6921,8 +6955,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trigger", type=_number_flag("--trigger"), default=DEFAULT_TRIGGER, metavar="SHARE",
                         help=f"with --budget: the pressure that starts a compaction (default {DEFAULT_TRIGGER})")
     parser.add_argument("--mask-results", action="store_true",
-                        help="with --budget (pager format): a tool result larger than a tenth of the budget may be "
-                             "paged in place while its call stays verbatim")
+                        help="with --budget: a tool result larger than a tenth of the budget may be paged in "
+                             "place while its call stays verbatim (in a transcript the result keeps its call id "
+                             "and holds its stub, so the pair stays valid)")
     parser.add_argument("--similarity", choices=SIMILARITIES, default=SIMILARITIES[0],
                         help="weighted (default): rare keywords count more, stems match, neighbours share "
                              "credit; plain: the share of keywords present")
@@ -7168,9 +7203,6 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     recorded = contract_state(args.contract).values.get("pager-format") if os.path.exists(args.contract) else None
     recorded = recorded if isinstance(recorded, str) else None
     reading = _open_history(args.history, args.format, recorded)
-    if args.mask_results and reading.conversation is not None:
-        raise PagerError(f"--mask-results is for the pager format; {reading.fmt} histories page a tool call "
-                         "and its results together")
     if args.with_index and reading.conversation is not None:
         raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
                          "'pager.py index'")

@@ -1,4 +1,8 @@
-"""Coding sessions: identifiers as a programmer reads them, intent from the work, masking in a unit."""
+"""Coding sessions: identifiers as a programmer reads them, intent from the work, masking in a unit.
+
+Masking in transcript formats (the result keeps its call id and holds its stub) is tested in
+test_real_transcripts.py.
+"""
 
 import json
 
@@ -133,20 +137,6 @@ def test_mask_results_keeps_calls_verbatim_and_pages_their_large_results(pager):
     assert all(masked[c] == "retain" for c in calls)
     assert all(masked[f"{c}:result"] == "page" for c in calls)  # never evicted while their call stays
     assert plan.tokens_after <= 1200
-
-
-def test_mask_results_is_refused_for_transcript_formats(cli, tmp_path):
-    import json
-    history = tmp_path / "chat.json"
-    history.write_text(json.dumps([
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "a.txt"}]))
-    contract = tmp_path / "c.limn"
-    result = cli("--history", history, "--contract", contract, "--budget", "100", "--mask-results")
-    assert result.code == 2 and "--mask-results is for the pager format" in result.err
-    assert not contract.exists()
 
 
 def test_mask_results_emits_the_call_and_a_stub_for_its_result(cli, tmp_path):

@@ -48,9 +48,10 @@ def round_trip(cli, tmp_path, path, flags):
 
 @needs_data
 @pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(DATA)) if FILES else "" for p in FILES])
-@pytest.mark.parametrize("budget", [None, 2000, 8000])
-def test_real_transcript_pass_is_valid_budgeted_and_round_trips(cli, tmp_path, path, budget):
-    flags = ["--budget", str(budget)] if budget else []
+@pytest.mark.parametrize("budget, masked", [(None, False), (2000, False), (8000, False), (4000, True)],
+                         ids=["default", "2000", "8000", "4000-mask-results"])
+def test_real_transcript_pass_is_valid_budgeted_and_round_trips(cli, tmp_path, path, budget, masked):
+    flags = (["--budget", str(budget)] if budget else []) + (["--mask-results"] if masked else [])
     first, s1, again, s2, emitted, added = round_trip(cli, tmp_path, path, flags)
     written = EMITTED_AS[s1["format"]]
     assert CHECKS[written](emitted) == [], path.name
@@ -324,3 +325,46 @@ def test_unknown_parts_and_lines_are_carried_and_counted(cli, pager, tmp_path):
     bad = cli("--history", tmp_path / "odd.json", "--contract", tmp_path / "d.limn")
     assert bad.code == 2 and len(bad.err.splitlines()) == 1
     assert str(tmp_path / "odd.json") in bad.err and "matches none of" in bad.err
+
+
+
+def masked_results(records):
+    """Return the ids of tool results paged while their call (the block id before ':result') is retained."""
+    return [b for b, r in records.items() if r["role"] == "tool" and r["action"] == "page"
+            and b.endswith(":result") and records.get(b[:-len(":result")], {}).get("action") == "retain"]
+
+
+def test_mask_results_pages_a_large_result_in_place(cli, pager, tmp_path):
+    path = ROOT / "tests" / "fixtures" / "transcripts" / "openai_parallel.json"
+    _, whole = run(cli, path, tmp_path / "whole.limn", NOW)
+    sizes = {r["block"]: r["tokens"] for r in _.records if r["role"] == "tool"}
+    biggest = max(sizes, key=sizes.get)
+    # Room for everything but half the largest result: it is paged in place, its call stays.
+    budget = whole["estimated_context_tokens"] - sizes[biggest] // 2
+    flags = ["--budget", str(budget), "--mask-results", "--evict-cut", "0", "--intent", "unrelated words only"]
+    first, s1, again, s2, emitted, added = round_trip(cli, tmp_path, path, flags)
+    records = {r["block"]: r for r in first.records}
+    assert masked_results(records) == [biggest]
+    assert api_rules.problems_chat(emitted) == [] and s1["tokens_after"] <= budget
+    [answer] = [m for m in emitted["messages"] if m.get("tool_call_id") == biggest[:-len(":result")]]
+    assert answer["content"].startswith(f"[paged {biggest} |")  # the stub, where the result was
+    # Re-read, the stub is the same block, still paged; recall gives the result back whole.
+    assert (s2["new"], s2["moved"]) == (0, 0)
+    assert {r["block"]: r["action"] for r in again.records}[biggest] == "page"
+    original = next(m["content"] for m in json.loads(path.read_text())["messages"]
+                    if m.get("tool_call_id") == biggest[:-len(":result")])
+    assert cli("recall", "--contract", tmp_path / "c.limn", biggest).out == original
+
+
+@needs_data
+@pytest.mark.parametrize("name", ["claude-code/reliability-python-to-rust-port.jsonl",
+                                  "codex/acidicsoil-rollout-2025-11-17-019a93b9.jsonl",
+                                  "openai/sweagent-marshmallow-1867-function-calling.traj"])
+def test_mask_results_on_real_sessions_in_each_written_format(cli, tmp_path, name):
+    first, s1, again, s2, emitted, added = round_trip(cli, tmp_path, DATA / name, ["--budget", "4000",
+                                                                                 "--mask-results"])
+    masked = masked_results({r["block"]: r for r in first.records})
+    assert masked and CHECKS[EMITTED_AS[s1["format"]]](emitted) == []
+    text = json.dumps(emitted)
+    assert all(f"[paged {block} |" in text for block in masked)
+    assert (s2["new"], s2["moved"]) == (0, 0)
