@@ -260,12 +260,12 @@ def _file_beside(path: Optional[str]) -> Iterator[Optional[io.TextIOBase]]:
 
 @contextmanager
 def _collector_held() -> Iterator[None]:
-    """Hold off the cyclic garbage collector while a step builds many objects to keep.
+    """Hold off the cyclic garbage collector while a step builds many objects and no cycles to free.
 
-    Reading a large log builds a million live objects and no cycles to free, yet each
-    time the heap grows by a quarter the collector walks all of it (a fifth of a
-    50,000-message pass). Afterwards the new objects count as old ones (freeze, then
-    unfreeze: moved to the oldest generation, none exempt from later collections).
+    Reading a large log (a million live objects) or scoring a batch of its blocks, the
+    collector would walk the whole heap each time what survived grew by a quarter of it:
+    about a fifth of a 50,000-message pass. Afterwards what is left counts as old (freeze,
+    then unfreeze: moved to the oldest generation, none exempt from later collections).
     """
     if not gc.isenabled():
         yield
@@ -4881,6 +4881,7 @@ def _claude_usage(lines: List[Tuple[int, Dict[str, Any]]]) -> Dict[str, int]:
     usage; ``output_tokens`` on them is a streaming count (often 1), never a block's size.
     """
     def context(obj: Dict[str, Any]) -> Optional[int]:
+        """Return the context tokens the line's call recorded, or None (not a call, or no usable usage)."""
         usage = obj["message"].get("usage") if obj["type"] == "assistant" else None
         if isinstance(usage, dict):
             parts = [usage.get(k) for k in ("input_tokens", "cache_read_input_tokens",
