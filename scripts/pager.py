@@ -478,10 +478,8 @@ def _hits(lowered: str, needles: List[Tuple[str, str]]) -> Tuple[str, ...]:
             if _identifier_in(lowered, s):
                 found += (s,)
             continue
-        if not needle or needle not in lowered:
-            continue
+        i = lowered.find(needle) if needle else -1  # one search tells whether it occurs and where
         size = len(needle)
-        i = lowered.find(needle)
         while i >= 0:
             if i and (lowered[i - 1].isalnum() or lowered[i - 1] == "_"):
                 i = lowered.find(needle, i + size)  # inside a token, not at its start
