@@ -44,6 +44,7 @@ import array
 import dataclasses
 import datetime
 import errno
+import gc
 import hashlib
 import io
 import json
@@ -258,6 +259,27 @@ def _file_beside(path: Optional[str]) -> Iterator[Optional[io.TextIOBase]]:
         raise
 
 
+@contextmanager
+def _collector_held() -> Iterator[None]:
+    """Hold off the cyclic garbage collector while a step builds many objects and no cycles to free.
+
+    Reading a large log (a million live objects) or scoring a batch of its blocks, the
+    collector would walk the whole heap each time what survived grew by a quarter of it:
+    about a fifth of a 50,000-message pass. Afterwards what is left counts as old (freeze,
+    then unfreeze: moved to the oldest generation, none exempt from later collections).
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.unfreeze()
+        gc.enable()
+
+
 def _check_quotable(value: str, what: str) -> str:
     """Return ``value`` if it can stand between quotes in a statement, else raise PagerError."""
     if not value:
@@ -457,10 +479,8 @@ def _hits(lowered: str, needles: List[Tuple[str, str]]) -> Tuple[str, ...]:
             if _identifier_in(lowered, s):
                 found += (s,)
             continue
-        if not needle or needle not in lowered:
-            continue
+        i = lowered.find(needle) if needle else -1  # one search tells whether it occurs and where
         size = len(needle)
-        i = lowered.find(needle)
         while i >= 0:
             if i and (lowered[i - 1].isalnum() or lowered[i - 1] == "_"):
                 i = lowered.find(needle, i + size)  # inside a token, not at its start
@@ -614,8 +634,11 @@ def _with_summary(page: "StoredPage", words: int) -> "StoredPage":
     return page._replace(summary=stub_summary(page.text, page.keywords, words))
 
 
+_SHELL_PLAIN = re.compile(r"[\w@%+=:,./-]+", re.ASCII)  # a word the shell reads as it is, unquoted
+
+
 def _shell_word(text: str) -> str:
-    return text if re.fullmatch(r"[\w@%+=:,./-]+", text, re.ASCII) else "'" + text.replace("'", "'\\''") + "'"
+    return text if _SHELL_PLAIN.fullmatch(text) else "'" + text.replace("'", "'\\''") + "'"
 
 
 def _recall_command(argv0: Optional[str] = None) -> str:
@@ -637,10 +660,22 @@ def _recall_command(argv0: Optional[str] = None) -> str:
     return RECALL_COMMAND
 
 
+# (argv[0], contract, store) -> the recall command's text before and after the block id: a
+# budget pass prices every block's stub, and the command around the id is the same each time.
+_HINT_AROUND: Dict[Tuple[str, str, Optional[str]], Tuple[str, str]] = {}
+
+
 def _recall_hint(block: str, contract: str, store: Optional[str]) -> str:
     """Return the command that recalls ``block``."""
-    hint = f"{_recall_command()} {_shell_word(block)} --contract {_shell_word(contract)}"
-    return hint + (f" --store {_shell_word(store)}" if store else "")
+    argv0 = sys.argv[0] if sys.argv else ""
+    around = _HINT_AROUND.get((argv0, contract, store))
+    if around is None:
+        if len(_HINT_AROUND) >= 64:  # a long-lived process with many contracts: keep the table small
+            _HINT_AROUND.clear()
+        around = _HINT_AROUND[argv0, contract, store] = (
+            f"{_recall_command(argv0)} ",
+            f" --contract {_shell_word(contract)}" + (f" --store {_shell_word(store)}" if store else ""))
+    return around[0] + _shell_word(block) + around[1]
 
 
 def make_stub(page: "StoredPage", hint: str) -> str:
@@ -1306,8 +1341,9 @@ class _Scorer:
 
     def add_all(self, first: int, blocks: List[object]) -> None:
         """Validate and record ``blocks``, the blocks at ``blocks[first:]``, one at a time."""
-        for index, raw in enumerate(blocks, first):
-            self.add(index, raw)
+        with _collector_held():
+            for index, raw in enumerate(blocks, first):
+                self.add(index, raw)
 
     def _stub_cost(self, block_id: str, turn: int, role: str, kind: Optional[str], tokens: int,
                    matched: Tuple[str, ...], text: str) -> int:
@@ -2870,7 +2906,7 @@ def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
     """Return (line number, object) for each JSONL line that parses, and the skipped count."""
     records, skipped = [], 0
     for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
+        if not line or line.isspace():  # blank (strip() would copy every line to tell)
             continue
         try:
             obj = json.loads(line)
@@ -2906,9 +2942,12 @@ def _first_records(text: str, limit: int) -> Iterator[Tuple[int, Dict[str, Any]]
             yield number, obj
 
 
+_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # json.dumps would make one a call
+
+
 def _compact_json(value: Any) -> str:
     """Return value as compact JSON (tool arguments in block text)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _COMPACT_JSON.encode(value)
 
 
 # What the providers charge for an image (their vision documentation): Anthropic about
@@ -3256,12 +3295,12 @@ def _assign_ids(msgs: List[_Msg], used: Optional[set] = None) -> None:
     """
     used = set() if used is None else used
 
-    def take(want: str, turn: int, content: str) -> str:
+    def take(want: str, turn: int, content: Callable[[], str]) -> str:
         if want not in used:
             used.add(want)
             return want
         if not want.startswith(CONTENT_ID_PREFIX):  # a native id used again (SWE-agent): by content
-            want = f"{want}~{content[len(CONTENT_ID_PREFIX):len(CONTENT_ID_PREFIX) + 6]}"
+            want = f"{want}~{content()[len(CONTENT_ID_PREFIX):len(CONTENT_ID_PREFIX) + 6]}"
             if want not in used:
                 used.add(want)
                 return want
@@ -3286,7 +3325,8 @@ def _assign_ids(msgs: List[_Msg], used: Optional[set] = None) -> None:
                 want = mid
             else:
                 want = _content_id(msg.role, part.kind, part.text, part.raw)
-            part.bid = take(want, part.turn, _content_id(msg.role, part.kind, part.text, part.raw))
+            # The content id is worked out again only for a native id used twice, not for every part.
+            part.bid = take(want, part.turn, lambda: _content_id(msg.role, part.kind, part.text, part.raw))
 
 def _assign_units(msgs: List[_Msg], units: Optional[Callable[[List[_Msg]], None]]) -> None:
     """Group parts that must share one directive: each call with its results, plus the format's ``units``."""
@@ -4534,23 +4574,43 @@ def _results_first(blocks: List[Any]) -> List[Any]:
             + [b for b in blocks if not _is_result_block(b)])
 
 
+def _split_blocks(msg: Dict[str, Any], heads: List[Any], rest: List[Any]) -> None:
+    """Add msg's blocks to a run being merged: what must open the merged message to ``heads``, the rest to ``rest``.
+
+    A user message opens with its tool results (they must answer the calls first); a thinking
+    turn must start with its thinking blocks (each message's leading ones).
+    """
+    blocks = _as_blocks(msg["content"])
+    if msg["role"] == "user":
+        for block in blocks:
+            (heads if _is_result_block(block) else rest).append(block)
+    else:
+        a = _leading_thinking(blocks)
+        heads.extend(blocks[:a])
+        rest.extend(blocks[a:])
+
+
 def _merge_same_role(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Return messages with same-role neighbours merged into one message."""
+    """Return messages with same-role neighbours merged into one message (the first one's fields)."""
     out: List[Dict[str, Any]] = []
+    # A run of same-role messages is merged once, at its end: merging pairwise rebuilt the
+    # whole run's blocks for each message (quadratic in a run of hundreds of user messages).
+    heads: List[Any] = []  # the run's tool results (user) or leading thinking blocks (assistant)
+    rest: List[Any] = []   # the run's other blocks, in order
+    merging = False        # the last message of out opens a run of two or more
     for msg in messages:
         if not out or out[-1]["role"] != msg["role"]:
+            if merging:
+                out[-1] = dict(out[-1], content=heads + rest)
+                heads, rest, merging = [], [], False
             out.append(msg)
             continue
-        first, second = _as_blocks(out[-1]["content"]), _as_blocks(msg["content"])
-        if msg["role"] == "user":
-            blocks = _results_first(first + second)
-        else:
-            # A thinking turn must start with its thinking blocks.
-            a, b = _leading_thinking(first), _leading_thinking(second)
-            blocks = first[:a] + second[:b] + first[a:] + second[b:]
-        merged = dict(out[-1])
-        merged["content"] = blocks
-        out[-1] = merged
+        if not merging:  # the run's second message: the first one's blocks come first
+            _split_blocks(out[-1], heads, rest)
+            merging = True
+        _split_blocks(msg, heads, rest)
+    if merging:
+        out[-1] = dict(out[-1], content=heads + rest)
     return out
 
 
@@ -4739,6 +4799,11 @@ def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, T
         if current is None:
             repairs.append(f'line {number}: parent "{parent}" is not in the file; the branch starts there')
     low = boundary[0] if boundary is not None else 0
+    # Only conversation lines after the boundary and off the branch can join it: a linear log has none.
+    loose = [(number, obj) for number, obj in records
+             if number > low and number not in branch and _is_conversation_line(obj, sidechain)]
+    if not loose:
+        return sorted(branch.items()), boundary
     uuids = {o.get("uuid") for o in branch.values() if isinstance(o.get("uuid"), str)}
     message_ids = {o["message"].get("id") for o in branch.values()
                    if o["type"] == "assistant" and isinstance(o["message"].get("id"), str)}
@@ -4747,9 +4812,8 @@ def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, T
     grew = True
     while grew:
         grew = False
-        for number, obj in records:
-            if (number <= low or number in branch or not _is_conversation_line(obj, sidechain)
-                    or not _str_in(obj.get("parentUuid"), uuids)):
+        for number, obj in loose:
+            if number in branch or not _str_in(obj.get("parentUuid"), uuids):
                 continue
             if obj["type"] == "assistant":
                 if not _str_in(obj["message"].get("id"), message_ids):
@@ -4848,17 +4912,22 @@ def _claude_usage(lines: List[Tuple[int, Dict[str, Any]]]) -> Dict[str, int]:
     Claude Code writes one line per content block of a response, each with the response's
     usage; ``output_tokens`` on them is a streaming count (often 1), never a block's size.
     """
-    calls = []
-    for _, obj in lines:
+    def context(obj: Dict[str, Any]) -> Optional[int]:
+        """Return the context tokens the line's call recorded, or None (not a call, or no usable usage)."""
         usage = obj["message"].get("usage") if obj["type"] == "assistant" else None
         if isinstance(usage, dict):
             parts = [usage.get(k) for k in ("input_tokens", "cache_read_input_tokens",
                                             "cache_creation_input_tokens")]
             if all(v is None or _is_int(v) for v in parts) and any(v is not None for v in parts):
-                calls.append(sum(v or 0 for v in parts))
-    if not calls:
+                return sum(v or 0 for v in parts)
+        return None
+
+    # Only the first and the last call count: look from each end, not at every line.
+    first = next((c for c in map(context, (obj for _, obj in lines)) if c is not None), None)
+    if first is None:
         return {}
-    return {"recorded_context_tokens": calls[-1], "recorded_baseline_tokens": calls[0]}
+    last = next(c for c in map(context, (obj for _, obj in reversed(lines))) if c is not None)
+    return {"recorded_context_tokens": last, "recorded_baseline_tokens": first}
 
 
 def _load_claude_code(text: str) -> Conversation:
@@ -4868,17 +4937,18 @@ def _load_claude_code(text: str) -> Conversation:
     archived blocks (pages, never written back).  ``isMeta`` and compaction-summary lines stay
     (the model saw them) but are the harness's, not the human's.
     """
-    records, skipped = _jsonl_records(text)
-    repairs: List[str] = []
-    live, before = _live_branch(records, repairs)
-    other: Dict[str, int] = {}
-    for _, obj in records:
-        if obj.get("type") not in ("user", "assistant") or not isinstance(obj.get("message"), dict):
-            name = str(obj.get("type"))
-            other[name] = other.get(name, 0) + 1
-    msgs = _claude_messages(live, repairs)
-    archive = _claude_messages(before, []) if before else None
-    conv = _finish("claude-code", msgs, [], None, repairs, skipped, archive)
+    with _collector_held():
+        records, skipped = _jsonl_records(text)
+        repairs: List[str] = []
+        live, before = _live_branch(records, repairs)
+        other: Dict[str, int] = {}
+        for _, obj in records:
+            if obj.get("type") not in ("user", "assistant") or not isinstance(obj.get("message"), dict):
+                name = str(obj.get("type"))
+                other[name] = other.get(name, 0) + 1
+        msgs = _claude_messages(live, repairs)
+        archive = _claude_messages(before, []) if before else None
+        conv = _finish("claude-code", msgs, [], None, repairs, skipped, archive)
     conv.recorded = _claude_usage(live)
     conv.other_lines = other
     return conv
