@@ -125,6 +125,7 @@ ACTIONS = ("retain", "page", "evict")
 LIST_OF_ACTION = {"retain": "retained-blocks", "page": "paged-blocks", "evict": "evicted-blocks"}
 ACTION_OF_LIST = {name: action for action, name in LIST_OF_ACTION.items()}
 ACTION_RANK = {"evict": 0, "page": 1, "retain": 2}  # a tool unit takes its strongest member's directive
+REPEATED_BY = "repeated by "  # the reason of a block paged because a later block repeats it, then that block's id
 MASK = "mask"  # emit only: a tool result paged in place while its call is kept (observation masking)
 
 SIMILARITIES = ("weighted", "plain")  # the default proxy first; plain is the engine issue's
@@ -678,15 +679,27 @@ def _recall_hint(block: str, contract: str, store: Optional[str]) -> str:
     return around[0] + _shell_word(block) + around[1]
 
 
-def make_stub(page: "StoredPage", hint: str) -> str:
+def make_stub(page: "StoredPage", hint: str, newer: Optional[str] = None) -> str:
     """Return the one-line stub that stands in for a paged block.
+
+    ``newer`` names the later block that repeats this one (the same file read again, the
+    same command run again), where the current copy is.
 
     Example:
         >>> page = StoredPage("b4", 8, "assistant", None, 19, (), "", "", "Fixed the index helper.", "")
         >>> make_stub(page, "python3 scripts/pager.py recall b4 --contract C.limn")
         '[paged b4 | turn 8 | assistant | 19 tokens] Fixed the index helper. (recall: python3 scripts/pager.py recall b4 --contract C.limn)'
+        >>> make_stub(page, "the recall tool", newer="b9")
+        '[paged b4 | turn 8 | assistant | 19 tokens] Fixed the index helper. (newer copy: b9; recall: the recall tool)'
     """
-    return f"[paged {page.block} | turn {page.turn} | {page.role} | {page.tokens} tokens] {page.summary} (recall: {hint})"
+    where = f"newer copy: {newer}; " if newer is not None else ""
+    return (f"[paged {page.block} | turn {page.turn} | {page.role} | {page.tokens} tokens] {page.summary} "
+            f"({where}recall: {hint})")
+
+
+def _newer_copy(reason: str) -> Optional[str]:
+    """Return the id of the block that repeats a block paged for the reason ``reason``, else None."""
+    return reason[len(REPEATED_BY):] if reason.startswith(REPEATED_BY) else None
 
 
 def index_lines(pages: Iterable["StoredPage"]) -> List[str]:
@@ -1155,7 +1168,7 @@ class _Scorer:
 
     def __init__(self, keywords: List[str], params: Params,
                  pages: Optional[Callable[[str], Optional["StoredPage"]]] = None,
-                 stub_text: Optional[Callable[["StoredPage"], str]] = None,
+                 stub_text: Optional[Callable[..., str]] = None,
                  with_index: bool = False, reserve: Optional[Callable[[Container[str]], int]] = None,
                  current_turn: Optional[int] = None, settle_from: Optional[Mapping[str, str]] = None) -> None:
         self.keywords = list(keywords)
@@ -1170,7 +1183,8 @@ class _Scorer:
         self.pages = pages  # id -> the stored original of a paged block, for blocks arriving as stubs
         # Budget mode prices every block as a stub; stub_text renders one (default hint: C.limn).
         if params.budget is not None and stub_text is None:
-            stub_text = lambda page: make_stub(page, _recall_hint(page.block, "C.limn", None))  # noqa: E731
+            stub_text = lambda page, newer=None: make_stub(page, _recall_hint(page.block, "C.limn", None),  # noqa: E731
+                                                           newer)
         self.stub_text = stub_text if params.budget is not None else None
         self.with_index = with_index  # a page also costs its line in the emitted page index
         self.reserve = reserve        # ids seen -> budget tokens spoken for outside them (the index's rest)
@@ -1346,11 +1360,11 @@ class _Scorer:
                 self.add(index, raw)
 
     def _stub_cost(self, block_id: str, turn: int, role: str, kind: Optional[str], tokens: int,
-                   matched: Tuple[str, ...], text: str) -> int:
+                   matched: Tuple[str, ...], text: str, newer: Optional[str] = None) -> int:
         """Return what the block costs as a stub (and its page-index line, with --with-index)."""
         summary = stub_summary(text, matched, self.params.stub_words)
         page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
-        cost = estimate_tokens(self.stub_text(page))  # type: ignore[misc]
+        cost = estimate_tokens(self.stub_text(page, newer))  # type: ignore[misc]
         if self.with_index:
             cost += estimate_tokens(index_lines([page])[0]) + 1
         return cost
@@ -1487,7 +1501,12 @@ class _Scorer:
                 group = members.get(self._units[i], [i]) if i in self._units else [i]
                 if self._long.intersection(group):
                     for j in group:
-                        rs[j], actions[j], reasons[j] = 0.0, "page", f"repeated by {newer}"
+                        rs[j], actions[j], reasons[j] = 0.0, "page", REPEATED_BY + newer
+                        if self.stub_text is not None and self.texts[j] is not None:
+                            # its stub names the newer copy: price that stub
+                            self._stub_tokens[j] = self._stub_cost(
+                                self._ids[j], turns[j], self._roles[j], self._kinds[j], self._tokens[j],
+                                self._matched[j], self.texts[j], newer)
         for i, guard in self._guards.items():
             actions[i], reasons[i] = "retain", guard
         for i in self._unpageable:
@@ -2585,7 +2604,7 @@ class _HistorySource:
 
 def _load_and_plan(source, params: Params,
                   pages: Optional[Callable[[str], Optional[StoredPage]]] = None,
-                  stub_text: Optional[Callable[[StoredPage], str]] = None,
+                  stub_text: Optional[Callable[..., str]] = None,
                   with_index: bool = False,
                   reserve: Optional[Callable[[Container[str]], int]] = None,
                   intent: Optional[Intent] = None, previous: Optional[Mapping[str, str]] = None,
@@ -5983,7 +6002,8 @@ class _Materializer:
         stub: Dict[str, object] = {"id": d.block, "turn": d.turn, "role": d.role}
         if d.kind is not None:
             stub["kind"] = d.kind
-        stub["text"] = make_stub(_with_summary(page, self.stub_words), self.hint(d.block))  # type: ignore[arg-type]
+        stub["text"] = make_stub(_with_summary(page, self.stub_words), self.hint(d.block),  # type: ignore[arg-type]
+                                 _newer_copy(d.reason))
         stub["stub"] = True
         return stub
 
@@ -6059,7 +6079,7 @@ def _transcript_directives(plan: PassPlan, store: Optional[PageStore],
         if d.action == "page":
             if page is None:
                 raise PagerError(f"no stored text for paged block {_show(d.block)}")
-            out[d.block] = ("page", make_stub(page, hint(d.block)))
+            out[d.block] = ("page", make_stub(page, hint(d.block), _newer_copy(d.reason)))
         elif d.action == "retain" and d.stub:
             out[d.block] = ("retain", _verified_text(page, store.path))  # type: ignore[arg-type,union-attr]
         else:
@@ -6363,12 +6383,12 @@ class _CachedScorer(_Scorer):
         return text  # every text: pages and stubs are made from the messages in memory
 
     def _stub_cost(self, block_id: str, turn: int, role: str, kind: Optional[str], tokens: int,
-                   matched: Tuple[str, ...], text: str) -> int:
+                   matched: Tuple[str, ...], text: str, newer: Optional[str] = None) -> int:
         if self.counter is None:
-            return super()._stub_cost(block_id, turn, role, kind, tokens, matched, text)
+            return super()._stub_cost(block_id, turn, role, kind, tokens, matched, text, newer)
         summary = stub_summary(text, matched, self.params.stub_words)
         page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
-        return self.counter(self.stub_text(page))  # type: ignore[misc]
+        return self.counter(self.stub_text(page, newer))  # type: ignore[misc]
 
     def add(self, index: int, raw: object) -> None:
         """Score one block as _Scorer.add does, and remember its features under its key."""
@@ -6561,8 +6581,9 @@ class Pager:
     ``budget`` and the other Params fields (alpha, beta, retain_cut, evict_cut, similarity,
     stub_words, keep_recent, results_apart, trigger, target, work_steps) are the CLI's flags;
     ``work_steps`` defaults to 0 here (the CLI's 3 changes the intent at every step, which
-    empties the per-block cache), and with ``target`` the last call's directives stand
-    between compactions, as the contract's do for the CLI.  Pages live in this object unless ``contract``
+    empties the per-block cache), and with a budget and ``target`` (default 0.7, as the CLI's;
+    ``None``: re-fit every call) the last call's directives stand between compactions, as the
+    contract's do for the CLI; the first call fills the whole budget.  Pages live in this object unless ``contract``
     (a ``.limn`` file the passes and recalls are appended to, with its page store beside it or at
     ``store``) or ``store`` alone (a SQLite page store) is given.  ``token_counter(text) -> int``
     replaces the token estimate of a block's text.  ``hint(block) -> str`` is what a stub says to recall it
@@ -6696,7 +6717,7 @@ class Pager:
             intent = _header_intent(header, given, last.intent(), notes.work_keywords())
             current = _header_current_turn(header)
             params, hint = _transcript_params(conv, self.params), self.hint
-            stub_text = lambda page: make_stub(page, hint(page.block))  # noqa: E731
+            stub_text = lambda page, newer=None: make_stub(page, hint(page.block), newer)  # noqa: E731
             settings = (tuple(intent.keywords), params.similarity, params.stub_words, params.budget is None)
             if settings != self._cache_key:
                 self._cache, self._cache_key = {}, settings
@@ -6739,9 +6760,10 @@ class Pager:
                         raise PagerError(f"no stored text for paged block {_show(d.block)}")
                 else:
                     page = self._page(d, texts[k], now)  # type: ignore[arg-type, index]
-                stub = self._stubs.get(d.block) if self._pages.get(d.block) is page else None
+                newer = _newer_copy(d.reason)
+                stub = self._stubs.get(d.block) if self._pages.get(d.block) is page and newer is None else None
                 if stub is None:
-                    stub = make_stub(_with_summary(page, self.params.stub_words), self.hint(d.block))
+                    stub = make_stub(_with_summary(page, self.params.stub_words), self.hint(d.block), newer)
                 pages[d.block], stubs[d.block] = page, stub
                 out[d.block] = ("page", stub)
             elif d.action == "retain" and d.stub:
@@ -7137,7 +7159,8 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
         if params.target is not None:
             previous = dict((locked.state if locked is not None else contract_state(args.contract)).directives)
         plan = _load_and_plan(source, params, store.get if store is not None else None,
-                             lambda page: make_stub(page, _recall_hint(page.block, args.contract, args.store)),
+                             lambda page, newer=None: make_stub(page, _recall_hint(page.block, args.contract,
+                                                                                   args.store), newer),
                              args.with_index, lambda seen: _index_reserve(args, locked, store, seen), given,
                              previous, _settling(locked.state if locked is not None else
                                                  contract_state(args.contract), params, args))

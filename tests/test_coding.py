@@ -251,3 +251,28 @@ def test_a_command_run_again_pages_the_earlier_run_first(pager):
     assert by_id["r1"].action == by_id["r1:result"].action == "page"
     assert by_id["r1:result"].reason == "repeated by r2" and by_id["r1:result"].R == 0.0
     assert by_id["r2:result"].reason != "repeated by r2" and by_id["other"].reason == "score"
+
+
+def test_the_stub_of_a_repeated_run_names_the_newer_copy_and_is_priced_as_written(pager, cli, tmp_path):
+    log = "".join(f"test_{k} passed\n" for k in range(60))
+    messages = [{"role": "user", "content": "run the tests"}]
+    for cid, out in (("r1", log + "1 failed"), ("r2", log + "all passed")):
+        messages += [{"role": "assistant", "content": None, "tool_calls": [
+                         {"id": cid, "type": "function", "function": {"name": "bash",
+                                                                      "arguments": '{"command": "pytest -q"}'}}]},
+                     {"role": "tool", "tool_call_id": cid, "content": out}]
+    messages.append({"role": "user", "content": "go on"})
+    history, out = tmp_path / "chat.json", tmp_path / "out.json"
+    history.write_text(json.dumps(messages))
+    result = cli("--history", history, "--contract", tmp_path / "c.limn", "--budget", "420", "--json",
+                 "--emit", out, "--now", "2026-05-17T03:00:00Z")
+    assert result.code == 0, result.err
+    records = {r["block"]: r for r in result.records}
+    assert records["r1"]["reason"] == "repeated by r2" and records["r1"]["action"] == "page"
+    emitted = json.loads(out.read_text())
+    [note] = [m["content"] for m in emitted if "[paged r1 " in str(m.get("content"))]
+    assert note.count("(newer copy: r2; recall:") == 2  # the call's stub and its result's
+    # the budget counted the stub as written, newer copy and all: re-read, the output costs what was reported
+    again = cli("--history", out, "--contract", tmp_path / "c.limn", "--json", "--now", "2026-05-17T03:01:00Z")
+    summary = json.loads(result.out.splitlines()[-1])
+    assert json.loads(again.out.splitlines()[-1])["estimated_context_tokens"] == summary["tokens_after"] <= 420
