@@ -125,6 +125,9 @@ ACTIONS = ("retain", "page", "evict")
 LIST_OF_ACTION = {"retain": "retained-blocks", "page": "paged-blocks", "evict": "evicted-blocks"}
 ACTION_OF_LIST = {name: action for action, name in LIST_OF_ACTION.items()}
 ACTION_RANK = {"evict": 0, "page": 1, "retain": 2}  # a tool unit takes its strongest member's directive
+GIANT_SHARE = 0.25          # under a budget, a block over this share of it is a giant: its stub keeps its head and tail
+GIANT_EDGE_SHARE = 0.025    # ...each of them about this share of the budget (4 characters a token)
+GIANT_MIN_EDGE = 50         # tokens: a budget whose edge would be smaller than this has no giants
 REPEATED_BY = "repeated by "  # the reason of a block paged because a later block repeats it, then that block's id
 MASK = "mask"  # emit only: a tool result paged in place while its call is kept (observation masking)
 
@@ -679,11 +682,43 @@ def _recall_hint(block: str, contract: str, store: Optional[str]) -> str:
     return around[0] + _shell_word(block) + around[1]
 
 
-def make_stub(page: "StoredPage", hint: str, newer: Optional[str] = None) -> str:
-    """Return the one-line stub that stands in for a paged block.
+def _giant_edge(tokens: int, budget: Optional[int]) -> int:
+    """Return how many characters of a paged block's head (and of its tail) its stub keeps: 0 but for a giant.
+
+    A giant is a block of more than GIANT_SHARE of the budget (a long log, a whole file): a one-line
+    stub would hide what such a block is, so its stub keeps its start and its end verbatim.  Under
+    a budget too small for edges of GIANT_MIN_EDGE tokens (under 2,000) a one-line stub says more.
+    """
+    edge = int(budget * GIANT_EDGE_SHARE) if budget is not None else 0
+    if edge < GIANT_MIN_EDGE or tokens <= GIANT_SHARE * budget:  # type: ignore[operator]
+        return 0
+    return edge * 4
+
+
+def _giant_parts(text: str, edge: int) -> Optional[Tuple[str, str]]:
+    """Return (head, tail) of ``text``, about ``edge`` characters each, cut at line breaks; None if too short."""
+    if edge <= 0 or len(text) < 4 * edge:
+        return None
+    head, tail = text[:edge], text[-edge:]
+    if "\n" in head[edge // 2:]:
+        head = head[:head.rindex("\n")]
+    if "\n" in tail[:edge // 2]:
+        tail = tail[tail.index("\n") + 1:]
+    return head.rstrip("\n"), tail
+
+
+def _giant_end(block: str) -> str:
+    """Return the last line of a giant's stub: where its tail ends."""
+    return f"[end of paged {block}]"
+
+
+def make_stub(page: "StoredPage", hint: str, newer: Optional[str] = None, edge: int = 0) -> str:
+    """Return the stub that stands in for a paged block: one line, or a giant's head and tail.
 
     ``newer`` names the later block that repeats this one (the same file read again, the
-    same command run again), where the current copy is.
+    same command run again), where the current copy is.  With ``edge`` (see _giant_edge)
+    a long text keeps its first and last ``edge`` characters or so verbatim, between a
+    header line and an end line, with the middle paged.
 
     Example:
         >>> page = StoredPage("b4", 8, "assistant", None, 19, (), "", "", "Fixed the index helper.", "")
@@ -693,6 +728,11 @@ def make_stub(page: "StoredPage", hint: str, newer: Optional[str] = None) -> str
         '[paged b4 | turn 8 | assistant | 19 tokens] Fixed the index helper. (newer copy: b9; recall: the recall tool)'
     """
     where = f"newer copy: {newer}; " if newer is not None else ""
+    ends = _giant_parts(page.text, edge)
+    if ends is not None:
+        return (f"[paged {page.block} | turn {page.turn} | {page.role} | {page.tokens} tokens | head and tail]\n"
+                f"{ends[0]}\n[... the middle is paged ({where}recall: {hint}) ...]\n{ends[1]}\n"
+                f"{_giant_end(page.block)}")
     return (f"[paged {page.block} | turn {page.turn} | {page.role} | {page.tokens} tokens] {page.summary} "
             f"({where}recall: {hint})")
 
@@ -1183,8 +1223,8 @@ class _Scorer:
         self.pages = pages  # id -> the stored original of a paged block, for blocks arriving as stubs
         # Budget mode prices every block as a stub; stub_text renders one (default hint: C.limn).
         if params.budget is not None and stub_text is None:
-            stub_text = lambda page, newer=None: make_stub(page, _recall_hint(page.block, "C.limn", None),  # noqa: E731
-                                                           newer)
+            stub_text = lambda page, newer=None, edge=0: make_stub(  # noqa: E731
+                page, _recall_hint(page.block, "C.limn", None), newer, edge)
         self.stub_text = stub_text if params.budget is not None else None
         self.with_index = with_index  # a page also costs its line in the emitted page index
         self.reserve = reserve        # ids seen -> budget tokens spoken for outside them (the index's rest)
@@ -1364,7 +1404,7 @@ class _Scorer:
         """Return what the block costs as a stub (and its page-index line, with --with-index)."""
         summary = stub_summary(text, matched, self.params.stub_words)
         page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
-        cost = estimate_tokens(self.stub_text(page, newer))  # type: ignore[misc]
+        cost = estimate_tokens(self.stub_text(page, newer, _giant_edge(tokens, self.params.budget)))  # type: ignore[misc]
         if self.with_index:
             cost += estimate_tokens(index_lines([page])[0]) + 1
         return cost
@@ -3229,15 +3269,28 @@ def _content_id(role: str, kind: str, text: str, raw: Any = None) -> str:
 
 
 def _stub_lines(text: str) -> List[Tuple[str, str]]:
-    """Return (line, id) for each stub line when text is only stub lines, else []."""
+    """Return (stub, id) for each stub when text is only stubs, else [].
+
+    A stub is one line, or a giant's lines: its header (ending "| head and tail]") down to
+    its end line, taken whole.
+    """
     found = []
-    for line in text.splitlines():
-        line = line.strip()
+    lines = text.splitlines()
+    at = 0
+    while at < len(lines):
+        line = lines[at].strip()
+        at += 1
         if not line:
             continue
         match = STUB_LINE_RE.match(line)
         if match is None:
             return []
+        if line.endswith(" | head and tail]"):
+            end = _giant_end(match.group(1))
+            stop = next((k for k in range(at, len(lines)) if lines[k] == end), None)
+            if stop is None:
+                return []
+            line, at = "\n".join([line, *lines[at:stop + 1]]), stop + 1
         found.append((line, match.group(1)))
     return found
 
@@ -6003,7 +6056,7 @@ class _Materializer:
         if d.kind is not None:
             stub["kind"] = d.kind
         stub["text"] = make_stub(_with_summary(page, self.stub_words), self.hint(d.block),  # type: ignore[arg-type]
-                                 _newer_copy(d.reason))
+                                 _newer_copy(d.reason), _giant_edge(d.tokens, self.plan.params.budget))
         stub["stub"] = True
         return stub
 
@@ -6079,7 +6132,8 @@ def _transcript_directives(plan: PassPlan, store: Optional[PageStore],
         if d.action == "page":
             if page is None:
                 raise PagerError(f"no stored text for paged block {_show(d.block)}")
-            out[d.block] = ("page", make_stub(page, hint(d.block), _newer_copy(d.reason)))
+            out[d.block] = ("page", make_stub(page, hint(d.block), _newer_copy(d.reason),
+                                              _giant_edge(d.tokens, plan.params.budget)))
         elif d.action == "retain" and d.stub:
             out[d.block] = ("retain", _verified_text(page, store.path))  # type: ignore[arg-type,union-attr]
         else:
@@ -6388,7 +6442,7 @@ class _CachedScorer(_Scorer):
             return super()._stub_cost(block_id, turn, role, kind, tokens, matched, text, newer)
         summary = stub_summary(text, matched, self.params.stub_words)
         page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
-        return self.counter(self.stub_text(page, newer))  # type: ignore[misc]
+        return self.counter(self.stub_text(page, newer, _giant_edge(tokens, self.params.budget)))  # type: ignore[misc]
 
     def add(self, index: int, raw: object) -> None:
         """Score one block as _Scorer.add does, and remember its features under its key."""
@@ -6717,7 +6771,7 @@ class Pager:
             intent = _header_intent(header, given, last.intent(), notes.work_keywords())
             current = _header_current_turn(header)
             params, hint = _transcript_params(conv, self.params), self.hint
-            stub_text = lambda page, newer=None: make_stub(page, hint(page.block), newer)  # noqa: E731
+            stub_text = lambda page, newer=None, edge=0: make_stub(page, hint(page.block), newer, edge)  # noqa: E731
             settings = (tuple(intent.keywords), params.similarity, params.stub_words, params.budget is None)
             if settings != self._cache_key:
                 self._cache, self._cache_key = {}, settings
@@ -6760,10 +6814,12 @@ class Pager:
                         raise PagerError(f"no stored text for paged block {_show(d.block)}")
                 else:
                     page = self._page(d, texts[k], now)  # type: ignore[arg-type, index]
-                newer = _newer_copy(d.reason)
-                stub = self._stubs.get(d.block) if self._pages.get(d.block) is page and newer is None else None
+                newer, edge = _newer_copy(d.reason), _giant_edge(d.tokens, plan.params.budget)
+                # The one-line stub of a page is the same every call; one naming a newer copy or a giant's is not.
+                same = self._pages.get(d.block) is page and newer is None and not edge
+                stub = self._stubs.get(d.block) if same else None
                 if stub is None:
-                    stub = make_stub(_with_summary(page, self.params.stub_words), self.hint(d.block), newer)
+                    stub = make_stub(_with_summary(page, self.params.stub_words), self.hint(d.block), newer, edge)
                 pages[d.block], stubs[d.block] = page, stub
                 out[d.block] = ("page", stub)
             elif d.action == "retain" and d.stub:
@@ -7159,8 +7215,8 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
         if params.target is not None:
             previous = dict((locked.state if locked is not None else contract_state(args.contract)).directives)
         plan = _load_and_plan(source, params, store.get if store is not None else None,
-                             lambda page, newer=None: make_stub(page, _recall_hint(page.block, args.contract,
-                                                                                   args.store), newer),
+                             lambda page, newer=None, edge=0: make_stub(
+                                 page, _recall_hint(page.block, args.contract, args.store), newer, edge),
                              args.with_index, lambda seen: _index_reserve(args, locked, store, seen), given,
                              previous, _settling(locked.state if locked is not None else
                                                  contract_state(args.contract), params, args))

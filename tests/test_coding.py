@@ -276,3 +276,56 @@ def test_the_stub_of_a_repeated_run_names_the_newer_copy_and_is_priced_as_writte
     again = cli("--history", out, "--contract", tmp_path / "c.limn", "--json", "--now", "2026-05-17T03:01:00Z")
     summary = json.loads(result.out.splitlines()[-1])
     assert json.loads(again.out.splitlines()[-1])["estimated_context_tokens"] == summary["tokens_after"] <= 420
+
+
+# --- giants: a paged block far over its share of the budget keeps its head and tail ---
+
+def _giant_chat():
+    log = "".join(f"2026-01-01 12:00:{k % 60:02d} worker[{k}] processed batch {k} of 3000 ok\n" for k in range(3000))
+    return [{"role": "user", "content": "why does the nightly job fail?"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "bash",
+                                                              "arguments": '{"command": "cat nightly.log"}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": log + "FATAL: disk quota exceeded on /var/spool\n"},
+            {"role": "user", "content": "go on"}]
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["paged-unit", "mask-results"])
+def test_a_giant_keeps_its_head_and_tail_and_round_trips(pager, cli, tmp_path, masked):
+    import api_rules
+    messages = _giant_chat()
+    history, out, contract = tmp_path / "chat.json", tmp_path / "out.json", tmp_path / "c.limn"
+    history.write_text(json.dumps(messages))
+    flags = ["--budget", "8000", "--json"] + (["--mask-results"] if masked else [])
+    first = cli("--history", history, "--contract", contract, "--emit", out, "--now", "2026-05-17T03:00:00Z", *flags)
+    assert first.code == 0, first.err
+    records = {r["block"]: r for r in first.records}
+    assert records["c1:result"]["action"] == "page" and records["c1:result"]["tokens"] > 0.25 * 8000
+    emitted = json.loads(out.read_text())
+    assert api_rules.problems_chat(emitted) == []
+    text = json.dumps(emitted)
+    # the head and the tail verbatim, the middle paged, between a header and an end line
+    assert "[paged c1:result | turn 1 | tool | " in text and "tokens | head and tail]" in text
+    assert "worker[0] processed batch 0 of 3000 ok\\n" in text and "FATAL: disk quota exceeded on /var/spool" in text
+    assert "worker[1500] processed" not in text and "[end of paged c1:result]" in text
+    if masked:  # the result keeps its call id and holds the giant's stub; the call stays
+        assert records["c1"]["action"] == "retain"
+        [answer] = [m for m in emitted if m.get("tool_call_id") == "c1"]
+        assert answer["content"].startswith("[paged c1:result | turn 1 | tool |")
+    # the budget priced the stub as written; read back, nothing is new or moved and c1:result is still paged
+    again = cli("--history", out, "--contract", contract, "--json", "--now", "2026-05-17T03:01:00Z",
+                "--budget", "8000", *(["--mask-results"] if masked else []))
+    assert again.code == 0, again.err
+    summary, reread = json.loads(first.out.splitlines()[-1]), json.loads(again.out.splitlines()[-1])
+    assert reread["estimated_context_tokens"] == summary["tokens_after"] <= 8000
+    assert (reread["new"], reread["moved"]) == (0, 0)
+    assert {r["block"]: r["action"] for r in again.records}["c1:result"] == "page"
+    assert cli("recall", "--contract", contract, "c1:result").out == messages[2]["content"]
+
+
+def test_without_a_budget_no_block_is_a_giant(pager):
+    page = pager.StoredPage("b", 1, "tool", None, 50_000, (), "", "", "summary", "x\n" * 100_000)
+    assert "\n" not in pager.make_stub(page, "hint")
+    assert pager._giant_edge(50_000, None) == 0 and pager._giant_edge(1_000, 8000) == 0
+    assert pager._giant_edge(2_001, 8000) == 800
+    assert pager._giant_edge(10_000, 1000) == 0  # a small budget: a one-line stub says more than 25-token edges
