@@ -6772,7 +6772,8 @@ class Pager:
             current = _header_current_turn(header)
             params, hint = _transcript_params(conv, self.params), self.hint
             stub_text = lambda page, newer=None, edge=0: make_stub(page, hint(page.block), newer, edge)  # noqa: E731
-            settings = (tuple(intent.keywords), params.similarity, params.stub_words, params.budget is None)
+            # The budget shapes a stub's cost (a giant's stub keeps a share of it as head and tail).
+            settings = (tuple(intent.keywords), params.similarity, params.stub_words, params.budget)
             if settings != self._cache_key:
                 self._cache, self._cache_key = {}, settings
             scorer = _CachedScorer(self._cache, self.token_counter, intent.keywords, params, pages, stub_text,
@@ -7049,7 +7050,12 @@ def _number_flag(flag: str) -> Callable[[str], float]:
 
 def _target_flag(text: str) -> Union[float, str]:
     """Parse --target: a share of the budget, or "none" (no watermarks)."""
-    return NO_TARGET if text == NO_TARGET else _number_flag("--target")(text)
+    if text == NO_TARGET:
+        return NO_TARGET
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--target must be a number or {NO_TARGET} (got {_show(text)})") from None
 
 
 def _count_flag(flag: str, least: int = 1) -> Callable[[str], int]:

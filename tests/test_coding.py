@@ -206,6 +206,8 @@ def test_without_a_target_every_pass_refits_the_whole_budget(pager, cli, tmp_pat
     (["--budget", "100", "--target", "0.9", "--trigger", "0.8"], "must not exceed --trigger"),
     (["--budget", "100", "--target", "0"], "--target must be a positive number"),
     (["--budget", "100", "--target", "0.7", "--trigger", "1.2"], "--trigger must not exceed 1"),
+    (["--budget", "100", "--target", "most"], "--target must be a number or none"),
+    (["--target", "none"], "--target needs --budget"),
 ])
 def test_watermark_flags_are_checked(cli, tmp_path, flags, message):
     import json
