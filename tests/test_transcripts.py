@@ -613,6 +613,13 @@ def stub_line(b, summary="summary"):
                                       summary, b["id"])
 
 
+def giant_stub(b):
+    """Return the stub the engine writes for block b as a giant (8-character head and tail), or its one line."""
+    page = adapters.StoredPage(b["id"], b["turn"], b["role"], None, len(b["text"]) // 4 + 1, (), "", "",
+                               "summary", b["text"])
+    return adapters.make_stub(page, f"python3 scripts/pager.py recall {b['id']} --contract C.limn", edge=8)
+
+
 def native_message_ids(name):
     """Return the Claude Code uuids and message ids: lost when written back as Anthropic."""
     if FIXTURES[name] != "claude-code":
@@ -939,12 +946,12 @@ def test_property_arbitrary_decisions_validate(name):
 def pass_decisions(conv):
     """Strategy: any directive per block, as an engine pass may send them.
 
-    Pages carry a stub line (read back as the block), random text or nothing (fallback);
+    Pages carry a stub line or a giant's stub (read back as the block), random text or nothing (fallback);
     retains may carry a text, which restores a stub block and is ignored for any other.
     """
     def directive(b):
         return st.one_of(st.just(("retain", None)), st.just(("evict", None)),
-                         st.tuples(st.just("page"), st.one_of(st.just(stub_line(b)),
+                         st.tuples(st.just("page"), st.one_of(st.just(stub_line(b)), st.just(giant_stub(b)),
                                                               st.text(max_size=12))),
                          st.tuples(st.just("retain"), st.text(max_size=12)))
     return st.fixed_dictionaries({b["id"]: directive(b) for b in conv.blocks})
@@ -985,9 +992,10 @@ def test_property_ids_survive_a_pass(name):
     archived = {b["id"] for b in conv.blocks if b["protected"] == "archived"}
 
     @PROPERTY
-    @given(unit_consistent_decisions(conv))
-    def check(decisions):
-        decisions = {i: ("page", stub_line(by_id[i])) if d[0] == "page" else d
+    @given(unit_consistent_decisions(conv), st.booleans())
+    def check(decisions, giants):
+        stub = giant_stub if giants else stub_line  # a giant's stub spans lines: header to end line
+        decisions = {i: ("page", stub(by_id[i])) if d[0] == "page" else d
                      for i, d in decisions.items()}
         again = load(json.dumps(emit(conv, decisions)), conv.emit_format)
         # Paged blocks come back as stubs under their ids; retained blocks keep theirs.
