@@ -1788,6 +1788,19 @@ class _LastRequest:
         return None
 
 
+def _note_blocks(blocks: Iterable[object], last: _LastRequest, notes: _WorkNotes) -> None:
+    """Show each raw block to ``last`` and ``notes``; a user block that is a stub is seen through its page's text."""
+    pages = last.pages
+    for raw in blocks:
+        last.note(raw)
+        if type(raw) is dict and raw.get("role") == "user" and raw.get("stub") is True and pages is not None:
+            page = pages(str(raw.get("id")))
+            if page is not None:
+                notes.see(raw, page.text)
+        else:
+            notes.see(raw)
+
+
 def _header_intent(header: Mapping[str, object], given: Optional[Intent],
                    last: Optional[Intent], work: Sequence[str] = ()) -> Intent:
     """Return the pass's intent: the flags', else intent_ir's, else the last human (or user) message's
@@ -2683,14 +2696,7 @@ def _load_and_plan(source, params: Params,
         return scorer.add_all
 
     def note_user(_first: int, blocks: List[object]) -> None:
-        for raw in blocks:
-            last.note(raw)
-            if type(raw) is dict and raw.get("role") == "user" and raw.get("stub") is True and pages is not None:
-                page = pages(str(raw.get("id")))
-                if page is not None:
-                    notes.see(raw, page.text)
-            else:
-                notes.see(raw)
+        _note_blocks(blocks, last, notes)
 
     try:
         header, _ = source.stream(on_blocks)
@@ -6759,14 +6765,7 @@ class Pager:
         notes = _WorkNotes(self.params.work_steps)  # the recent work, as the CLI reads it
         last = _LastRequest(pages)  # the last human (else user) message: the pass's own rule
         if given is None and "intent_ir" not in header:
-            for raw in blocks:
-                last.note(raw)
-                if type(raw) is dict and raw.get("role") == "user" and raw.get("stub") is True:
-                    page = pages(str(raw.get("id")))
-                    if page is not None:
-                        notes.see(raw, page.text)
-                else:
-                    notes.see(raw)
+            _note_blocks(blocks, last, notes)
         try:
             intent = _header_intent(header, given, last.intent(), notes.work_keywords())
             current = _header_current_turn(header)
