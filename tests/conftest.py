@@ -1,5 +1,6 @@
 """Shared fixtures: the engine module, a CLI runner, and contract replay in Liminate."""
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -70,3 +71,23 @@ def replay(text):
 def state_lists(state):
     """Return the three lists of a ContractState keyed by their Liminate names."""
     return state.lists()
+
+
+def tree_snapshot(folder):
+    """Return {relative path: SHA-256 of its bytes, or 'link -> target', or 'dir'} of every entry under folder.
+
+    Two equal snapshots mean a command changed nothing there.
+    """
+    out = {}
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, folder)
+            if os.path.islink(path):
+                out[rel] = "link -> " + os.readlink(path)
+            elif os.path.isfile(path):
+                with open(path, "rb") as fh:
+                    out[rel] = hashlib.sha256(fh.read()).hexdigest()
+            else:
+                out[rel] = "dir"
+    return out

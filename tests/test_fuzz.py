@@ -9,7 +9,6 @@ Liminate to the state the pager reads. PAGER_FUZZ_CASES sets how many cases run
 """
 
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -18,7 +17,7 @@ import shutil
 
 import pytest
 
-from conftest import ASSET, ROOT, liminate_module
+from conftest import ASSET, ROOT, liminate_module, tree_snapshot
 
 FIXTURES = ROOT / "tests" / "fixtures" / "transcripts"
 SEEDS = {  # one small history per format
@@ -203,22 +202,6 @@ def _flags(rng, fmt):
     return flags
 
 
-def _snapshot(folder):
-    out = {}
-    for root, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            path = os.path.join(root, name)
-            rel = os.path.relpath(path, folder)
-            if os.path.islink(path):
-                out[rel] = "link"
-            elif os.path.isfile(path):
-                with open(path, "rb") as fh:
-                    out[rel] = hashlib.sha256(fh.read()).hexdigest()
-            else:
-                out[rel] = "dir"
-    return out
-
-
 def _failures(liminate, result):
     """Return the messages of the statements Liminate failed to run, in order."""
     return [r.message for r in result.results if r.status.value.startswith("error")]
@@ -246,14 +229,14 @@ def _check_case(pager, liminate, rng, folder, case):
     else:
         argv = ["--history", "h.json", "--contract", "c.limn", *flags]
     for attempt in range(rng.choice([1, 1, 2])):  # a second pass reads what the first wrote
-        before = _snapshot(folder)
+        before = tree_snapshot(folder)
         code, out, err = _run(pager, argv)
         where = f"case {case} (format {fmt}, argv {argv!r})"
         assert code in (0, 2), where
         if code == 2:
             lines = err.splitlines()
             assert len(lines) == 1 and lines[0].startswith("pager: error: ") and err.endswith("\n"), (where, err)
-            assert _snapshot(folder) == before, (where, err)
+            assert tree_snapshot(folder) == before, (where, err)
             return "refused"
         if argv[0] in ("index", "recall") or "--dry-run" in argv:
             continue

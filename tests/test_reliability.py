@@ -2,7 +2,6 @@
 a page; evicted text leaves the store's bytes; no link is followed; contract reading agrees
 with Liminate or refuses."""
 
-import hashlib
 import json
 import os
 import random
@@ -12,27 +11,10 @@ import sys
 
 import pytest
 
-from conftest import ASSET, NOW, PAGER, liminate_module, replay
+from conftest import ASSET, NOW, PAGER, liminate_module, replay, tree_snapshot
 
 PAGE_ALL = ["--evict-cut", "0.0", "--retain-cut", "0.99"]    # page everything not protected
 EVICT_ALL = ["--evict-cut", "0.99", "--retain-cut", "1.0"]   # evict everything not protected
-
-
-def _snapshot(folder):
-    """Return {relative path: SHA-256 of its bytes, or 'link -> target'} of every entry under folder."""
-    out = {}
-    for root, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            path = os.path.join(root, name)
-            rel = os.path.relpath(path, folder)
-            if os.path.islink(path):
-                out[rel] = "link -> " + os.readlink(path)
-            elif os.path.isfile(path):
-                with open(path, "rb") as fh:
-                    out[rel] = hashlib.sha256(fh.read()).hexdigest()
-            else:
-                out[rel] = "dir"
-    return out
 
 
 _CONNECT = sqlite3.connect  # tests below replace sqlite3.connect for the pager
@@ -78,11 +60,11 @@ def _bad_history_cases():
 def test_bad_history_is_exit_2_with_one_line_and_no_file(cli, tmp_path, name, text, flags, needle):
     history = tmp_path / "h.json"
     history.write_text(text)
-    before = _snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     result = cli("--history", history, "--contract", tmp_path / "c.limn", "--now", NOW,
                  "--emit", tmp_path / "out.json", *flags)
     _assert_refused(result, str(history), needle)
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 @pytest.mark.parametrize("flags, needle", [
@@ -120,12 +102,12 @@ def test_error_lines_are_never_split(tmp_path, echoed):
 def test_a_contract_link_is_refused(cli, tmp_path, target):
     (tmp_path / "target.limn").write_text("-- someone else's file\n")
     (tmp_path / "c.limn").symlink_to(tmp_path / target)
-    before = _snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     for args in (["--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW],
                  ["index", "--contract", tmp_path / "c.limn"],
                  ["recall", "b1", "--contract", tmp_path / "c.limn"]):
         _assert_refused(cli(*args), "symbolic link")
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 def test_a_store_link_is_refused_and_the_other_database_untouched(cli, tmp_path):
@@ -133,19 +115,19 @@ def test_a_store_link_is_refused_and_the_other_database_untouched(cli, tmp_path)
     with sqlite3.connect(other) as db:
         db.execute("CREATE TABLE accounts (name TEXT)")
     (tmp_path / "c.pages.sqlite3").symlink_to(other)
-    before = _snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     _assert_refused(cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW), "symbolic link")
     _assert_refused(cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--store", other, "--now", NOW),
                     "not the pager's page store")
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 def test_an_emit_link_is_refused(cli, tmp_path):
     (tmp_path / "out.json").symlink_to(tmp_path / "elsewhere.json")
-    before = _snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     _assert_refused(cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW,
                         "--emit", tmp_path / "out.json"), "symbolic link")
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 @pytest.mark.parametrize("contract, store, emit", [
@@ -162,12 +144,12 @@ def test_same_file_mistakes_are_refused(cli, tmp_path, monkeypatch, contract, st
     (tmp_path / "h.json").write_bytes(ASSET.read_bytes())
     os.link(tmp_path / "h.json", tmp_path / "hard.db")
     (tmp_path / "c.limn").write_text("-- notes\n")
-    before = _snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     args = ["--history", "h.json", "--contract", contract, "--now", NOW]
     args += ["--store", store] if store else []
     args += ["--emit", emit] if emit else []
     _assert_refused(cli(*args), "name the same file")
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 def test_index_never_writes_into_a_database_the_contract_names(cli, tmp_path):
@@ -179,10 +161,10 @@ def test_index_never_writes_into_a_database_the_contract_names(cli, tmp_path):
     assert cli("--history", ASSET, "--contract", contract, "--now", NOW).code == 0
     with open(contract, "a") as fh:
         fh.write(f'remember a value called pager-store with "{other}"\n')
-    before = _snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     _assert_refused(cli("index", "--contract", contract), "not the pager's page store")
     _assert_refused(cli("recall", "block-0x05", "--contract", contract), "not the pager's page store")
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 # --- item 4: the race between a pass's reads and another pass ---
@@ -485,20 +467,20 @@ def test_a_block_over_the_limit_is_exit_2_naming_it(cli, pager, tmp_path, monkey
     blocks = [{"id": "b0", "turn": 1, "role": "user", "text": "pager " * 10},
               {"id": "b1", "turn": 2, "role": "assistant", "text": "pager " * 2000}]
     history.write_text(json.dumps({"intent_ir": ["pager"], "blocks": blocks}))
-    before = _snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     _assert_refused(cli("--history", history, "--contract", tmp_path / "c.limn", "--now", NOW),
                     f"{history}: blocks[1] is larger than the limit of 5,000 characters")
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 def test_a_transcript_over_the_limit_is_exit_2(cli, pager, tmp_path, monkeypatch):
     monkeypatch.setattr(pager, "MAX_TRANSCRIPT_BYTES", 1000)
     history = tmp_path / "chat.json"
     history.write_text(json.dumps([{"role": "user", "content": "pager " * 400}]))
-    before = _snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     _assert_refused(cli("--history", history, "--contract", tmp_path / "c.limn", "--now", NOW),
                     "is read whole", "the limit is 1,000")
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="RLIMIT_AS is Linux's")
@@ -529,9 +511,9 @@ def test_out_of_memory_anywhere_is_exit_2_with_one_line(cli, pager, tmp_path, mo
 
     monkeypatch.setattr(pager, "plan_pass", exhausted)
     monkeypatch.setattr(pager._Scorer, "finish", exhausted)
-    before = _snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     _assert_refused(cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW), "out of memory")
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 # Property: on generated contracts, the pager's reading equals the real interpreter's, or it refuses.
