@@ -258,22 +258,25 @@ def build_context(task: Optional[str], last: Optional[str], pages: List[Dict[str
     """Return the additionalContext text: requests verbatim, recall command, index; within ``cap`` tokens.
 
     The index lists as many pages as fit, most relevant first (highest R of the last pass, then the
-    latest turn). Requests too long for their share of the cap are cut, with a note saying so.
+    latest turn). Requests too long for their share of the cap are cut, with a note saying so. Under
+    a cap too small for everything (long paths in the recall command), the line offering the MCP
+    tool goes before any of the human's words do.
     """
     head = ("[prosecode context pager] This session was just compacted. Before the summary was written, "
             f"the pager stored {len(pages)} blocks of the earlier conversation verbatim; recall any of them by id.")
     requests = [("Task statement and last human request (verbatim)", task)] if task == last else [
         ("Task statement, the human's first request (verbatim)", task), ("The human's last request (verbatim)", last)]
     requests = [(label, text) for label, text in requests if text]
-    tail = (f"Recall a block's exact text: {recall}\n"
-            f'Or call the MCP tool "recall" (server {MCP_SERVER}) with {{"ids": ["BLOCK_ID"], '
-            f'"contract": {json.dumps(contract)}}}.')
+    recall_line = f"Recall a block's exact text: {recall}"
+    mcp_line = (f'Or call the MCP tool "recall" (server {MCP_SERVER}) with {{"ids": ["BLOCK_ID"], '
+                f'"contract": {json.dumps(contract)}}}.')
     ranked = sorted(pages, key=lambda p: (-relevance.get(p["block"], -1.0), -p["turn"]))
     entries = [f"{p['block']} | turn {p['turn']} | {p['role']} | {p['tokens']} tokens | {one_line(p['summary'])}"
                for p in ranked]
     header = "Paged blocks, most relevant first (id | turn | role | tokens | summary):"
 
-    def render(share: int, listed: int) -> str:
+    def render(share: int, listed: int, mcp: bool = True) -> str:
+        tail = f"{recall_line}\n{mcp_line}" if mcp else recall_line
         parts = [head] + [f"{label}:\n{clip(text, share)}" for label, text in requests] + [tail]
         if entries:
             more = [] if listed == len(entries) else [
@@ -285,16 +288,17 @@ def build_context(task: Optional[str], last: Optional[str], pages: List[Dict[str
     # candidate is measured whole: first the requests' share, then as many index lines as fit.
     share = min(max((engine.estimate_tokens(text) for _, text in requests), default=0),
                 cap // 2 // max(1, len(requests)))  # verbatim when they fit in half the cap
-    while engine.estimate_tokens(render(share, 0)) > cap and share > 0:
+    mcp = engine.estimate_tokens(render(share, 0)) <= cap  # else the MCP line goes first
+    while engine.estimate_tokens(render(share, 0, mcp)) > cap and share > 0:
         share = share * 3 // 4
     low, high = 0, len(entries)
     while low < high:  # the most index lines that still fit
         middle = (low + high + 1) // 2
-        if engine.estimate_tokens(render(share, middle)) <= cap:
+        if engine.estimate_tokens(render(share, middle, mcp)) <= cap:
             low = middle
         else:
             high = middle - 1
-    return render(share, low)
+    return render(share, low, mcp)
 
 
 def session_start(event: Dict[str, Any]) -> Optional[Dict[str, Any]]:

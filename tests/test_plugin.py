@@ -356,6 +356,19 @@ def test_token_cap_from_the_environment(variable, value, cap, tmp_path):
     assert "Now run the whole test suite." in context
 
 
+def test_a_tight_cap_drops_the_mcp_line_before_the_humans_words(tmp_path):
+    # A long project path (a deep clone, a long temporary folder) lengthens every recall command.
+    project = tmp_path / ("deeply-nested-folder-" * 4) / "project"
+    project.mkdir(parents=True)
+    context = context_of(compact("cap", FIXTURE, project, env={"PROSECODE_CONTEXT_TOKENS": "250"}))
+    assert pager.estimate_tokens(context) <= 250
+    assert "pytest fails on tests/test_totals.py::test_rounding, can you find out why?" in context
+    assert "Now run the whole test suite." in context
+    assert "Recall a block's exact text: " in context and 'call the MCP tool "recall"' not in context
+    roomy = context_of(compact("roomy", FIXTURE, project, env={"PROSECODE_CONTEXT_TOKENS": "2000"}))
+    assert 'call the MCP tool "recall"' in roomy
+
+
 # --- failures: exit 0, nothing injected, one log line ---
 
 @pytest.mark.parametrize("hook, stdin, expected", [
