@@ -259,8 +259,8 @@ def build_context(task: Optional[str], last: Optional[str], pages: List[Dict[str
 
     The index lists as many pages as fit, most relevant first (highest R of the last pass, then the
     latest turn). Requests too long for their share of the cap are cut, with a note saying so. Under
-    a cap too small for everything (long paths in the recall command), the line offering the MCP
-    tool goes before any of the human's words do.
+    a cap too small for everything (long paths in the commands), the line offering the MCP tool and
+    then the index command go before any of the human's words do.
     """
     head = ("[prosecode context pager] This session was just compacted. Before the summary was written, "
             f"the pager stored {len(pages)} blocks of the earlier conversation verbatim; recall any of them by id.")
@@ -275,12 +275,13 @@ def build_context(task: Optional[str], last: Optional[str], pages: List[Dict[str
                for p in ranked]
     header = "Paged blocks, most relevant first (id | turn | role | tokens | summary):"
 
-    def render(share: int, listed: int, mcp: bool = True) -> str:
-        tail = f"{recall_line}\n{mcp_line}" if mcp else recall_line
+    def render(share: int, listed: int, level: int = 2) -> str:
+        """Render with ``listed`` index lines; ``level`` 2 has everything, 1 no MCP line, 0 no index command."""
+        tail = f"{recall_line}\n{mcp_line}" if level >= 2 else recall_line
         parts = [head] + [f"{label}:\n{clip(text, share)}" for label, text in requests] + [tail]
         if entries:
-            more = [] if listed == len(entries) else [
-                f"({len(entries) - listed} more paged blocks not listed; all of them: {index})"]
+            where = f"; all of them: {index}" if level >= 1 else ""
+            more = [] if listed == len(entries) else [f"({len(entries) - listed} more paged blocks not listed{where})"]
             parts.append("\n".join([header] + entries[:listed] + more))
         return "\n\n".join(parts)
 
@@ -288,17 +289,18 @@ def build_context(task: Optional[str], last: Optional[str], pages: List[Dict[str
     # candidate is measured whole: first the requests' share, then as many index lines as fit.
     share = min(max((engine.estimate_tokens(text) for _, text in requests), default=0),
                 cap // 2 // max(1, len(requests)))  # verbatim when they fit in half the cap
-    mcp = engine.estimate_tokens(render(share, 0)) <= cap  # else the MCP line goes first
-    while engine.estimate_tokens(render(share, 0, mcp)) > cap and share > 0:
+    # The most that fits with the requests whole: the MCP line goes first, then the index command.
+    level = next((n for n in (2, 1) if engine.estimate_tokens(render(share, 0, n)) <= cap), 0)
+    while engine.estimate_tokens(render(share, 0, level)) > cap and share > 0:
         share = share * 3 // 4
     low, high = 0, len(entries)
     while low < high:  # the most index lines that still fit
         middle = (low + high + 1) // 2
-        if engine.estimate_tokens(render(share, middle, mcp)) <= cap:
+        if engine.estimate_tokens(render(share, middle, level)) <= cap:
             low = middle
         else:
             high = middle - 1
-    return render(share, low, mcp)
+    return render(share, low, level)
 
 
 def session_start(event: Dict[str, Any]) -> Optional[Dict[str, Any]]:
