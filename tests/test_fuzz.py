@@ -15,8 +15,6 @@ import os
 import random
 import shutil
 
-import pytest
-
 from conftest import ASSET, ROOT, liminate_module, tree_snapshot
 
 FIXTURES = ROOT / "tests" / "fixtures" / "transcripts"

@@ -917,25 +917,15 @@ def any_decisions(conv):
     return st.fixed_dictionaries({b["id"]: directive for b in conv.blocks})
 
 
+@pytest.mark.parametrize("strategy", [unit_consistent_decisions, any_decisions],
+                         ids=["unit-consistent", "arbitrary"])
 @pytest.mark.parametrize("name", sorted(FIXTURES))
-def test_property_unit_consistent_decisions_validate(name):
+def test_property_random_decisions_validate(name, strategy):
+    """Directives that keep each unit together, or that split units at random: the output stays valid."""
     conv = loaded(name)
 
     @PROPERTY
-    @given(unit_consistent_decisions(conv))
-    def check(decisions):
-        out = emit(conv, decisions)
-        assert validate(conv.emit_format, out) == []
-
-    check()
-
-
-@pytest.mark.parametrize("name", sorted(FIXTURES))
-def test_property_arbitrary_decisions_validate(name):
-    conv = loaded(name)
-
-    @PROPERTY
-    @given(any_decisions(conv))
+    @given(strategy(conv))
     def check(decisions):
         out = emit(conv, decisions)
         assert validate(conv.emit_format, out) == []
