@@ -3968,8 +3968,11 @@ def _openai_parts(msg: Dict[str, Any], where: str) -> Tuple[List[_Part], bool]:
     return parts, False
 
 
-def _load_openai(value: Any) -> Conversation:
-    """Return the Conversation for an OpenAI Chat Completions message list or request body."""
+def _load_openai(value: Any, harness: Container[int] = ()) -> Conversation:
+    """Return the Conversation for an OpenAI Chat Completions message list or request body.
+
+    ``harness`` holds the positions of user messages the harness wrote (no human's words).
+    """
     if isinstance(value, dict) and isinstance(value.get("messages"), list):
         shell, messages = value, value["messages"]
     elif isinstance(value, list):
@@ -4024,7 +4027,7 @@ def _load_openai(value: Any) -> Conversation:
             parts.append(_Part("call", legacy, where + ".function_call", text=text,
                                key=LEGACY_FUNCTION_KEY))
         msgs.append(_Msg(role, where, raw, _sole(parts, len(parts)), string_content=is_string,
-                         repaired=repaired))
+                         repaired=repaired, harness=i in harness))
     return _finish("openai", msgs, [], shell, repairs)
 
 
@@ -5139,24 +5142,39 @@ _FORMATS["codex"] = _Format(
 # --- swe-agent: SWE-agent trajectories (.traj), written back as openai ---
 
 # Keys SWE-agent adds to its history messages that the Chat Completions API does not take.
-SWE_AGENT_EXTRA_KEYS = ("agent", "message_type", "thought", "action", "is_demo", "tool_call_ids", "cache_control")
+# SWE-agent's own keys on a history message (``thinking_blocks`` is what LiteLLM hands back of a
+# model's thinking: no Chat Completions field); a .traj without its run record still has these.
+SWE_AGENT_EXTRA_KEYS = ("agent", "message_type", "thought", "action", "is_demo", "tool_call_ids", "cache_control",
+                        "thinking_blocks")
+SWE_AGENT_MARKS = ("agent", "message_type")  # on every message SWE-agent writes
 
 
 def _is_swe_agent_value(value: Any) -> bool:
-    """Return True for a SWE-agent trajectory: an object with a ``history`` list of role messages and its run record."""
-    return (isinstance(value, dict) and isinstance(value.get("history"), list)
-            and any(k in value for k in ("trajectory", "info", "replay_config"))
-            and all(isinstance(m, dict) and "role" in m for m in value["history"]))
+    """Return True for a SWE-agent trajectory: an object with a ``history`` list of role messages.
+
+    Beside the history there is its run record (``trajectory``, ``info``, ``replay_config``), or,
+    in a trajectory saved without one (SWE-agent's demonstrations), SWE-agent's own keys on the
+    messages (SWE_AGENT_MARKS).
+    """
+    history = value.get("history") if isinstance(value, dict) else None
+    if not isinstance(history, list) or not history or not all(isinstance(m, dict) and "role" in m for m in history):
+        return False
+    return (any(k in value for k in ("trajectory", "info", "replay_config"))
+            or any(k in m for m in history for k in SWE_AGENT_MARKS))
 
 
-def _swe_agent_messages(history: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Return the history as Chat Completions messages.
+def _swe_agent_messages(history: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], set]:
+    """Return the history as Chat Completions messages, and the positions of those the harness wrote.
 
     SWE-agent's own keys are left out; a tool message answering several calls
     (``tool_call_ids``) becomes one tool message per id: the content on the first, a pointer to
-    it on the others.
+    it on the others.  SWE-agent writes as the user: its demonstrations (``is_demo``), the task
+    (the first other user message) and, without function calling, every command's output after
+    it.  So the task is the only user message a human's words fill; the rest are the harness's.
     """
-    out = []
+    out: List[Dict[str, Any]] = []
+    harness: set = set()
+    task_seen = False
     for msg in history:
         clean = {k: v for k, v in msg.items() if k not in SWE_AGENT_EXTRA_KEYS}
         ids = msg.get("tool_call_ids")
@@ -5170,15 +5188,21 @@ def _swe_agent_messages(history: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
             continue
         if msg.get("role") == "assistant" and not msg.get("tool_calls"):
             clean.pop("tool_calls", None)  # SWE-agent writes an empty list; the API rejects it
+        if msg.get("role") == "user":
+            if msg.get("is_demo") is True or task_seen:
+                harness.add(len(out))
+            else:
+                task_seen = True
         out.append(clean)
-    return out
+    return out, harness
 
 
 def _load_swe_agent(value: Any) -> Conversation:
     """Return the Conversation for a SWE-agent trajectory: its ``history``, read as Chat Completions messages."""
     if not _is_swe_agent_value(value):
         raise PagerError("swe-agent input must be a trajectory object with a history list of role messages")
-    conv = _load_openai(_swe_agent_messages(value["history"]))
+    messages, harness = _swe_agent_messages(value["history"])
+    conv = _load_openai(messages, harness)
     conv.fmt = "swe-agent"
     conv.other_lines = {k: 1 for k in value if k != "history"}
     return conv

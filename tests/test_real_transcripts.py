@@ -233,6 +233,31 @@ def test_swe_agent_trajectory_reads_and_writes_back_chat_messages(cli, pager, tm
     assert not any(k in m for m in out for k in ("agent", "thought", "tool_call_ids"))
 
 
+def test_swe_agent_user_messages_after_the_task_are_the_harness(cli, pager, tmp_path):
+    """Without function calling SWE-agent sends each command's output as a user message, and a
+    demonstration (is_demo) as one before the task: the task is the first other user message,
+    and the intent comes from it, not from the last command's output."""
+    traj = {"history": [
+        {"role": "system", "content": "You are an agent.", "agent": "main", "message_type": "system_prompt"},
+        {"role": "user", "content": "Here is a demonstration of fixing a lexer.", "agent": "main", "is_demo": True},
+        {"role": "user", "content": "ISSUE: parse_total drops the cents.", "agent": "main",
+         "message_type": "observation"},
+        {"role": "assistant", "content": "Run it.\n```\npython totals.py\n```", "agent": "main",
+         "message_type": "action", "thinking_blocks": [{"type": "thinking", "thinking": "t", "signature": "s"}]},
+        {"role": "user", "content": "Your command ran successfully and did not produce any output.",
+         "agent": "main", "message_type": "observation"}]}
+    path = tmp_path / "demo.traj"  # no run record beside the history: SWE-agent's demonstrations are saved so
+    path.write_text(json.dumps(traj))
+    assert pager.detect_format(path.read_text()) == "swe-agent"
+    conv = pager.load(path.read_text(), "swe-agent")
+    assert [r["text"] for r in pager.human_requests(conv)] == ["ISSUE: parse_total drops the cents."]
+    result, summary = run(cli, path, tmp_path / "c.limn", NOW, "--emit", tmp_path / "o.json")
+    task = next(r for r in result.records if r["reason"] == "task")
+    assert task["block"] == summary["intent_block"] and "parse_total" in summary["intent"]
+    out = json.loads((tmp_path / "o.json").read_text())
+    assert api_rules.problems_chat(out) == [] and not any("thinking_blocks" in m for m in out)
+
+
 def test_subagent_log_is_the_subagents_conversation(pager):
     lines = [cc("user", "s1", None, "Explore the session model.", isSidechain=True, agentId="a"),
              cc("assistant", "s2", "s1", [{"type": "text", "text": "SessionLive holds it."}], isSidechain=True,
