@@ -157,7 +157,8 @@ RECALL_COMMAND = "python3 scripts/pager.py recall"  # relative to the skill root
 CONSOLE_SCRIPT = "prosecode-pager"  # the command pip installs (pyproject.toml)
 IMPORT_NAME = "prosecode_pager"  # the installed package: no top-level module named pager
 
-PROTECTIONS = ("pinned", "system", "recent")  # reasons a block is kept whatever its score or the budget
+COMPACTION = "compaction"  # a provider's compaction block or item: it is the compacted past, kept like the instructions
+PROTECTIONS = ("pinned", "system", "recent", COMPACTION)  # reasons a block is kept whatever its score or the budget
 # (a "task" block is kept whatever its score; under a budget it is kept first of the rest, and
 # paged, never evicted, only when it alone does not fit)
 # Block ``protected`` values with a meaning beyond "system": the task statement (kept like a pin
@@ -1384,6 +1385,8 @@ class _Scorer:
             self._guards[position] = "pinned"
         elif role in SYSTEM_ROLES or protected == "system":
             self._guards[position] = "system"
+        elif protected == COMPACTION:
+            self._guards[position] = COMPACTION
         elif protected == "task" and self.params.protect_task:
             self._guards[position] = "task"
         elif protected in FLOORED or (protected in PAGE_FLOORS and self.params.budget is None):
@@ -2843,7 +2846,9 @@ ANTHROPIC_ROLES = ("user", "assistant")
 RESPONSES_ROLES = ("system", "developer", "user", "assistant")
 # Content block types only Anthropic uses (detection).
 ANTHROPIC_MARKER_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking",
-                                     "image", "document", "server_tool_use"})
+                                     "image", "document", "server_tool_use", "mcp_tool_use", "mcp_tool_result",
+                                     "compaction", "container_upload", "search_result"})
+ANTHROPIC_MARKER_SUFFIX = "_tool_result"  # a server tool's result (web_search_tool_result, web_fetch_...)
 # Chat-message roles, fields and part types only OpenAI uses (detection).
 OPENAI_MARKER_ROLES = frozenset({"system", "developer", "tool", "function"})
 OPENAI_MARKER_FIELDS = ("tool_calls", "tool_call_id", "function_call")
@@ -3535,18 +3540,29 @@ def _part_kind_of_block(part: _Part) -> Optional[str]:
 def _part_tokens(part: _Part) -> Optional[int]:
     """Return a part's token count when its text is not its whole size, else None.
 
-    Pictures and files count what the provider charges for them.  A tool call and a tool
+    Pictures and files count what the provider charges for them; a part the pager carries as it
+    is (kind "other") counts its JSON.  A tool call and a tool
     result each also send the call id that pairs them (Codex and Responses ids run to 30
     characters and more), so a part with one counts it beside its text.
     """
     ids = estimate_tokens(part.key) if part.key and part.kind in ("call", "result") else 0
     if part.kind == "media":
         return _media_tokens(part.raw)
+    if part.kind == "other" and isinstance(part.raw, dict):
+        # Carried as it is (a server tool's result, an MCP call, a compaction): its text is only a
+        # label, and all of it is sent.
+        return estimate_tokens(_compact_json(part.raw))
     if part.kind == "result" and isinstance(part.raw, dict):
         media = _media_inside(part.raw.get("content", part.raw.get("output")))
         if media:
             return ids + estimate_tokens(part.text) + sum(_media_tokens(m) for m in media)
     return ids + estimate_tokens(part.text) if ids else None
+
+
+def _is_compaction_part(part: _Part) -> bool:
+    """Return True for a provider's compaction (an Anthropic ``compaction`` block, a Responses or
+    Codex ``compaction`` item): the model's whole past before it, in a form only the provider reads."""
+    return part.kind == "other" and isinstance(part.raw, dict) and part.raw.get("type") == COMPACTION
 
 
 def _unknown_types(msgs: List[_Msg]) -> Dict[str, int]:
@@ -3622,7 +3638,7 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
                 notes.setdefault(id(part.source), []).append(part)
     for msg in head + kept:
         for part in msg.parts:
-            protected = "system" if msg.role in SYSTEM_ROLES else None
+            protected = "system" if msg.role in SYSTEM_ROLES else COMPACTION if _is_compaction_part(part) else None
             kind = _part_kind_of_block(part)
             role = "tool" if part.kind == "result" else msg.role
             unit = part.unit
@@ -3697,7 +3713,7 @@ def _chat_kind(messages: List[Any], has_system: bool) -> str:
             kind = part.get("type") if isinstance(part, dict) and isinstance(part.get("type"), str) else None
             if kind in OPENAI_MARKER_PARTS:
                 return "openai"
-            if kind in ANTHROPIC_MARKER_BLOCKS:
+            if kind in ANTHROPIC_MARKER_BLOCKS or (kind or "").endswith(ANTHROPIC_MARKER_SUFFIX):
                 anthropic = True
     return "anthropic" if anthropic else "openai"
 
@@ -5236,8 +5252,8 @@ def detect_format(text: str) -> str:
       3. Chat: a top-level ``system`` key -> ``anthropic``; else any OpenAI-only role
          (system, developer, tool, function), field (tool_calls, tool_call_id, function_call)
          or part type (image_url, input_audio, file, refusal) -> ``openai``; else any
-         Anthropic-only block type (tool_use, tool_result, thinking, image, document...) ->
-         ``anthropic``; else (plain user/assistant text fits both) -> ``openai``.
+         Anthropic-only block type (tool_use, tool_result, thinking, image, document, compaction,
+         mcp_tool_use, a server tool's ``*_tool_result``...) -> ``anthropic``; else (plain user/assistant text fits both) -> ``openai``.
     Each entry's ``detect`` and ``detect_line`` say this for its format; no two accept the same value.
 
     Example:

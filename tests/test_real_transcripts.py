@@ -353,6 +353,56 @@ def test_unknown_parts_and_lines_are_carried_and_counted(cli, pager, tmp_path):
 
 
 
+@pytest.mark.parametrize("fmt, history", [
+    ("anthropic", {"model": "m", "max_tokens": 9, "messages": [
+        {"role": "user", "content": "Plan the orders migration."},
+        {"role": "assistant", "content": [{"type": "compaction", "content": "We chose two phases. " * 20},
+                                          {"type": "text", "text": "Ready."}]},
+        {"role": "user", "content": "Which phase adds the index?"}]}),
+    ("responses", [{"type": "message", "role": "user", "content": "Plan the orders migration."},
+                   {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAA" + "x" * 400},
+                   {"type": "message", "role": "user", "content": "Which phase adds the index?"}])],
+    ids=["anthropic-block", "responses-item"])
+def test_a_providers_compaction_is_kept_like_the_instructions(cli, tmp_path, fmt, history):
+    """A compaction block or item is the model's whole past: never paged or evicted, by default or under a budget."""
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps(history))
+    for flags in ([], ["--budget", "8000"], ["--budget", "30"]):
+        contract = tmp_path / f"c{len(flags)}{flags[-1] if flags else ''}.limn"
+        result, summary = run(cli, path, contract, NOW, *flags, "--emit", tmp_path / "o.json")
+        assert summary["format"] == fmt  # no system key: the compaction block alone says Anthropic
+        kept = [r for r in result.records if r["reason"] == "compaction"]
+        assert len(kept) == 1 and kept[0]["action"] == "retain"
+        assert CHECKS[fmt](json.loads((tmp_path / "o.json").read_text())) == []
+        if flags == ["--budget", "30"]:  # it alone passes the budget: kept all the same, and said
+            assert summary["over_budget"]
+
+
+def test_parts_carried_as_they_are_count_their_whole_json(cli, tmp_path):
+    """An MCP call's output or a server tool's result is sent whole: the budget counts all of it."""
+    page = "The orders table holds one row per order and line. " * 40
+    bodies = {"r.json": [{"type": "message", "role": "user", "content": "What does the orders table hold?"},
+                         {"type": "mcp_call", "id": "mcp_1", "server_label": "db", "name": "describe",
+                          "arguments": "{}", "output": page},
+                         {"type": "message", "role": "assistant", "content": "One row per order line."}],
+              "a.json": {"model": "m", "max_tokens": 9, "messages": [
+                  {"role": "user", "content": "What does the orders table hold?"},
+                  {"role": "assistant", "content": [
+                      {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_fetch", "input": {"url": "u"}},
+                      {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_1",
+                       "content": {"type": "web_fetch_result", "url": "u", "content": {
+                           "type": "document", "source": {"type": "text", "media_type": "text/plain", "data": page}}}},
+                      {"type": "text", "text": "One row per order line."}]}]}}
+    for name, body in bodies.items():
+        folder = tmp_path / name.split(".")[0]
+        folder.mkdir()
+        (folder / name).write_text(json.dumps(body))
+        _, summary = run(cli, folder / name, folder / "d.limn", NOW, "--keep-recent", "9")
+        assert summary["estimated_context_tokens"] >= len(page) // 5, name  # not a 3-token label
+        first, s1, again, s2, emitted, added = round_trip(cli, folder, folder / name, ["--budget", "300"])
+        assert s1["tokens_after"] <= 300 and s2["estimated_context_tokens"] <= 300, name
+
+
 def masked_results(records):
     """Return the ids of tool results paged while their call (the block id before ':result') is retained."""
     return [b for b, r in records.items() if r["role"] == "tool" and r["action"] == "page"
