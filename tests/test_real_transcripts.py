@@ -299,6 +299,22 @@ def test_intent_is_the_last_message_a_human_wrote(pager):
     assert [r["text"] for r in pager.human_requests(meta)] == ["Real request"]
 
 
+def test_codex_instructions_and_compaction_summary_are_not_the_humans(pager):
+    """Codex sends AGENTS.md, plugin lists and its compaction summary as user messages: none is a request."""
+    def item(text):
+        return json.dumps({"timestamp": "2026-01-01T10:00:00Z", "type": "response_item", "payload": {
+            "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}})
+    lines = [json.dumps({"timestamp": "2026-01-01T10:00:00Z", "type": "session_meta",
+                         "payload": {"id": "s", "cwd": "/w", "originator": "codex_cli_rs"}}),
+             item("# AGENTS.md instructions for /w\n\n<INSTRUCTIONS>\nLint first.\n</INSTRUCTIONS>"),
+             item("<recommended_plugins>\nnone\n</recommended_plugins>"),
+             item("Fix the flaky date test."),
+             item("Another language model started to solve this problem and produced a summary: timezones.")]
+    conv = pager.load("\n".join(lines), "codex")
+    assert [r["text"] for r in pager.human_requests(conv)] == ["Fix the flaky date test."]
+    assert [b["kind"] for b in conv.blocks if b["role"] == "user"] == [None, None, "task", "summary"]
+
+
 def test_a_humans_message_is_never_evicted_and_the_task_is_kept(cli, tmp_path):
     history = [{"role": "user", "content": "Port the parser to Rust."}]
     for n in range(30):
