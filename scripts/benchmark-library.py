@@ -34,7 +34,7 @@ REPEAT_TARGET, FIRST_TARGET = 2.0, 10.0
 
 def make_conversation(count, seed=7):
     """Return ``count`` Chat Completions messages: a system prompt, then rounds of ask, tool call,
-    tool result and answer, ending with a tool call that awaits its result."""
+    tool result and answer, ending with the human's next request (the model is called next)."""
     rnd = random.Random(seed)
     msgs = [{"role": "system", "content": "You are a coding agent. Use the tools to read and fix the repository."}]
     k = 0
@@ -53,8 +53,7 @@ def make_conversation(count, seed=7):
     msgs = msgs[:count - 1]
     if msgs[-1].get("tool_calls"):  # a call cut from its result: make it an answer instead
         msgs[-1] = {"role": "assistant", "content": "Done reading."}
-    msgs.append({"role": "assistant", "content": None, "tool_calls": [{
-        "id": "call_pending", "type": "function", "function": {"name": "run_tests", "arguments": "{}"}}]})
+    msgs.append({"role": "user", "content": "Now run the tests and tell me what fails."})
     return msgs
 
 
@@ -65,7 +64,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=7, help="rounds; the best of each figure counts (default 7)")
     args = parser.parse_args(argv)
     msgs = make_conversation(args.messages)
-    grown = msgs + [{"role": "tool", "tool_call_id": "call_pending", "content": "41 passed, 1 failed: test_rounding"}]
+    grown = msgs + [{"role": "assistant", "content": "41 passed, 1 failed: test_rounding in tests/test_totals.py"}]
 
     try:
         from langchain_core.messages.utils import trim_messages

@@ -2784,8 +2784,9 @@ def _load_and_plan(source, params: Params,
 #   * a tool result whose call is not where the API needs it (Anthropic: in the assistant turn
 #     right before; OpenAI: in the assistant message the tool messages follow; Responses: any
 #     earlier call with that call_id) is dropped;
-#   * a tool call with no result is kept only when its assistant message is the last thing in the
-#     conversation (it is awaiting results; Responses: only model items follow it), else dropped;
+#   * a tool call with no result is dropped (Anthropic: unless its assistant message is the last
+#     thing in the conversation, which the API reads as a prefill; Chat Completions and Responses
+#     refuse a call with no result anywhere);
 #   * empty text blocks and messages left with no content are dropped.
 #
 # Emit rules:
@@ -4052,12 +4053,10 @@ def _pair_openai(msgs: List[_Msg], repairs: List[str]) -> None:
     owner: Optional[_Msg] = None
     calls: Dict[str, _Part] = {}
     answered: set = set()
-    replied = False
 
-    def close(last: bool) -> None:
-        # Unanswered calls survive only in the final assistant message with no replies yet.
-        if last and not replied:
-            return
+    def close() -> None:
+        # A call no tool message answers is dropped, in the final message too: the API refuses
+        # a request that holds one.
         for key, call in calls.items():
             if key not in answered and owner is not None:
                 named = "function_call" if key == LEGACY_FUNCTION_KEY else key
@@ -4069,13 +4068,12 @@ def _pair_openai(msgs: List[_Msg], repairs: List[str]) -> None:
             if part.key in calls and part.key not in answered:
                 part.partner = calls[part.key]
                 answered.add(part.key)
-                replied = True
             else:
                 what = "function message" if part.key == LEGACY_FUNCTION_KEY else f'"{part.key}"'
                 _drop(msg, part, repairs, f"{what} has no matching tool call in the assistant message before it")
             continue
-        close(False)
-        owner, calls, answered, replied = None, {}, set(), False
+        close()
+        owner, calls, answered = None, {}, set()
         if msg.role == "assistant":
             owner = msg
             for part in list(msg.parts):
@@ -4085,7 +4083,7 @@ def _pair_openai(msgs: List[_Msg], repairs: List[str]) -> None:
                     _drop(msg, part, repairs, f'tool call id "{part.key}" repeats')
                 else:
                     calls[part.key] = part
-    close(True)
+    close()
 
 
 def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
@@ -4220,9 +4218,7 @@ def _validate_openai(obj: Any) -> List[str]:
             problem = _content_problem(content, where)
             if problem:
                 problems.append(problem)
-    # The final assistant message may still await all of its results.
-    if not (open_at == len(messages) - 1 and not answered):
-        close()
+    close()  # the final message's calls too: the API refuses a call no tool message answers
     return problems
 
 
@@ -4287,10 +4283,7 @@ def _pair_responses(msgs: List[_Msg], repairs: List[str]) -> None:
             else:
                 _drop(msg, part, repairs, f'"{part.key}" has no matching earlier call')
     for key, (index, msg, part) in calls.items():
-        if key in answered:
-            continue
-        later = [m for m in msgs[index + 1:] if m.parts]
-        if any(not _is_model_item(m) for m in later):
+        if key not in answered:  # at the end too: the API refuses a call with no output
             _drop(msg, part, repairs, f'"{key}" has no output')
     live = [m for m in msgs if m.parts]
     for index in _orphan_reasoning([m.raw if m.parts[0].stub_id is None else {} for m in live]):
@@ -4456,16 +4449,12 @@ def _validate_responses(obj: Any) -> List[str]:
     problems: List[str] = []
     calls: Dict[str, Tuple[int, str]] = {}
     answered = set()
-    model_flags = []
     for i, item in enumerate(items):
         where = f"input[{i}]"
         if not isinstance(item, dict):
             problems.append(f"{where} must be an object")
-            model_flags.append(False)
             continue
         kind = item.get("type") or ("message" if "role" in item else None)
-        model_flags.append(kind not in RESPONSES_OUTPUTS and
-                           (kind != "message" or item.get("role") == "assistant"))
         if kind == "message":
             if item.get("role") not in RESPONSES_ROLES:
                 problems.append(f"{where}.role {_show(item.get('role'))} is not a message role")
@@ -4494,9 +4483,7 @@ def _validate_responses(obj: Any) -> List[str]:
         elif not isinstance(kind, str):
             problems.append(f"{where} has no type")
     for cid, (index, kind) in calls.items():
-        if cid in answered:
-            continue
-        if not all(model_flags[index + 1:]):
+        if cid not in answered:  # at the end too: the API refuses a call with no output
             problems.append(f'input[{index}] {kind} "{cid}" has no output')
     for index in _orphan_reasoning(items):
         problems.append(f"input[{index}] is a reasoning item without the item it produced after it")

@@ -125,7 +125,7 @@ def test_skipped_lines_and_repairs_are_reported(cli, tmp_path):
     assert re.search(r"; skipped 1 unreadable line\b", result.out)
     repaired = _pass(cli, tmp_path, "openai_repairs.json", contract="r.limn", out="r.json")
     repairs = [line for line in repaired.err.splitlines() if line.startswith("pager: repair: ")]
-    assert len(repairs) == 2 and "; 2 repairs (see stderr)" in repaired.out
+    assert len(repairs) == 4 and "; 4 repairs (see stderr)" in repaired.out
     assert 'tool_call_id "call_9" has no matching tool call' in repairs[0]
 
 
