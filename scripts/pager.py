@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import array
+import codecs
 import dataclasses
 import datetime
 import errno
@@ -130,6 +131,12 @@ GIANT_EDGE_SHARE = 0.025    # ...each of them about this share of the budget (4 
 GIANT_MIN_EDGE = 50         # tokens: a budget whose edge would be smaller than this has no giants
 REPEATED_BY = "repeated by "  # the reason of a block paged because a later block repeats it, then that block's id
 MASK = "mask"  # emit only: a tool result paged in place while its call is kept (observation masking)
+# A lone UTF-16 surrogate: valid in a JSON string ("\ud83d", where a log cut a long output inside an
+# emoji), not in UTF-8, so no page store can hold it.  A block holding one is never paged (reason
+# UNSTORABLE when it would have been), and the files the pager writes keep it as its JSON escape.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+UNSTORABLE = "unstorable"
+JSON_ESCAPE_ERRORS = "prosecode-pager-json-escape"  # the codec error handler for that (see _file_beside)
 
 SIMILARITIES = ("weighted", "plain")  # the default proxy first; plain is the engine issue's
 NEIGHBOUR_DECAY = 0.7      # weighted sim: a block gets this share of an earlier block's match...
@@ -237,6 +244,20 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _json_escape(error: UnicodeError) -> Tuple[str, int]:
+    """Codec error handler: write what UTF-8 cannot hold (a lone surrogate) as its JSON escape.
+
+    The pager's files are JSON, and such a character is only ever inside a JSON string there,
+    where ``\\udXXX`` reads back as the same character.
+    """
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    return "".join(f"\\u{ord(c):04x}" for c in error.object[error.start:error.end]), error.end
+
+
+codecs.register_error(JSON_ESCAPE_ERRORS, _json_escape)
+
+
 @contextmanager
 def _file_beside(path: Optional[str]) -> Iterator[Optional[io.TextIOBase]]:
     """Yield a new text file (mode 0600) beside ``path``; when the block succeeds it replaces ``path``.
@@ -251,7 +272,7 @@ def _file_beside(path: Optional[str]) -> Iterator[Optional[io.TextIOBase]]:
         return
     fd, tmp = tempfile.mkstemp(prefix=".pager-emit-", dir=os.path.dirname(os.path.abspath(path)))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
+        with os.fdopen(fd, "w", encoding="utf-8", errors=JSON_ESCAPE_ERRORS) as out:
             yield out
             out.flush()
             os.fsync(out.fileno())
@@ -1033,7 +1054,8 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
                      for members in live if any(reasons[i] == "task" or i in floors for i in members)),
                     key=lambda claim: claim[:2])
     for *_, members in claims:
-        stubs = min(sum(stub_tokens[i] for i in members), sum(tokens[i] for i in members))  # shorter: whole
+        whole = sum(tokens[i] for i in members)
+        stubs = whole if any(i in unpageable for i in members) else min(sum(stub_tokens[i] for i in members), whole)
         if stubs <= left:
             left -= stubs
             floored[members[0]] = stubs
@@ -1241,7 +1263,7 @@ class _Scorer:
         self._guards: Dict[int, str] = {}     # why it must stay: "pinned", "system" or "task"
         self._floors: set = set()             # a human's message: paged at worst, never evicted
         self._archived: set = set()           # before a compaction boundary: paged, costs nothing
-        self._unpageable: set = set()         # a picture or file: a stub would lose it, so never paged
+        self._unpageable: Dict[int, str] = {}  # position -> why a stub would lose it ("media", "unstorable"): never paged
         self._units: Dict[int, str] = {}      # blocks sharing a unit (a tool call and its results)
         self._stubs: set = set()              # arrived as a page stub, scored on its stored text
         # The text of each block that may end up paged, else None: a block is sure to be
@@ -1365,6 +1387,8 @@ class _Scorer:
         if self.stub_text is not None:
             self._stub_tokens.append(self._stub_cost(block_id, turn, role, kind, tokens, matched, text))
         self._protect(position, role, kind, pinned, protected)
+        if not text.isascii() and _LONE_SURROGATE.search(text):
+            self._unpageable[position] = UNSTORABLE
         if self.max_turn is None or turn > self.max_turn:
             self.max_turn = turn
         self._ids.append(block_id)
@@ -1394,7 +1418,7 @@ class _Scorer:
         elif protected == ARCHIVED:
             self._archived.add(position)
         if kind == "media":
-            self._unpageable.add(position)
+            self._unpageable[position] = "media"
 
     def add_all(self, first: int, blocks: List[object]) -> None:
         """Validate and record ``blocks``, the blocks at ``blocks[first:]``, one at a time."""
@@ -1552,9 +1576,9 @@ class _Scorer:
                                 self._matched[j], self.texts[j], newer)
         for i, guard in self._guards.items():
             actions[i], reasons[i] = "retain", guard
-        for i in self._unpageable:
+        for i, why in self._unpageable.items():
             if actions[i] == "page":
-                actions[i], reasons[i] = "evict", "media"
+                actions[i], reasons[i] = "evict", why
         for i in self._archived:
             actions[i], reasons[i] = ("evict" if i in self._unpageable else "page"), "compacted"
         stubs = [False] * n
@@ -1576,8 +1600,9 @@ class _Scorer:
         if units:
             _join_units(decisions, units, self._unpageable)
         for i in self._floors:  # a floor lifts what would go for good to a page (reason "floor")
-            if decisions.action[i] == "evict":
-                decisions.action[i], decisions.reason[i] = "page", "floor"
+            if decisions.action[i] == "evict":  # (one no page can hold stays whole)
+                decisions.action[i] = "retain" if i in self._unpageable else "page"
+                decisions.reason[i] = "floor"
         if self.params.budget is not None:
             room = max(0, self.params.budget - reserved)
             target = self.params.target
@@ -6200,7 +6225,7 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
             transcript = reading.conversation
             if needs_text or out is not None:
                 if out is not None and transcript is None:
-                    blocks_file = tempfile.TemporaryFile("w+", encoding="utf-8")
+                    blocks_file = tempfile.TemporaryFile("w+", encoding="utf-8", errors=JSON_ESCAPE_ERRORS)
                 work = _Materializer(plan, store, now, plan.params.stub_words, hint, blocks_file)
                 work.run(reading.source)
                 stored = work.stored

@@ -419,6 +419,30 @@ def test_parts_carried_as_they_are_count_their_whole_json(cli, tmp_path):
         assert s1["tokens_after"] <= 300 and s2["estimated_context_tokens"] <= 300, name
 
 
+def test_a_lone_surrogate_is_never_paged_and_written_back_as_its_escape(cli, tmp_path):
+    """A log can cut a long output inside an emoji ("\\ud83d" alone: JSON, not UTF-8). No page store
+    holds such a text: the block stays whole or goes (reason unstorable), the pass never crashes,
+    and the emitted file keeps the escape, so the round trip reads the same block."""
+    cut = "Release notes: rounding fixed " + "\ud83d"
+    history = [{"role": "user", "content": "Fix the invoice rounding."},
+               {"role": "assistant", "content": None, "tool_calls": [
+                   {"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}]},
+               {"role": "tool", "tool_call_id": "c1", "content": cut},
+               {"role": "assistant", "content": "The rounding fix is in."}]
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps(history))  # ensure_ascii: the surrogate is written as its escape
+    # A retain cut no block reaches and an evict cut under every block: the call's unit would be paged.
+    first, s1, again, s2, emitted, added = round_trip(cli, tmp_path, path,
+                                                      ["--retain-cut", "1", "--evict-cut", "0", "--keep-recent", "0"])
+    unit = [r for r in first.records if r["block"] in ("c1", "c1:result")]
+    assert [(r["block"], r["action"], r["reason"]) for r in unit] == [("c1", "evict", "unit tool:c1"),
+                                                                     ("c1:result", "evict", "unstorable")]
+    kept, _ = run(cli, path, tmp_path / "k.limn", NOW, "--retain-cut", "0", "--evict-cut", "0", "--emit", tmp_path / "k.json")
+    raw = (tmp_path / "k.json").read_text(encoding="utf-8")
+    assert "\\ud83d" in raw and json.loads(raw)[2]["content"] == cut
+    assert (s2["new"], s2["moved"]) == (0, 0) and added.startswith("remember a value called last-pager-pass")
+
+
 def masked_results(records):
     """Return the ids of tool results paged while their call (the block id before ':result') is retained."""
     return [b for b, r in records.items() if r["role"] == "tool" and r["action"] == "page"
