@@ -2599,7 +2599,7 @@ class _HistorySource:
         if path == "-":
             data = sys.stdin.buffer.read()
             try:
-                self._stdin = data.decode("utf-8")
+                self._stdin = data.decode("utf-8-sig")  # a byte order mark some editors write is not text
             except UnicodeDecodeError as exc:
                 raise PagerError(f"<stdin>: not valid UTF-8 text ({exc.reason})") from None
 
@@ -2624,7 +2624,7 @@ class _HistorySource:
         if self._stdin is not None:
             return io.StringIO(self._stdin)
         try:
-            return open(self.path, encoding="utf-8", newline="")
+            return open(self.path, encoding="utf-8-sig", newline="")  # a byte order mark is not text
         except FileNotFoundError:
             raise PagerError(f"{self.path}: no such file") from None
         except IsADirectoryError:
@@ -4945,7 +4945,8 @@ def _live_branch(records: List[Tuple[int, Dict[str, Any]]], repairs: List[str]
     """Return (the live context's conversation lines, the lines before its compaction boundaries).
 
     The live context is what follows the newest compaction boundary on the branch of the newest
-    line (its first line is the compaction summary).  What came before a boundary is walked from
+    line (its first line is the compaction summary); a log whose lines name no parent is read in
+    file order.  What came before a boundary is walked from
     the boundary's logicalParentUuid when that line is in the file, else it is every
     conversation line before the boundary; both go to the second list (older boundaries first).
     A subagent log (every line on a side chain) is read as the subagent's own conversation.
@@ -4962,6 +4963,12 @@ def _live_branch(records: List[Tuple[int, Dict[str, Any]]], repairs: List[str]
         leaf = next((r for r in reversed(records) if _is_conversation_line(r[1], True)), None)
     if leaf is None:
         raise PagerError("claude-code transcript has no user or assistant lines")
+    if not any(isinstance(obj.get("parentUuid"), str) for _, obj in records):
+        # No line names a parent (a log written by a tool or by hand, or a one-line session):
+        # the file's order is the conversation's.
+        lines = [r for r in records if _is_conversation_line(r[1], sidechain)]
+        last = max((number for number, obj in records if _is_boundary(obj)), default=-1)
+        return [r for r in lines if r[0] > last], [r for r in lines if r[0] < last]
     live, boundary = _walk_branch(records, by_uuid, leaf, sidechain, repairs)
     archived: List[Tuple[int, Dict[str, Any]]] = []
     taken = {number for number, _ in live}

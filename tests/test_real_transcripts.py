@@ -266,6 +266,29 @@ def test_subagent_log_is_the_subagents_conversation(pager):
     assert [b["text"] for b in conv.blocks] == ["Explore the session model.", "SessionLive holds it."]
 
 
+def test_a_log_without_parent_links_reads_in_file_order(cli, pager, tmp_path):
+    """Logs written by a tool or by hand may have no parentUuid at all: the file's order is the conversation."""
+    lines = [json.dumps({"uuid": u, "type": t, "sessionId": "S", "isSidechain": False,
+                         "message": {"role": t, "content": text}})
+             for u, t, text in (("x1", "user", "Rename the config loader."), ("x2", "assistant", "Renamed it."),
+                                ("x3", "user", "Now update its tests."))]
+    conv = pager.load("\n".join(lines), "claude-code")
+    assert [b["text"] for b in conv.blocks] == ["Rename the config loader.", "Renamed it.", "Now update its tests."]
+    (tmp_path / "s.jsonl").write_text("\n".join(lines))
+    _, summary = run(cli, tmp_path / "s.jsonl", tmp_path / "c.limn", NOW)
+    assert summary["blocks"] == 3 and "tests" in summary["intent"]
+
+
+def test_a_byte_order_mark_is_not_text(cli, tmp_path):
+    """Some editors start a UTF-8 file with a byte order mark: the first line still reads."""
+    lines = [cc("user", "u1", None, "List the files."), cc("assistant", "a1", "u1", [{"type": "text", "text": "Two."}])]
+    (tmp_path / "s.jsonl").write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode("utf-8"))
+    (tmp_path / "h.json").write_bytes(b"\xef\xbb\xbf" + json.dumps([{"role": "user", "content": "List the files."}]).encode())
+    for name in ("s.jsonl", "h.json"):
+        result, summary = run(cli, tmp_path / name, tmp_path / (name + ".limn"), NOW)
+        assert summary["skipped_lines"] == 0 and summary["intent_block"] is not None, name
+
+
 def test_orphaned_reasoning_is_never_emitted(pager):
     items = [{"role": "user", "content": "go"},
              {"type": "reasoning", "id": "rs_1", "summary": []},
