@@ -995,6 +995,19 @@ def _join_units(decisions: List[Decision], units: List[Optional[str]],
             decisions[i] = decisions[i]._replace(action=best[unit], reason=f"unit {unit}")
 
 
+def _stubs_within(stub_tokens: Sequence[int], members: List[int], room: int) -> Optional[int]:
+    """Return what the stubs of ``members`` cost if that fits in ``room``, else None.
+
+    A cost table with lower bounds (a ``floor`` method, as _StubCosts has) is asked those
+    first, so stubs that cannot fit are never priced.
+    """
+    floor = getattr(stub_tokens, "floor", None)
+    if floor is not None and sum(map(floor, members)) > room:
+        return None
+    stubs = sum(stub_tokens[i] for i in members)
+    return stubs if stubs <= room else None
+
+
 def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
                units: Optional[List[Optional[str]]] = None, results_apart: bool = False,
                floors: Container[int] = (), unpageable: Container[int] = ()) -> int:
@@ -1106,11 +1119,11 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
             action = "page" if floored[members[0]] < sum(tokens[i] for i in members) else "retain"
             chosen = {i: action for i in members}
         else:
-            stubs = sum(stub_tokens[i] for i in members)
-            action = ("page" if actions[members[0]] != "evict" and stubs <= left
-                      and not any(i in unpageable for i in members) else "evict")
-            if action == "page":
-                left -= stubs
+            action = "evict"
+            if actions[members[0]] != "evict" and not any(i in unpageable for i in members):
+                stubs = _stubs_within(stub_tokens, members, left)
+                if stubs is not None:
+                    action, left = "page", left - stubs
             chosen = {i: action for i in members}
         for i in members:
             action = chosen.get(i, "retain")
@@ -1217,6 +1230,30 @@ def _duplicate_problem(index: int, block_id: str, seen: Dict[str, int]) -> Optio
     """Return the problem if ``block_id`` is in ``seen`` (id -> first index); else note it there and return None."""
     first = seen.setdefault(block_id, index)
     return None if first == index else f"blocks[{index}].id {_show(block_id)} duplicates blocks[{first}].id"
+
+
+_UNPRICED = -1  # a stub cost not worked out yet (see _Scorer._stub_cost_at)
+
+
+class _StubCosts:
+    """Every block's stub cost, by position, each worked out when first read (see _Scorer._stub_cost_at)."""
+
+    __slots__ = ("price", "bound", "count")
+
+    def __init__(self, price: Callable[[int], int], bound: Callable[[int], int], count: int) -> None:
+        self.price, self.bound, self.count = price, bound, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, position: int) -> int:
+        if not -self.count <= position < self.count:
+            raise IndexError(position)
+        return self.price(position % self.count)
+
+    def floor(self, position: int) -> int:
+        """Return a lower bound of the cost at ``position``, cheaper than the cost itself (see _stubs_within)."""
+        return self.bound(position)
 
 
 class _Scorer:
@@ -1384,8 +1421,6 @@ class _Scorer:
             kind = shared.setdefault(kind, kind)  # type: ignore[assignment]
         if unit is not None:
             self._units[position] = shared.setdefault(unit, unit)  # type: ignore[assignment]
-        if self.stub_text is not None:
-            self._stub_tokens.append(self._stub_cost(block_id, turn, role, kind, tokens, matched, text))
         self._protect(position, role, kind, pinned, protected)
         if not text.isascii() and _LONE_SURROGATE.search(text):
             self._unpageable[position] = UNSTORABLE
@@ -1399,6 +1434,11 @@ class _Scorer:
         self._matched.append(matched)
         self._lengths.append(len(text))
         self.texts.append(None if stub is True else self._keep_text(text, turn, role, matched, unit))
+        if self.stub_text is not None:
+            # A block whose text is kept is priced as a stub only if a decision asks (_stub_cost_at):
+            # under a tight budget most blocks are evicted on their score, their stubs never weighed.
+            self._stub_tokens.append(_UNPRICED if self.texts[position] is not None else
+                                     self._stub_cost(block_id, turn, role, kind, tokens, matched, text))
         if not stub and ((role == "tool" and len(text) >= REPEAT_MIN_CHARS)
                          or (unit is not None and role == "assistant" and unit.startswith("tool:"))):
             self._note_repeat(position, block_id, role, text)
@@ -1435,6 +1475,29 @@ class _Scorer:
         if self.with_index:
             cost += estimate_tokens(index_lines([page])[0]) + 1
         return cost
+
+    def _stub_cost_at(self, position: int) -> int:
+        """Return what the block at ``position`` costs as a stub, pricing it now if ``add`` left it unpriced."""
+        cost = self._stub_tokens[position]
+        if cost == _UNPRICED:
+            cost = self._stub_tokens[position] = self._stub_cost(
+                self._ids[position], self._turns[position], self._roles[position], self._kinds[position],
+                self._tokens[position], self._matched[position], self.texts[position])  # type: ignore[arg-type]
+        return cost
+
+    def _stub_floor(self, position: int) -> int:
+        """Return a lower bound of what the block at ``position`` costs as a stub, without its summary.
+
+        Its cost if priced, else a token per 4 characters (estimate_tokens counts at least that)
+        of its stub with an empty summary: stub_text renders make_stub's stub, which its summary,
+        a newer copy's id or a giant's head and tail only lengthen.
+        """
+        cost = self._stub_tokens[position]
+        if cost != _UNPRICED:
+            return cost
+        page = StoredPage(self._ids[position], self._turns[position], self._roles[position], self._kinds[position],
+                          self._tokens[position], (), "", "", "", "")
+        return -(-len(self.stub_text(page)) // 4)  # type: ignore[misc]
 
     def _duplicate(self, index: int, block_id: str) -> NoReturn:
         first = _decision_items(len(self._ids), self.skipped)[self._ids.index(block_id)]
@@ -1521,7 +1584,7 @@ class _Scorer:
             return False
         if self.params.budget is not None:
             kept = sum(t for t, a in zip(decisions.tokens, wanted) if a == "retain")
-            kept += sum(t for t, a in zip(stub_tokens, wanted) if a == "page")
+            kept += sum(stub_tokens[i] for i, a in enumerate(wanted) if a == "page")
             if kept + reserved > self.params.budget:
                 return False
             self.tokens_after = kept + reserved
@@ -1592,7 +1655,7 @@ class _Scorer:
             units = [None] * n
             for i, unit in self._units.items():
                 units[i] = unit
-        stub_tokens = self._stub_tokens
+        stub_tokens = _StubCosts(self._stub_cost_at, self._stub_floor, len(self._stub_tokens))
         self._lengths = array.array("q")
         if self._settle(decisions, stub_tokens, reserved):
             return decisions
@@ -2596,6 +2659,7 @@ class _HistorySource:
         self.runs: "array.array[int]" = array.array("q")  # where the batches of the last full stream lie
         self.skipped: List[int] = []  # block positions the scorer skipped (page-index blocks)
         self._stdin: Optional[str] = None
+        self._blocks: Optional[List[Dict[str, Any]]] = None  # see from_blocks
         if path == "-":
             data = sys.stdin.buffer.read()
             try:
@@ -2605,10 +2669,22 @@ class _HistorySource:
 
     @classmethod
     def from_text(cls, name: str, text: str) -> "_HistorySource":
-        """Return a source over ``text`` held in memory (a transcript converted to pager JSON)."""
+        """Return a source over ``text`` held in memory (a history in pager JSON)."""
         source = cls.__new__(cls)
         source.path, source.name, source._stdin = name, name, text
         source.runs, source.skipped = array.array("q"), []
+        source._blocks = None
+        return source
+
+    @classmethod
+    def from_blocks(cls, name: str, blocks: List[Dict[str, Any]]) -> "_HistorySource":
+        """Return a source over pager blocks held in memory (a transcript's, from conversation_blocks).
+
+        Streaming it hands the blocks as they are: the same the pager JSON of ``{"blocks": blocks}``
+        would give, without writing that JSON and parsing it again.
+        """
+        source = cls.from_text(name, "")
+        source._blocks = blocks
         return source
 
     def read_text(self) -> str:
@@ -2637,6 +2713,8 @@ class _HistorySource:
         """Stream the history once (see _stream_history), noting where each batch of blocks lies."""
         runs = array.array("q")
         try:
+            if self._blocks is not None:
+                return self._hand_blocks(on_blocks)
             with self.open() as fp:
                 header, handed = _stream_history(fp, self.name, on_blocks, runs=runs)
                 if handed:
@@ -2649,6 +2727,30 @@ class _HistorySource:
             raise PagerError(f"{self.name}: can't read ({exc.strerror})") from None
 
 
+    def _hand_blocks(self, on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, List[object]], None]]]
+                     ) -> Tuple[Dict[str, object], bool]:
+        """Stream blocks held in memory (see from_blocks): an empty header, the blocks a batch at a time."""
+        header: Dict[str, object] = {}
+        sink = on_blocks(header)
+        if sink is None:
+            return header, False
+        blocks = self._blocks
+        for first in range(0, len(blocks), _BATCH_BLOCKS):  # type: ignore[arg-type]
+            batch = blocks[first:first + _BATCH_BLOCKS]  # type: ignore[index]
+            for index, block in enumerate(batch, first):
+                self._check_size(index, block)
+            sink(first, batch)  # type: ignore[arg-type]
+        return header, True
+
+    def _check_size(self, index: int, block: Dict[str, Any]) -> None:
+        """Refuse a block longer than MAX_BLOCK_CHARS as JSON, as reading it from the file would."""
+        text = block.get("text")
+        # JSON escapes one character into at most 6: only a text of a sixth of the limit can pass it.
+        if isinstance(text, str) and 6 * len(text) + 4096 > MAX_BLOCK_CHARS \
+                and len(json.dumps(block, ensure_ascii=False)) > MAX_BLOCK_CHARS:
+            raise PagerError(f"{self.name}: blocks[{index}] is larger than the limit of {MAX_BLOCK_CHARS:,} "
+                             "characters of JSON (MAX_BLOCK_CHARS; see the README)")
+
     def blocks_at(self, items: Iterable[int]) -> Iterator[Tuple[int, object]]:
         """Yield ``(item, block)`` for the given ascending block positions.
 
@@ -2656,6 +2758,10 @@ class _HistorySource:
         hold a wanted block, found by the offsets the last full stream noted; the
         file must not have changed in between.
         """
+        if self._blocks is not None:
+            blocks = self._blocks
+            yield from ((item, blocks[item]) for item in items)
+            return
         runs = self.runs
         firsts = runs[2::4]
         changed = f"{self.name}: the history changed while the pass was reading it"
@@ -5422,7 +5528,7 @@ class _Reading(NamedTuple):
 
     fmt: str
     detected: bool
-    source: _HistorySource                   # pager JSON: the file itself, or a transcript converted
+    source: _HistorySource                   # pager JSON, or a transcript's blocks (from_blocks)
     conversation: Optional["Conversation"]  # the transcript, for --emit in its own format
 
 
@@ -5484,8 +5590,7 @@ def _open_history(path: str, fmt: str, recorded: Optional[str] = None) -> _Readi
         if block["tokens"] is None:
             del block["tokens"]
         blocks.append(block)
-    converted = json.dumps({"blocks": blocks}, ensure_ascii=False)
-    return _Reading(fmt, detected, _HistorySource.from_text(source.name, converted), conv)
+    return _Reading(fmt, detected, _HistorySource.from_blocks(source.name, blocks), conv)
 
 
 # ===== Page store =====
@@ -6502,13 +6607,17 @@ class _CachedScorer(_Scorer):
         page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
         return self.counter(self.stub_text(page, newer, _giant_edge(tokens, self.params.budget)))  # type: ignore[misc]
 
+    def _stub_floor(self, position: int) -> int:
+        # A token counter of the caller's own may count a stub at anything: no bound but 0.
+        return 0 if self.counter is not None else super()._stub_floor(position)
+
     def add(self, index: int, raw: object) -> None:
         """Score one block as _Scorer.add does, and remember its features under its key."""
         position = len(self._ids)
         super().add(index, raw)
         key = self._key(raw)
         if key is not None and len(self._ids) > position:
-            cost = self._stub_tokens[position] if self.stub_text is not None else 0
+            cost = self._stub_cost_at(position) if self.stub_text is not None else 0
             try:
                 self.fresh[key] = (self._tokens[position], self._matched[position], cost)
             except TypeError:  # a field the checks accept but a key cannot hold: not cached
