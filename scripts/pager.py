@@ -7540,7 +7540,9 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
             if pages is not None:
                 pages.close()
     params = _transcript_params(conv, params)
-    with _pass_lock(args) as locked:
+    # Deciding, recording and emitting build many objects and no cycles to free: on a large
+    # history a full collection would walk everything read so far for nothing.
+    with _pass_lock(args) as locked, _collector_held():
         return _locked_pass(args, params, now, given, reading, store_path, locked, stdout, stderr, recorded)
 
 
