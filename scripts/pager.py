@@ -3417,6 +3417,8 @@ def _stub_lines(text: str) -> List[Tuple[str, str]]:
     A stub is one line, or a giant's lines: its header (ending "| head and tail]") down to
     its end line, taken whole.
     """
+    if "[paged " not in text:  # every stub starts so: most texts are told apart without splitting them
+        return []
     found = []
     lines = text.splitlines()
     at = 0
@@ -6105,10 +6107,13 @@ class _Materializer:
     """
 
     def __init__(self, plan: PassPlan, store: Optional[PageStore], now: str, stub_words: int,
-                 hint: Callable[[str], str], emit: Optional[io.TextIOBase]) -> None:
+                 hint: Callable[[str], str], emit: Optional[io.TextIOBase], keep_pages: bool = False) -> None:
         self.plan, self.store, self.now, self.stub_words = plan, store, now, stub_words
         self.hint, self.emit = hint, emit
         self.known = store.shas() if store is not None else {}
+        # With keep_pages, block id -> the page this pass stored, as the store would give it back
+        # (a transcript's stubs are made from them: its texts are in memory anyway).
+        self.fresh: Optional[Dict[str, StoredPage]] = {} if keep_pages else None
         self.pending: List[StoredPage] = []
         self.stored = 0
         self.first = True
@@ -6163,6 +6168,9 @@ class _Materializer:
             if known.get(block[k]) == sha:
                 return  # stored by an earlier pass, unchanged
             rows.append((block[k], turn[k], role[k], kind[k], tokens[k], listed[matched[k]], sha, now, "", text))
+            if self.fresh is not None:
+                self.fresh[block[k]] = StoredPage(block[k], turn[k], role[k], kind[k], tokens[k], matched[k],
+                                                  sha, now, "", text)
             if len(rows) >= _PAGE_ROWS:
                 self._put_rows(rows)
                 rows = []
@@ -6286,12 +6294,18 @@ def _write_pager_history(out: io.TextIOBase, header: Mapping[str, object], block
     out.write("\n]}\n")
 
 
-def _transcript_directives(plan: PassPlan, store: Optional[PageStore],
-                           hint: Callable[[str], str]) -> Dict[str, Tuple[str, Optional[str]]]:
-    """Return what ``emit`` needs per block: the directive, with a stub or a restored text."""
+def _transcript_directives(plan: PassPlan, store: Optional[PageStore], hint: Callable[[str], str],
+                           fresh: Optional[Mapping[str, StoredPage]] = None) -> Dict[str, Tuple[str, Optional[str]]]:
+    """Return what ``emit`` needs per block: the directive, with a stub or a restored text.
+
+    ``fresh`` holds the pages this pass stored (see _Materializer): they are not read back.
+    """
     out: Dict[str, Tuple[str, Optional[str]]] = {}
     for d in plan.decisions:
-        page = store.get(d.block) if store is not None and (d.action == "page" or d.stub) else None
+        page = None
+        if store is not None and (d.action == "page" or d.stub):
+            page = fresh.get(d.block) if fresh else None
+            page = store.get(d.block) if page is None else _with_summary(page, store.stub_words)
         if d.action == "page":
             if page is None:
                 raise PagerError(f"no stored text for paged block {_show(d.block)}")
@@ -6331,14 +6345,16 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
             if needs_text or out is not None:
                 if out is not None and transcript is None:
                     blocks_file = tempfile.TemporaryFile("w+", encoding="utf-8", errors=JSON_ESCAPE_ERRORS)
-                work = _Materializer(plan, store, now, plan.params.stub_words, hint, blocks_file)
+                work = _Materializer(plan, store, now, plan.params.stub_words, hint, blocks_file,
+                                     keep_pages=out is not None and transcript is not None)
                 work.run(reading.source)
                 stored = work.stored
             if plan.texts is not None:
                 plan.texts.clear()  # stored: let the memory go before the contract is rendered
             final = _final_paged(state, plan)
             if out is not None and transcript is not None:
-                compacted = emit(transcript, _transcript_directives(plan, store, hint))
+                compacted = emit(transcript, _transcript_directives(plan, store, hint,
+                                                                    work.fresh if work is not None else None))
                 problems = validate(transcript.emit_format, compacted)
                 if problems:  # the emitter must never write what the API rejects...
                     kept = validate(transcript.emit_format, emit(transcript, {}))
