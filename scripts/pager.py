@@ -980,7 +980,8 @@ def _join_units(decisions: List[Decision], units: List[Optional[str]],
     whole instead.
     """
     best: Dict[str, str] = {}
-    actions = _column(decisions, "action")
+    actions, reasons = _column(decisions, "action"), _column(decisions, "reason")
+    table = isinstance(decisions, _DecisionTable)  # then the columns are its own, written in place below
     whole = set()
     for i, (action, unit) in enumerate(zip(actions, units)):
         if unit is not None and ACTION_RANK[action] >= ACTION_RANK[best.get(unit, "evict")]:
@@ -992,7 +993,10 @@ def _join_units(decisions: List[Decision], units: List[Optional[str]],
             best[unit] = "evict"
     for i, unit in enumerate(units):
         if unit is not None and actions[i] != best[unit]:
-            decisions[i] = decisions[i]._replace(action=best[unit], reason=f"unit {unit}")
+            if table:  # building each Decision to replace two fields costs more
+                actions[i], reasons[i] = best[unit], f"unit {unit}"
+            else:
+                decisions[i] = decisions[i]._replace(action=best[unit], reason=f"unit {unit}")
 
 
 def _stubs_within(stub_tokens: Sequence[int], members: List[int], room: int) -> Optional[int]:
@@ -4722,8 +4726,10 @@ def _pair_anthropic(msgs: List[_Msg], repairs: List[str]) -> None:
 def _anthropic_units(msgs: List[_Msg]) -> None:
     """Put a thinking turn's thinking, its tool calls and their results in one unit."""
     for run in _runs(msgs):
+        if run[0].role != "assistant":
+            continue
         parts = [p for m in run for p in m.parts]
-        if run[0].role == "assistant" and any(p.kind == "thinking" for p in parts):
+        if any(p.kind == "thinking" for p in parts):
             unit = f"turn:{parts[0].bid}"
             for part in parts:
                 if part.kind in ("thinking", "call") or part.link is not None:
