@@ -5864,9 +5864,14 @@ def _state_of(path: str, text: str) -> ContractState:
         raise PagerError(f"{path}: {exc}") from None
 
 
+def _contract_text(path: str) -> str:
+    """Return the text of the contract at ``path`` (missing means empty)."""
+    return _decode_contract(path, _read_contract_bytes(path))
+
+
 def contract_state(path: str) -> ContractState:
     """Read the contract at ``path`` (missing means empty) and return its state."""
-    return _state_of(path, _decode_contract(path, _read_contract_bytes(path)))
+    return _state_of(path, _contract_text(path))
 
 
 def _read_fd(fd: int, size: int) -> bytes:
@@ -5933,8 +5938,9 @@ class _LockedContract:
     append removes a file that entering created, so an error leaves no trace.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, known: Optional[Tuple[str, ContractState]] = None) -> None:
         self.path = path
+        self.known = known  # (a text read before, its state): that text found under the lock is not parsed again
         self.state = ContractState()
         self._fd = -1
         self._created = False
@@ -5947,7 +5953,9 @@ class _LockedContract:
         try:
             self._size = os.fstat(self._fd).st_size
             self._created = self._created and self._size == 0
-            self.state = _state_of(self.path, _decode_contract(self.path, _read_fd(self._fd, self._size)))
+            text = _decode_contract(self.path, _read_fd(self._fd, self._size))
+            known = self.known
+            self.state = known[1] if known is not None and known[0] == text else _state_of(self.path, text)
         except BaseException:
             self._release(failed=True)
             raise
@@ -7376,16 +7384,18 @@ def _settling(state: ContractState, params: Params, args: argparse.Namespace
 
 
 @contextmanager
-def _pass_lock(args: argparse.Namespace) -> Iterator[Optional[_LockedContract]]:
+def _pass_lock(args: argparse.Namespace, known: Optional[Tuple[str, ContractState]] = None
+               ) -> Iterator[Optional[_LockedContract]]:
     """Hold the contract's lock for the whole pass (none for --dry-run, which writes nothing).
 
     Everything a pass decides from that another pass can change (the contract's state,
-    the store's rows, stub texts, the page index's size) is read while it is held.
+    the store's rows, stub texts, the page index's size) is read while it is held;
+    ``known`` is a text read before and its state, reused if the contract still holds that text.
     """
     if args.dry_run:
         yield None
         return
-    with _LockedContract(args.contract) as locked:
+    with _LockedContract(args.contract, known) as locked:
         yield locked
 
 
@@ -7498,15 +7508,15 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
     return EXIT_OK
 
 
-def _recorded_intent(contract: str, conv: Conversation) -> Optional[Intent]:
+def _recorded_intent(state: Optional[ContractState], conv: Conversation) -> Optional[Intent]:
     """Return the contract's recorded intent when the transcript holds no block the contract has not seen.
 
-    Nothing happened since that pass, so what the agent is doing has not changed either; the
-    recent work, read again from the compacted history, would differ only by what the pass paged.
+    ``state`` is the contract's state (None: no contract yet). Nothing happened since that pass,
+    so what the agent is doing has not changed either; the recent work, read again from the
+    compacted history, would differ only by what the pass paged.
     """
-    if not os.path.exists(contract):
+    if state is None:
         return None
-    state = contract_state(contract)
     words, source = state.values.get("pager-intent"), state.values.get("pager-intent-source")
     if (not state.directives or not isinstance(words, str) or not isinstance(source, str)
             or any(block["id"] not in state.directives for block in conv.blocks)):
@@ -7537,7 +7547,11 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     store_path = args.store or _default_store_path(args.contract)
     _check_paths(args.history, args.contract, store_path, args.emit)
     given = _flag_intent(args)
-    recorded = contract_state(args.contract).values.get("pager-format") if os.path.exists(args.contract) else None
+    # Read once before the pass takes the lock, for the session's format and intent (under the
+    # lock the pass reads it again for everything it decides, parsing it only if it changed).
+    text = _contract_text(args.contract) if os.path.exists(args.contract) else None
+    earlier = _state_of(args.contract, text) if text is not None else None
+    recorded = earlier.values.get("pager-format") if earlier is not None else None
     recorded = recorded if isinstance(recorded, str) else None
     reading = _open_history(args.history, args.format, recorded)
     if args.with_index and reading.conversation is not None:
@@ -7545,7 +7559,7 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
                          "'pager.py index'")
     conv = reading.conversation
     if given is None and conv is not None:
-        given = _recorded_intent(args.contract, conv)
+        given = _recorded_intent(earlier, conv)
     if given is None and conv is not None:
         # The transcript is in memory: its last request is known now, and the blocks are read once.
         pages = PageStore.open(store_path, create=False, stub_words=args.stub_words)
@@ -7564,7 +7578,7 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     params = _transcript_params(conv, params)
     # Deciding, recording and emitting build many objects and no cycles to free: on a large
     # history a full collection would walk everything read so far for nothing.
-    with _pass_lock(args) as locked, _collector_held():
+    with _pass_lock(args, (text, earlier) if earlier is not None else None) as locked, _collector_held():
         return _locked_pass(args, params, now, given, reading, store_path, locked, stdout, stderr, recorded)
 
 

@@ -358,3 +358,18 @@ def test_a_held_block_over_the_limit_is_refused_as_reading_it_would_be(pager, mo
         with pytest.raises(pager.PagerError) as refused:
             source.stream(lambda header: lambda first, batch: None)
         assert str(refused.value).startswith("h.json: blocks[1] is larger than the limit of 5,000 characters")
+
+
+def test_the_locked_contract_reuses_a_known_state_only_for_the_same_text(pager, tmp_path):
+    """A pass reads the contract before the lock and again under it: the second read parses the
+    text only if it changed in between."""
+    contract = tmp_path / "c.limn"
+    contract.write_text('remember a list called paged-blocks\nadd "b1" to paged-blocks because "x"\n')
+    text = pager._contract_text(str(contract))
+    known = pager._state_of(str(contract), text)
+    with pager._LockedContract(str(contract), (text, known)) as locked:
+        assert locked.state is known
+    with contract.open("a") as fh:  # another pass appended in between
+        fh.write('add "b2" to paged-blocks because "y"\n')
+    with pager._LockedContract(str(contract), (text, known)) as locked:
+        assert locked.state is not known and locked.state.directives == {"b1": "page", "b2": "page"}
