@@ -1439,8 +1439,8 @@ class _Scorer:
         self._lengths.append(len(text))
         self.texts.append(None if stub is True else self._keep_text(text, turn, role, matched, unit))
         if self.stub_text is not None:
-            # A block whose text is kept is priced as a stub only if a decision asks (_stub_cost_at):
-            # under a tight budget most blocks are evicted on their score, their stubs never weighed.
+            # A block whose text is kept is priced as a stub only when a decision asks (_stub_cost_at):
+            # under a tight budget the room is spent long before most stubs come up.
             self._stub_tokens.append(_UNPRICED if self.texts[position] is not None else
                                      self._stub_cost(block_id, turn, role, kind, tokens, matched, text))
         if not stub and ((role == "tool" and len(text) >= REPEAT_MIN_CHARS)
