@@ -1301,6 +1301,7 @@ class _Scorer:
         self._matched: List[Tuple[str, ...]] = []  # the intent terms each holds (shared tuples)
         self._lengths = array.array("q")      # characters of the (original) text, for the weighted proxy
         self._stub_tokens = array.array("q")  # what each costs as a stub (budget mode only)
+        self._newer: Dict[int, str] = {}      # the newer copy a repeated block's stub names (see finish)
         self._guards: Dict[int, str] = {}     # why it must stay: "pinned", "system" or "task"
         self._floors: set = set()             # a human's message: paged at worst, never evicted
         self._archived: set = set()           # before a compaction boundary: paged, costs nothing
@@ -1486,7 +1487,8 @@ class _Scorer:
         if cost == _UNPRICED:
             cost = self._stub_tokens[position] = self._stub_cost(
                 self._ids[position], self._turns[position], self._roles[position], self._kinds[position],
-                self._tokens[position], self._matched[position], self.texts[position])  # type: ignore[arg-type]
+                self._tokens[position], self._matched[position], self.texts[position],  # type: ignore[arg-type]
+                self._newer.get(position))
         return cost
 
     def _stub_floor(self, position: int) -> int:
@@ -1637,10 +1639,8 @@ class _Scorer:
                     for j in group:
                         rs[j], actions[j], reasons[j] = 0.0, "page", REPEATED_BY + newer
                         if self.stub_text is not None and self.texts[j] is not None:
-                            # its stub names the newer copy: price that stub
-                            self._stub_tokens[j] = self._stub_cost(
-                                self._ids[j], turns[j], self._roles[j], self._kinds[j], self._tokens[j],
-                                self._matched[j], self.texts[j], newer)
+                            # its stub names the newer copy: that stub is priced (when asked)
+                            self._stub_tokens[j], self._newer[j] = _UNPRICED, newer
         for i, guard in self._guards.items():
             actions[i], reasons[i] = "retain", guard
         for i, why in self._unpageable.items():
