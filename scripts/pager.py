@@ -633,18 +633,20 @@ def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_W
         'The off-by-one in the index helper...'
     """
     wanted = list(keywords)
-    if wanted:
-        starts = [0] + [m.end() for m in _SENTENCE_BREAK.finditer(text)]
-        if len(starts) > 1:
-            best, start = 0, 0
-            starts.append(len(text))
-            for begin, end in zip(starts, starts[1:]):
-                hits = len(_keyword_hits(text[begin:end].lower(), wanted))
-                if hits > best:
-                    best, start = hits, begin
-                    if hits == len(wanted):
-                        break  # no sentence can hold more
-            text = text[start:]
+    # Sentences are found as they are read: the search stops at the first sentence holding every
+    # keyword, and a text with no break character is one sentence without a regex scan.
+    breaks = _SENTENCE_BREAK.finditer(text) if wanted and any(c in text for c in ".!?\n") else iter(())
+    first = next(breaks, None)
+    if first is not None:
+        best, start, begin = 0, 0, 0
+        for end in chain([first.end()], (m.end() for m in breaks), [len(text)]):
+            hits = len(_keyword_hits(text[begin:end].lower(), wanted))
+            if hits > best:
+                best, start = hits, begin
+                if hits == len(wanted):
+                    break  # no sentence can hold more
+            begin = end
+        text = text[start:]
     chosen = text.split(None, words)
     if not chosen:
         return "(empty)"

@@ -373,3 +373,30 @@ def test_the_locked_contract_reuses_a_known_state_only_for_the_same_text(pager, 
         fh.write('add "b2" to paged-blocks because "y"\n')
     with pager._LockedContract(str(contract), (text, known)) as locked:
         assert locked.state is not known and locked.state.directives == {"b1": "page", "b2": "page"}
+
+
+def _summary_by_the_rule(pager, text, keywords, words):
+    """stub_summary's rule, read literally: every sentence scored, the first with the most keywords."""
+    wanted = list(keywords)
+    if wanted:
+        starts = [0] + [m.end() for m in pager._SENTENCE_BREAK.finditer(text)]
+        if len(starts) > 1:
+            scored = [(len(pager._keyword_hits(text[b:e].lower(), wanted)), -b)
+                      for b, e in zip(starts, starts[1:] + [len(text)])]
+            hits, start = max(scored)
+            text = text[-start:] if hits else text
+    chosen = text.split(None, words)
+    if not chosen:
+        return "(empty)"
+    return " ".join(chosen[:words]) + ("..." if len(chosen) > words else "")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_WORDS + [".", ". ", "! ", "?\n", "\n\n", "\n \n", "end.", "a. b"]), max_size=30)
+       .map("".join), st.lists(st.sampled_from(["pager", "score", "famili", "retent", "x"]), max_size=3),
+       st.integers(1, 8))
+def test_stub_summaries_follow_their_rule(text, keywords, words):
+    """Sentences found as they are read (and none looked for in a text without a break character)
+    give the summary of scoring every sentence."""
+    import pager
+    assert pager.stub_summary(text, keywords, words) == _summary_by_the_rule(pager, text, keywords, words)
