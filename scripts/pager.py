@@ -1004,12 +1004,16 @@ def _join_units(decisions: List[Decision], units: List[Optional[str]],
 def _stubs_within(stub_tokens: Sequence[int], members: List[int], room: int) -> Optional[int]:
     """Return what the stubs of ``members`` cost if that fits in ``room``, else None.
 
-    A cost table with lower bounds (a ``floor`` method, as _StubCosts has) is asked those
-    first, so stubs that cannot fit are never priced.
+    A cost table with lower bounds (a ``floor`` method, as _StubCosts has: never negative) is
+    asked those first, member by member, so stubs that cannot fit are never priced.
     """
     floor = getattr(stub_tokens, "floor", None)
-    if floor is not None and sum(map(floor, members)) > room:
-        return None
+    if floor is not None:
+        bound = 0
+        for i in members:
+            bound += floor(i)
+            if bound > room:
+                return None
     stubs = sum(stub_tokens[i] for i in members)
     return stubs if stubs <= room else None
 
@@ -1258,7 +1262,7 @@ class _StubCosts:
         return self.price(position % self.count)
 
     def floor(self, position: int) -> int:
-        """Return a lower bound of the cost at ``position``, cheaper than the cost itself (see _stubs_within)."""
+        """Return a lower bound of the cost at ``position``, never negative, cheaper than the cost itself."""
         return self.bound(position)
 
 
