@@ -633,18 +633,20 @@ def stub_summary(text: str, keywords: Iterable[str], words: int = DEFAULT_STUB_W
         'The off-by-one in the index helper...'
     """
     wanted = list(keywords)
-    if wanted:
-        starts = [0] + [m.end() for m in _SENTENCE_BREAK.finditer(text)]
-        if len(starts) > 1:
-            best, start = 0, 0
-            starts.append(len(text))
-            for begin, end in zip(starts, starts[1:]):
-                hits = len(_keyword_hits(text[begin:end].lower(), wanted))
-                if hits > best:
-                    best, start = hits, begin
-                    if hits == len(wanted):
-                        break  # no sentence can hold more
-            text = text[start:]
+    # Sentences are found as they are read: the search stops at the first sentence holding every
+    # keyword, and a text with no break character is one sentence without a regex scan.
+    breaks = _SENTENCE_BREAK.finditer(text) if wanted and any(c in text for c in ".!?\n") else iter(())
+    first = next(breaks, None)
+    if first is not None:
+        best, start, begin = 0, 0, 0
+        for end in chain([first.end()], (m.end() for m in breaks), [len(text)]):
+            hits = len(_keyword_hits(text[begin:end].lower(), wanted))
+            if hits > best:
+                best, start = hits, begin
+                if hits == len(wanted):
+                    break  # no sentence can hold more
+            begin = end
+        text = text[start:]
     chosen = text.split(None, words)
     if not chosen:
         return "(empty)"
@@ -980,7 +982,8 @@ def _join_units(decisions: List[Decision], units: List[Optional[str]],
     whole instead.
     """
     best: Dict[str, str] = {}
-    actions = _column(decisions, "action")
+    actions, reasons = _column(decisions, "action"), _column(decisions, "reason")
+    table = isinstance(decisions, _DecisionTable)  # then the columns are its own, written in place below
     whole = set()
     for i, (action, unit) in enumerate(zip(actions, units)):
         if unit is not None and ACTION_RANK[action] >= ACTION_RANK[best.get(unit, "evict")]:
@@ -992,7 +995,27 @@ def _join_units(decisions: List[Decision], units: List[Optional[str]],
             best[unit] = "evict"
     for i, unit in enumerate(units):
         if unit is not None and actions[i] != best[unit]:
-            decisions[i] = decisions[i]._replace(action=best[unit], reason=f"unit {unit}")
+            if table:  # building each Decision to replace two fields costs more
+                actions[i], reasons[i] = best[unit], f"unit {unit}"
+            else:
+                decisions[i] = decisions[i]._replace(action=best[unit], reason=f"unit {unit}")
+
+
+def _stubs_within(stub_tokens: Sequence[int], members: List[int], room: int) -> Optional[int]:
+    """Return what the stubs of ``members`` cost if that fits in ``room``, else None.
+
+    A cost table with lower bounds (a ``floor`` method, as _StubCosts has: never negative) is
+    asked those first, member by member, so stubs that cannot fit are never priced.
+    """
+    floor = getattr(stub_tokens, "floor", None)
+    if floor is not None:
+        bound = 0
+        for i in members:
+            bound += floor(i)
+            if bound > room:
+                return None
+    stubs = sum(stub_tokens[i] for i in members)
+    return stubs if stubs <= room else None
 
 
 def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
@@ -1106,11 +1129,11 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
             action = "page" if floored[members[0]] < sum(tokens[i] for i in members) else "retain"
             chosen = {i: action for i in members}
         else:
-            stubs = sum(stub_tokens[i] for i in members)
-            action = ("page" if actions[members[0]] != "evict" and stubs <= left
-                      and not any(i in unpageable for i in members) else "evict")
-            if action == "page":
-                left -= stubs
+            action = "evict"
+            if actions[members[0]] != "evict" and not any(i in unpageable for i in members):
+                stubs = _stubs_within(stub_tokens, members, left)
+                if stubs is not None:
+                    action, left = "page", left - stubs
             chosen = {i: action for i in members}
         for i in members:
             action = chosen.get(i, "retain")
@@ -1219,6 +1242,30 @@ def _duplicate_problem(index: int, block_id: str, seen: Dict[str, int]) -> Optio
     return None if first == index else f"blocks[{index}].id {_show(block_id)} duplicates blocks[{first}].id"
 
 
+_UNPRICED = -1  # a stub cost not worked out yet (see _Scorer._stub_cost_at)
+
+
+class _StubCosts:
+    """Every block's stub cost, by position, each worked out when first read (see _Scorer._stub_cost_at)."""
+
+    __slots__ = ("price", "bound", "count")
+
+    def __init__(self, price: Callable[[int], int], bound: Callable[[int], int], count: int) -> None:
+        self.price, self.bound, self.count = price, bound, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, position: int) -> int:
+        if not -self.count <= position < self.count:
+            raise IndexError(position)
+        return self.price(position % self.count)
+
+    def floor(self, position: int) -> int:
+        """Return a lower bound of the cost at ``position``, never negative, cheaper than the cost itself."""
+        return self.bound(position)
+
+
 class _Scorer:
     """Scores blocks as they stream in, then classifies them once the whole history is seen.
 
@@ -1260,6 +1307,7 @@ class _Scorer:
         self._matched: List[Tuple[str, ...]] = []  # the intent terms each holds (shared tuples)
         self._lengths = array.array("q")      # characters of the (original) text, for the weighted proxy
         self._stub_tokens = array.array("q")  # what each costs as a stub (budget mode only)
+        self._newer: Dict[int, str] = {}      # the newer copy a repeated block's stub names (see finish)
         self._guards: Dict[int, str] = {}     # why it must stay: "pinned", "system" or "task"
         self._floors: set = set()             # a human's message: paged at worst, never evicted
         self._archived: set = set()           # before a compaction boundary: paged, costs nothing
@@ -1384,8 +1432,6 @@ class _Scorer:
             kind = shared.setdefault(kind, kind)  # type: ignore[assignment]
         if unit is not None:
             self._units[position] = shared.setdefault(unit, unit)  # type: ignore[assignment]
-        if self.stub_text is not None:
-            self._stub_tokens.append(self._stub_cost(block_id, turn, role, kind, tokens, matched, text))
         self._protect(position, role, kind, pinned, protected)
         if not text.isascii() and _LONE_SURROGATE.search(text):
             self._unpageable[position] = UNSTORABLE
@@ -1399,6 +1445,11 @@ class _Scorer:
         self._matched.append(matched)
         self._lengths.append(len(text))
         self.texts.append(None if stub is True else self._keep_text(text, turn, role, matched, unit))
+        if self.stub_text is not None:
+            # A block whose text is kept is priced as a stub only when a decision asks (_stub_cost_at):
+            # under a tight budget the room is spent long before most stubs come up.
+            self._stub_tokens.append(_UNPRICED if self.texts[position] is not None else
+                                     self._stub_cost(block_id, turn, role, kind, tokens, matched, text))
         if not stub and ((role == "tool" and len(text) >= REPEAT_MIN_CHARS)
                          or (unit is not None and role == "assistant" and unit.startswith("tool:"))):
             self._note_repeat(position, block_id, role, text)
@@ -1435,6 +1486,30 @@ class _Scorer:
         if self.with_index:
             cost += estimate_tokens(index_lines([page])[0]) + 1
         return cost
+
+    def _stub_cost_at(self, position: int) -> int:
+        """Return what the block at ``position`` costs as a stub, pricing it now if ``add`` left it unpriced."""
+        cost = self._stub_tokens[position]
+        if cost == _UNPRICED:
+            cost = self._stub_tokens[position] = self._stub_cost(
+                self._ids[position], self._turns[position], self._roles[position], self._kinds[position],
+                self._tokens[position], self._matched[position], self.texts[position],  # type: ignore[arg-type]
+                self._newer.get(position))
+        return cost
+
+    def _stub_floor(self, position: int) -> int:
+        """Return a lower bound of what the block at ``position`` costs as a stub, without its summary.
+
+        Its cost if priced, else a token per 4 characters (estimate_tokens counts at least that)
+        of its stub with an empty summary: stub_text renders make_stub's stub, which its summary,
+        a newer copy's id or a giant's head and tail only lengthen.
+        """
+        cost = self._stub_tokens[position]
+        if cost != _UNPRICED:
+            return cost
+        page = StoredPage(self._ids[position], self._turns[position], self._roles[position], self._kinds[position],
+                          self._tokens[position], (), "", "", "", "")
+        return -(-len(self.stub_text(page)) // 4)  # type: ignore[misc]
 
     def _duplicate(self, index: int, block_id: str) -> NoReturn:
         first = _decision_items(len(self._ids), self.skipped)[self._ids.index(block_id)]
@@ -1521,7 +1596,7 @@ class _Scorer:
             return False
         if self.params.budget is not None:
             kept = sum(t for t, a in zip(decisions.tokens, wanted) if a == "retain")
-            kept += sum(t for t, a in zip(stub_tokens, wanted) if a == "page")
+            kept += sum(stub_tokens[i] for i, a in enumerate(wanted) if a == "page")
             if kept + reserved > self.params.budget:
                 return False
             self.tokens_after = kept + reserved
@@ -1570,10 +1645,8 @@ class _Scorer:
                     for j in group:
                         rs[j], actions[j], reasons[j] = 0.0, "page", REPEATED_BY + newer
                         if self.stub_text is not None and self.texts[j] is not None:
-                            # its stub names the newer copy: price that stub
-                            self._stub_tokens[j] = self._stub_cost(
-                                self._ids[j], turns[j], self._roles[j], self._kinds[j], self._tokens[j],
-                                self._matched[j], self.texts[j], newer)
+                            # its stub names the newer copy: that stub is priced (when asked)
+                            self._stub_tokens[j], self._newer[j] = _UNPRICED, newer
         for i, guard in self._guards.items():
             actions[i], reasons[i] = "retain", guard
         for i, why in self._unpageable.items():
@@ -1592,7 +1665,7 @@ class _Scorer:
             units = [None] * n
             for i, unit in self._units.items():
                 units[i] = unit
-        stub_tokens = self._stub_tokens
+        stub_tokens = _StubCosts(self._stub_cost_at, self._stub_floor, len(self._stub_tokens))
         self._lengths = array.array("q")
         if self._settle(decisions, stub_tokens, reserved):
             return decisions
@@ -2596,6 +2669,7 @@ class _HistorySource:
         self.runs: "array.array[int]" = array.array("q")  # where the batches of the last full stream lie
         self.skipped: List[int] = []  # block positions the scorer skipped (page-index blocks)
         self._stdin: Optional[str] = None
+        self._blocks: Optional[List[Dict[str, Any]]] = None  # see from_blocks
         if path == "-":
             data = sys.stdin.buffer.read()
             try:
@@ -2605,10 +2679,22 @@ class _HistorySource:
 
     @classmethod
     def from_text(cls, name: str, text: str) -> "_HistorySource":
-        """Return a source over ``text`` held in memory (a transcript converted to pager JSON)."""
+        """Return a source over ``text`` held in memory (a history in pager JSON)."""
         source = cls.__new__(cls)
         source.path, source.name, source._stdin = name, name, text
         source.runs, source.skipped = array.array("q"), []
+        source._blocks = None
+        return source
+
+    @classmethod
+    def from_blocks(cls, name: str, blocks: List[Dict[str, Any]]) -> "_HistorySource":
+        """Return a source over pager blocks held in memory (a transcript's, from conversation_blocks).
+
+        Streaming it hands the blocks as they are: the same the pager JSON of ``{"blocks": blocks}``
+        would give, without writing that JSON and parsing it again.
+        """
+        source = cls.from_text(name, "")
+        source._blocks = blocks
         return source
 
     def read_text(self) -> str:
@@ -2637,6 +2723,8 @@ class _HistorySource:
         """Stream the history once (see _stream_history), noting where each batch of blocks lies."""
         runs = array.array("q")
         try:
+            if self._blocks is not None:
+                return self._hand_blocks(on_blocks)
             with self.open() as fp:
                 header, handed = _stream_history(fp, self.name, on_blocks, runs=runs)
                 if handed:
@@ -2649,6 +2737,30 @@ class _HistorySource:
             raise PagerError(f"{self.name}: can't read ({exc.strerror})") from None
 
 
+    def _hand_blocks(self, on_blocks: Callable[[Dict[str, object]], Optional[Callable[[int, List[object]], None]]]
+                     ) -> Tuple[Dict[str, object], bool]:
+        """Stream blocks held in memory (see from_blocks): an empty header, the blocks a batch at a time."""
+        header: Dict[str, object] = {}
+        sink = on_blocks(header)
+        if sink is None:
+            return header, False
+        blocks = self._blocks
+        for first in range(0, len(blocks), _BATCH_BLOCKS):  # type: ignore[arg-type]
+            batch = blocks[first:first + _BATCH_BLOCKS]  # type: ignore[index]
+            for index, block in enumerate(batch, first):
+                self._check_size(index, block)
+            sink(first, batch)  # type: ignore[arg-type]
+        return header, True
+
+    def _check_size(self, index: int, block: Dict[str, Any]) -> None:
+        """Refuse a block longer than MAX_BLOCK_CHARS as JSON, as reading it from the file would."""
+        text = block.get("text")
+        # JSON escapes one character into at most 6: only a text of a sixth of the limit can pass it.
+        if isinstance(text, str) and 6 * len(text) + 4096 > MAX_BLOCK_CHARS \
+                and len(json.dumps(block, ensure_ascii=False)) > MAX_BLOCK_CHARS:
+            raise PagerError(f"{self.name}: blocks[{index}] is larger than the limit of {MAX_BLOCK_CHARS:,} "
+                             "characters of JSON (MAX_BLOCK_CHARS; see the README)")
+
     def blocks_at(self, items: Iterable[int]) -> Iterator[Tuple[int, object]]:
         """Yield ``(item, block)`` for the given ascending block positions.
 
@@ -2656,6 +2768,10 @@ class _HistorySource:
         hold a wanted block, found by the offsets the last full stream noted; the
         file must not have changed in between.
         """
+        if self._blocks is not None:
+            blocks = self._blocks
+            yield from ((item, blocks[item]) for item in items)
+            return
         runs = self.runs
         firsts = runs[2::4]
         changed = f"{self.name}: the history changed while the pass was reading it"
@@ -3311,6 +3427,8 @@ def _stub_lines(text: str) -> List[Tuple[str, str]]:
     A stub is one line, or a giant's lines: its header (ending "| head and tail]") down to
     its end line, taken whole.
     """
+    if "[paged " not in text:  # every stub starts so: most texts are told apart without splitting them
+        return []
     found = []
     lines = text.splitlines()
     at = 0
@@ -4614,8 +4732,10 @@ def _pair_anthropic(msgs: List[_Msg], repairs: List[str]) -> None:
 def _anthropic_units(msgs: List[_Msg]) -> None:
     """Put a thinking turn's thinking, its tool calls and their results in one unit."""
     for run in _runs(msgs):
+        if run[0].role != "assistant":
+            continue
         parts = [p for m in run for p in m.parts]
-        if run[0].role == "assistant" and any(p.kind == "thinking" for p in parts):
+        if any(p.kind == "thinking" for p in parts):
             unit = f"turn:{parts[0].bid}"
             for part in parts:
                 if part.kind in ("thinking", "call") or part.link is not None:
@@ -5429,7 +5549,7 @@ class _Reading(NamedTuple):
 
     fmt: str
     detected: bool
-    source: _HistorySource                   # pager JSON: the file itself, or a transcript converted
+    source: _HistorySource                   # pager JSON, or a transcript's blocks (from_blocks)
     conversation: Optional["Conversation"]  # the transcript, for --emit in its own format
 
 
@@ -5491,8 +5611,7 @@ def _open_history(path: str, fmt: str, recorded: Optional[str] = None) -> _Readi
         if block["tokens"] is None:
             del block["tokens"]
         blocks.append(block)
-    converted = json.dumps({"blocks": blocks}, ensure_ascii=False)
-    return _Reading(fmt, detected, _HistorySource.from_text(source.name, converted), conv)
+    return _Reading(fmt, detected, _HistorySource.from_blocks(source.name, blocks), conv)
 
 
 # ===== Page store =====
@@ -5758,9 +5877,14 @@ def _state_of(path: str, text: str) -> ContractState:
         raise PagerError(f"{path}: {exc}") from None
 
 
+def _contract_text(path: str) -> str:
+    """Return the text of the contract at ``path`` (missing means empty)."""
+    return _decode_contract(path, _read_contract_bytes(path))
+
+
 def contract_state(path: str) -> ContractState:
     """Read the contract at ``path`` (missing means empty) and return its state."""
-    return _state_of(path, _decode_contract(path, _read_contract_bytes(path)))
+    return _state_of(path, _contract_text(path))
 
 
 def _read_fd(fd: int, size: int) -> bytes:
@@ -5827,8 +5951,9 @@ class _LockedContract:
     append removes a file that entering created, so an error leaves no trace.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, known: Optional[Tuple[str, ContractState]] = None) -> None:
         self.path = path
+        self.known = known  # (a text read before, its state): that text found under the lock is not parsed again
         self.state = ContractState()
         self._fd = -1
         self._created = False
@@ -5841,7 +5966,9 @@ class _LockedContract:
         try:
             self._size = os.fstat(self._fd).st_size
             self._created = self._created and self._size == 0
-            self.state = _state_of(self.path, _decode_contract(self.path, _read_fd(self._fd, self._size)))
+            text = _decode_contract(self.path, _read_fd(self._fd, self._size))
+            known = self.known
+            self.state = known[1] if known is not None and known[0] == text else _state_of(self.path, text)
         except BaseException:
             self._release(failed=True)
             raise
@@ -6007,10 +6134,13 @@ class _Materializer:
     """
 
     def __init__(self, plan: PassPlan, store: Optional[PageStore], now: str, stub_words: int,
-                 hint: Callable[[str], str], emit: Optional[io.TextIOBase]) -> None:
+                 hint: Callable[[str], str], emit: Optional[io.TextIOBase], keep_pages: bool = False) -> None:
         self.plan, self.store, self.now, self.stub_words = plan, store, now, stub_words
         self.hint, self.emit = hint, emit
         self.known = store.shas() if store is not None else {}
+        # With keep_pages, block id -> the page this pass stored, as the store would give it back
+        # (a transcript's stubs are made from them: its texts are in memory anyway).
+        self.fresh: Optional[Dict[str, StoredPage]] = {} if keep_pages else None
         self.pending: List[StoredPage] = []
         self.stored = 0
         self.first = True
@@ -6065,6 +6195,9 @@ class _Materializer:
             if known.get(block[k]) == sha:
                 return  # stored by an earlier pass, unchanged
             rows.append((block[k], turn[k], role[k], kind[k], tokens[k], listed[matched[k]], sha, now, "", text))
+            if self.fresh is not None:
+                self.fresh[block[k]] = StoredPage(block[k], turn[k], role[k], kind[k], tokens[k], matched[k],
+                                                  sha, now, "", text)
             if len(rows) >= _PAGE_ROWS:
                 self._put_rows(rows)
                 rows = []
@@ -6188,12 +6321,18 @@ def _write_pager_history(out: io.TextIOBase, header: Mapping[str, object], block
     out.write("\n]}\n")
 
 
-def _transcript_directives(plan: PassPlan, store: Optional[PageStore],
-                           hint: Callable[[str], str]) -> Dict[str, Tuple[str, Optional[str]]]:
-    """Return what ``emit`` needs per block: the directive, with a stub or a restored text."""
+def _transcript_directives(plan: PassPlan, store: Optional[PageStore], hint: Callable[[str], str],
+                           fresh: Optional[Mapping[str, StoredPage]] = None) -> Dict[str, Tuple[str, Optional[str]]]:
+    """Return what ``emit`` needs per block: the directive, with a stub or a restored text.
+
+    ``fresh`` holds the pages this pass stored (see _Materializer): they are not read back.
+    """
     out: Dict[str, Tuple[str, Optional[str]]] = {}
     for d in plan.decisions:
-        page = store.get(d.block) if store is not None and (d.action == "page" or d.stub) else None
+        page = None
+        if store is not None and (d.action == "page" or d.stub):
+            page = fresh.get(d.block) if fresh else None
+            page = store.get(d.block) if page is None else _with_summary(page, store.stub_words)
         if d.action == "page":
             if page is None:
                 raise PagerError(f"no stored text for paged block {_show(d.block)}")
@@ -6233,14 +6372,16 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
             if needs_text or out is not None:
                 if out is not None and transcript is None:
                     blocks_file = tempfile.TemporaryFile("w+", encoding="utf-8", errors=JSON_ESCAPE_ERRORS)
-                work = _Materializer(plan, store, now, plan.params.stub_words, hint, blocks_file)
+                work = _Materializer(plan, store, now, plan.params.stub_words, hint, blocks_file,
+                                     keep_pages=out is not None and transcript is not None)
                 work.run(reading.source)
                 stored = work.stored
             if plan.texts is not None:
                 plan.texts.clear()  # stored: let the memory go before the contract is rendered
             final = _final_paged(state, plan)
             if out is not None and transcript is not None:
-                compacted = emit(transcript, _transcript_directives(plan, store, hint))
+                compacted = emit(transcript, _transcript_directives(plan, store, hint,
+                                                                    work.fresh if work is not None else None))
                 problems = validate(transcript.emit_format, compacted)
                 if problems:  # the emitter must never write what the API rejects...
                     kept = validate(transcript.emit_format, emit(transcript, {}))
@@ -6509,13 +6650,17 @@ class _CachedScorer(_Scorer):
         page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
         return self.counter(self.stub_text(page, newer, _giant_edge(tokens, self.params.budget)))  # type: ignore[misc]
 
+    def _stub_floor(self, position: int) -> int:
+        # A token counter of the caller's own may count a stub at anything: no bound but 0.
+        return 0 if self.counter is not None else super()._stub_floor(position)
+
     def add(self, index: int, raw: object) -> None:
         """Score one block as _Scorer.add does, and remember its features under its key."""
         position = len(self._ids)
         super().add(index, raw)
         key = self._key(raw)
         if key is not None and len(self._ids) > position:
-            cost = self._stub_tokens[position] if self.stub_text is not None else 0
+            cost = self._stub_cost_at(position) if self.stub_text is not None else 0
             try:
                 self.fresh[key] = (self._tokens[position], self._matched[position], cost)
             except TypeError:  # a field the checks accept but a key cannot hold: not cached
@@ -7252,16 +7397,18 @@ def _settling(state: ContractState, params: Params, args: argparse.Namespace
 
 
 @contextmanager
-def _pass_lock(args: argparse.Namespace) -> Iterator[Optional[_LockedContract]]:
+def _pass_lock(args: argparse.Namespace, known: Optional[Tuple[str, ContractState]] = None
+               ) -> Iterator[Optional[_LockedContract]]:
     """Hold the contract's lock for the whole pass (none for --dry-run, which writes nothing).
 
     Everything a pass decides from that another pass can change (the contract's state,
-    the store's rows, stub texts, the page index's size) is read while it is held.
+    the store's rows, stub texts, the page index's size) is read while it is held;
+    ``known`` is a text read before and its state, reused if the contract still holds that text.
     """
     if args.dry_run:
         yield None
         return
-    with _LockedContract(args.contract) as locked:
+    with _LockedContract(args.contract, known) as locked:
         yield locked
 
 
@@ -7374,15 +7521,15 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
     return EXIT_OK
 
 
-def _recorded_intent(contract: str, conv: Conversation) -> Optional[Intent]:
+def _recorded_intent(state: Optional[ContractState], conv: Conversation) -> Optional[Intent]:
     """Return the contract's recorded intent when the transcript holds no block the contract has not seen.
 
-    Nothing happened since that pass, so what the agent is doing has not changed either; the
-    recent work, read again from the compacted history, would differ only by what the pass paged.
+    ``state`` is the contract's state (None: no contract yet). Nothing happened since that pass,
+    so what the agent is doing has not changed either; the recent work, read again from the
+    compacted history, would differ only by what the pass paged.
     """
-    if not os.path.exists(contract):
+    if state is None:
         return None
-    state = contract_state(contract)
     words, source = state.values.get("pager-intent"), state.values.get("pager-intent-source")
     if (not state.directives or not isinstance(words, str) or not isinstance(source, str)
             or any(block["id"] not in state.directives for block in conv.blocks)):
@@ -7413,7 +7560,11 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     store_path = args.store or _default_store_path(args.contract)
     _check_paths(args.history, args.contract, store_path, args.emit)
     given = _flag_intent(args)
-    recorded = contract_state(args.contract).values.get("pager-format") if os.path.exists(args.contract) else None
+    # Read once before the pass takes the lock, for the session's format and intent (under the
+    # lock the pass reads it again for everything it decides, parsing it only if it changed).
+    text = _contract_text(args.contract) if os.path.exists(args.contract) else None
+    earlier = _state_of(args.contract, text) if text is not None else None
+    recorded = earlier.values.get("pager-format") if earlier is not None else None
     recorded = recorded if isinstance(recorded, str) else None
     reading = _open_history(args.history, args.format, recorded)
     if args.with_index and reading.conversation is not None:
@@ -7421,7 +7572,7 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
                          "'pager.py index'")
     conv = reading.conversation
     if given is None and conv is not None:
-        given = _recorded_intent(args.contract, conv)
+        given = _recorded_intent(earlier, conv)
     if given is None and conv is not None:
         # The transcript is in memory: its last request is known now, and the blocks are read once.
         pages = PageStore.open(store_path, create=False, stub_words=args.stub_words)
@@ -7438,7 +7589,9 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
             if pages is not None:
                 pages.close()
     params = _transcript_params(conv, params)
-    with _pass_lock(args) as locked:
+    # Deciding, recording and emitting build many objects and no cycles to free: on a large
+    # history a full collection would walk everything read so far for nothing.
+    with _pass_lock(args, (text, earlier) if earlier is not None else None) as locked, _collector_held():
         return _locked_pass(args, params, now, given, reading, store_path, locked, stdout, stderr, recorded)
 
 

@@ -286,3 +286,117 @@ def test_the_batch_check_accepts_exactly_what_check_statement_accepts(statements
         assert str(batch.value) == errors[0]
     else:
         pager._check_statements(statements)
+
+
+_PRICED_BLOCK = st.fixed_dictionaries({
+    "turn": st.integers(0, 12),
+    "role": st.sampled_from(["user", "assistant", "tool"]),
+    "text": st.sampled_from(["the pager", "pager score families. Then more.", "unrelated chatter", "",
+                             "pager log line\n" * 700, "x~y|z " * 50])},
+    optional={"unit": st.sampled_from(["tool:u1", "u2"]), "kind": st.sampled_from(["human", "media"]),
+              "protected": st.sampled_from(["human", "task"]), "tokens": st.integers(0, 900)})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PRICED_BLOCK, min_size=1, max_size=14), st.sampled_from([40, 300, 2500, 12000]),
+       st.booleans(), st.sampled_from(["b", "m-0f~t2.", "a b"]))
+def test_stubs_priced_when_asked_decide_as_stubs_priced_up_front(blocks, budget, apart, prefix):
+    """A budget pass prices a stub only when fit_budget asks, after a cheaper lower bound: the
+    decisions and tokens kept are those of pricing every block as it arrives, and every bound is
+    at most the price."""
+    import pager
+    history = {"intent_ir": ["pager", "score"], "current_turn": 12,
+               "blocks": [dict(b, id=f"{prefix}{i}") for i, b in enumerate(blocks)]}
+    params = pager.Params(budget=budget, results_apart=apart)
+    lazy = pager.plan_pass(history, params)
+    add = pager._Scorer.add
+
+    def priced_up_front(self, index, raw):
+        add(self, index, raw)
+        for position in range(len(self._ids)):
+            self._stub_cost_at(position)
+
+    try:
+        pager._Scorer.add = priced_up_front
+        eager = pager.plan_pass(history, params)
+    finally:
+        pager._Scorer.add = add
+    assert list(lazy.decisions) == list(eager.decisions) and lazy.tokens_after == eager.tokens_after
+    scorer = pager._Scorer(["pager", "score"], params, current_turn=12)
+    scorer.add_all(0, history["blocks"])
+    for position in range(len(scorer._ids)):
+        assert scorer._stub_floor(position) <= scorer._stub_cost_at(position)
+
+
+def test_a_transcript_s_blocks_stream_as_their_pager_json_would(pager):
+    """_HistorySource.from_blocks hands the scorer what reading {"blocks": blocks} as JSON hands it,
+    in the same order, and gives the same blocks back by position."""
+    conv = pager.load(json.dumps([{"role": "user", "content": f"step {i}: the pager " + "é" * (i % 3)}
+                                  if i % 2 == 0 else {"role": "assistant", "content": f"done {i}"}
+                                  for i in range(3000)]), "openai")
+    blocks = pager.conversation_blocks(conv)
+    for block in blocks:
+        if block["tokens"] is None:
+            del block["tokens"]
+    streamed = {}
+    for name, source in (("json", pager._HistorySource.from_text("h", json.dumps({"blocks": blocks}))),
+                         ("held", pager._HistorySource.from_blocks("h", blocks))):
+        seen = []
+        header, handed = source.stream(lambda header: lambda first, batch: seen.extend(enumerate(batch, first)))
+        assert header == {} and handed
+        streamed[name] = (seen, list(source.blocks_at([0, 5, 2999])))
+    assert streamed["json"] == streamed["held"]
+    assert [block for _, block in streamed["held"][0]] == blocks
+
+
+def test_a_held_block_over_the_limit_is_refused_as_reading_it_would_be(pager, monkeypatch):
+    monkeypatch.setattr(pager, "MAX_BLOCK_CHARS", 5000)
+    blocks = [{"id": "b0", "turn": 1, "role": "user", "text": "pager " * 10},
+              {"id": "b1", "turn": 2, "role": "assistant", "text": "\x01" * 900}]  # 5,400 characters as JSON
+    for source in (pager._HistorySource.from_text("h.json", json.dumps({"blocks": blocks})),
+                   pager._HistorySource.from_blocks("h.json", blocks)):
+        with pytest.raises(pager.PagerError) as refused:
+            source.stream(lambda header: lambda first, batch: None)
+        assert str(refused.value).startswith("h.json: blocks[1] is larger than the limit of 5,000 characters")
+
+
+def test_the_locked_contract_reuses_a_known_state_only_for_the_same_text(pager, tmp_path):
+    """A pass reads the contract before the lock and again under it: the second read parses the
+    text only if it changed in between."""
+    contract = tmp_path / "c.limn"
+    contract.write_text('remember a list called paged-blocks\nadd "b1" to paged-blocks because "x"\n')
+    text = pager._contract_text(str(contract))
+    known = pager._state_of(str(contract), text)
+    with pager._LockedContract(str(contract), (text, known)) as locked:
+        assert locked.state is known
+    with contract.open("a") as fh:  # another pass appended in between
+        fh.write('add "b2" to paged-blocks because "y"\n')
+    with pager._LockedContract(str(contract), (text, known)) as locked:
+        assert locked.state is not known and locked.state.directives == {"b1": "page", "b2": "page"}
+
+
+def _summary_by_the_rule(pager, text, keywords, words):
+    """stub_summary's rule, read literally: every sentence scored, the first with the most keywords."""
+    wanted = list(keywords)
+    if wanted:
+        starts = [0] + [m.end() for m in pager._SENTENCE_BREAK.finditer(text)]
+        if len(starts) > 1:
+            scored = [(len(pager._keyword_hits(text[b:e].lower(), wanted)), -b)
+                      for b, e in zip(starts, starts[1:] + [len(text)])]
+            hits, start = max(scored)
+            text = text[-start:] if hits else text
+    chosen = text.split(None, words)
+    if not chosen:
+        return "(empty)"
+    return " ".join(chosen[:words]) + ("..." if len(chosen) > words else "")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_WORDS + [".", ". ", "! ", "?\n", "\n\n", "\n \n", "end.", "a. b"]), max_size=30)
+       .map("".join), st.lists(st.sampled_from(["pager", "score", "famili", "retent", "x"]), max_size=3),
+       st.integers(1, 8))
+def test_stub_summaries_follow_their_rule(text, keywords, words):
+    """Sentences found as they are read (and none looked for in a text without a break character)
+    give the summary of scoring every sentence."""
+    import pager
+    assert pager.stub_summary(text, keywords, words) == _summary_by_the_rule(pager, text, keywords, words)
