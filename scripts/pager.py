@@ -7242,23 +7242,18 @@ class _Parser(argparse.ArgumentParser):
         raise PagerError(message)
 
 
-def _number_flag(flag: str) -> Callable[[str], float]:
+def _number_flag(flag: str, what: str = "a number") -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
             return float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} must be a number (got {_show(text)})") from None
+            raise argparse.ArgumentTypeError(f"{flag} must be {what} (got {_show(text)})") from None
     return parse
 
 
 def _target_flag(text: str) -> Union[float, str]:
     """Parse --target: a share of the budget, or "none" (no watermarks)."""
-    if text == NO_TARGET:
-        return NO_TARGET
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--target must be a number or {NO_TARGET} (got {_show(text)})") from None
+    return NO_TARGET if text == NO_TARGET else _number_flag("--target", f"a number or {NO_TARGET}")(text)
 
 
 def _count_flag(flag: str, least: int = 1) -> Callable[[str], int]:
