@@ -3716,7 +3716,7 @@ def _unknown_types(msgs: List[_Msg]) -> Dict[str, int]:
         for part in msg.parts:
             kind = part.raw.get("type") if isinstance(part.raw, dict) else None
             if part.kind == "other" and isinstance(kind, str) and kind not in KNOWN_OTHER_PARTS \
-                    and not kind.endswith("_tool_result"):
+                    and not kind.endswith(ANTHROPIC_MARKER_SUFFIX):
                 found[kind] = found.get(kind, 0) + 1
     return found
 
