@@ -200,7 +200,8 @@ def pre_compact(event: Dict[str, Any]) -> Dict[str, Any]:
         intent, intent_from = None, "the pager's default (last user message)"
     make_folder(paths.folder)
     # The flag=value form: a request or path starting with "-" must not read as a flag.
-    argv = [f"--history={transcript}", f"--contract={paths.contract}", "--json"]
+    # --page-small: every block it pages is recallable after the compaction, short ones too.
+    argv = [f"--history={transcript}", f"--contract={paths.contract}", "--json", "--page-small"]
     if intent:
         argv.append(f"--intent={intent}")
     with tempfile.TemporaryFile("w+", encoding="utf-8") as records:

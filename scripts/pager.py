@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import array
 import codecs
+import collections
 import dataclasses
 import datetime
 import errno
@@ -136,6 +137,7 @@ MASK = "mask"  # emit only: a tool result paged in place while its call is kept 
 # UNSTORABLE when it would have been), and the files the pager writes keep it as its JSON escape.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 UNSTORABLE = "unstorable"
+SMALL = "small"  # a pass without a budget keeps a block its stub would not shorten (paging it saves nothing)
 JSON_ESCAPE_ERRORS = "prosecode-pager-json-escape"  # the codec error handler for that (see _file_beside)
 
 SIMILARITIES = ("weighted", "plain")  # the default proxy first; plain is the engine issue's
@@ -796,6 +798,7 @@ class Params:
     target: Optional[float] = DEFAULT_TARGET  # compact down to this share of budget; None: fit the whole budget every pass
     work_steps: int = DEFAULT_WORK_STEPS  # the agent's last steps whose names join an intent drawn from the history
     protect_task: bool = True  # a block marked protected="task" (a session's first human request) stays like a pin
+    keep_small: Optional[bool] = None  # without a budget, a block its stub would not shorten stays; None: transcripts
 
     def validate(self) -> "Params":
         """Return self, or raise PagerError naming the first bad value."""
@@ -815,6 +818,8 @@ class Params:
                                  f"(got {self.trigger!r})")
             if self.target > self.trigger:
                 raise PagerError(f"--target ({self.target!r}) must not exceed --trigger ({self.trigger!r})")
+        if self.keep_small not in (None, True, False):
+            raise PagerError(f"keep_small must be true, false or None (got {_show(self.keep_small)})")
         if not _is_int(self.work_steps) or self.work_steps < 0:
             raise PagerError(f"--work-steps must be a non-negative integer (got {_show(self.work_steps)})")
         if self.keep_recent is not None and (not _is_int(self.keep_recent) or self.keep_recent < 0):
@@ -1001,6 +1006,46 @@ def _join_units(decisions: List[Decision], units: List[Optional[str]],
                 decisions[i] = decisions[i]._replace(action=best[unit], reason=f"unit {unit}")
 
 
+def _keep_small(decisions: "_DecisionTable", units: Sequence[Optional[str]], stubs: Container[int],
+                stub_size: Callable[[int], int]) -> None:
+    """Retain (reason SMALL) each paged block or unit that costs no more whole than its stubs.
+
+    For a pass without a budget, which would otherwise grow a context it pages ("It is 12 C."
+    is 4 tokens, its stub 30 and more). ``stub_size`` gives a position's stub cost; a unit's
+    stub is its paged members' stubs (the rest of it goes). A unit with a member kept or
+    arriving as a stub, and pages of a compaction boundary (not in the context), stay as they are.
+    """
+    actions, reasons, tokens = decisions.action, decisions.reason, decisions.tokens
+    groups: Dict[object, List[int]] = {}
+    for i, action in enumerate(actions):
+        unit = units[i] if units else None
+        if action == "page" or (unit is not None and action == "evict"):
+            groups.setdefault(unit if unit is not None else i, []).append(i)
+    sizes = collections.Counter(units)
+    for key, members in groups.items():
+        if (isinstance(key, str) and len(members) < sizes[key]) or any(
+                i in stubs or reasons[i] == "compacted" for i in members):
+            continue
+        paged = [i for i in members if actions[i] == "page"]
+        if paged and sum(tokens[i] for i in members) <= sum(map(stub_size, paged)):
+            for i in members:
+                actions[i], reasons[i] = "retain", SMALL
+
+
+def _open_units(roles: Sequence[str], units: Sequence[Optional[str]]) -> "frozenset[str]":
+    """Return the units of the tool results that end the conversation: its open round trip.
+
+    The model's next step answers those results; fit_budget keeps their calls verbatim.
+    """
+    found = set()
+    i = len(units) - 1
+    while i >= 0 and roles[i] == "tool":
+        if units[i] is not None:
+            found.add(units[i])
+        i -= 1
+    return frozenset(found)
+
+
 def _stubs_within(stub_tokens: Sequence[int], members: List[int], room: int) -> Optional[int]:
     """Return what the stubs of ``members`` cost if that fits in ``room``, else None.
 
@@ -1020,7 +1065,8 @@ def _stubs_within(stub_tokens: Sequence[int], members: List[int], room: int) -> 
 
 def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
                units: Optional[List[Optional[str]]] = None, results_apart: bool = False,
-               floors: Container[int] = (), unpageable: Container[int] = ()) -> int:
+               floors: Container[int] = (), unpageable: Container[int] = (),
+               open_units: Container[str] = ()) -> int:
     """Fit ``decisions`` (changed in place) into ``budget`` tokens; return the tokens kept.
 
     What stays costs its tokens verbatim, or its stub's tokens when paged. Protected
@@ -1049,8 +1095,16 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     the reason "task" (the task statement) likewise, before any other, and it is the first to be
     kept verbatim.  When the stubs of the floors alone would pass the budget, the oldest whose
     stubs do not fit compete like any other block: the budget holds.  A unit holding a block in ``unpageable`` (a picture
-    or file) is kept verbatim or evicted, never paged.  A block paged for a compaction boundary
+    or file) is kept verbatim or evicted, never paged; a floor that is one (a human's attachment)
+    claims its whole size, after the floors that have stubs.  A block paged for a compaction boundary
     (reason "compacted") is not in the context and costs nothing.
+
+    A unit in ``open_units`` is the open round trip: the conversation ends on its results, and
+    the model answers them next. Its call (with its thinking or reasoning) is claimed right after
+    the task statement and stays verbatim while it fits; its results compete apart, as with
+    ``results_apart``, so at worst they are paged in place and the request still ends on them.
+    Paged whole, the unit's stub would end the request on an assistant turn: a prefill, which
+    Anthropic refuses when extended thinking is on.
     """
     groups: Dict[object, List[int]] = {}
     for i in range(len(decisions)):
@@ -1059,7 +1113,7 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     table = isinstance(decisions, _DecisionTable)  # then _column gives its own columns, written in place below
     tokens, reasons = _column(decisions, "tokens"), _column(decisions, "reason")
     rs, turns, actions = _column(decisions, "R"), _column(decisions, "turn"), _column(decisions, "action")
-    roles = _column(decisions, "role") if results_apart else None
+    roles = _column(decisions, "role") if results_apart or open_units else None
     left = budget
     live = []  # the groups in the context and not protected
     for members in groups.values():
@@ -1070,10 +1124,12 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
         else:
             live.append(members)
     # Floors speak for their stubs first: the task statement, then a human's messages newest
-    # first, while their stubs fit.  The budget is a promise too: a floor whose stub no longer
-    # fits (hundreds of requests under a small budget) competes like any other block.
+    # first, while their stubs fit, then what a human attached (whole: a picture has no stub).
+    # The budget is a promise too: a floor whose stub no longer fits (hundreds of requests
+    # under a small budget) competes like any other block.
     floored: Dict[int, int] = {}  # a floored group's first member -> its stub's cost, spoken for up front
-    claims = sorted(((0 if any(reasons[i] == "task" for i in members) else 1, -members[-1], members)
+    claims = sorted(((0 if any(reasons[i] == "task" for i in members) else
+                      2 if any(i in unpageable for i in members) else 1, -members[-1], members)
                      for members in live if any(reasons[i] == "task" or i in floors for i in members)),
                     key=lambda claim: claim[:2])
     for *_, members in claims:
@@ -1089,17 +1145,18 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
         cost = sum(tokens[i] for i in members)
         task = members[0] in floored and any(reasons[i] == "task" for i in members)
         best = max(members, key=lambda i: (rs[i], turns[i], i))
-        first = 0 if task else 1  # the task statement comes first of all
-        results = ([i for i in members if roles[i] == "tool"]
-                   if roles is not None and len(members) > 1 and members[0] not in floored else [])
+        opened = units is not None and units[members[0]] in open_units
+        first = 0 if task else 2  # the task statement comes first of all, then an open round trip's call
+        apart = (results_apart or opened) and len(members) > 1 and members[0] not in floored
+        results = [i for i in members if roles[i] == "tool"] if apart else []  # type: ignore[index]
         call = [i for i in members if roles[i] != "tool"] if results else []  # type: ignore[index]
-        if results and call and sum(tokens[i] for i in results) < MASK_RESULT_SHARE * budget:
+        if results and call and not opened and sum(tokens[i] for i in results) < MASK_RESULT_SHARE * budget:
             results = []  # a small result stays with its call: its stub would cost about as much
         if results and call:
             call_cost = sum(tokens[i] for i in call) + sum(stub_tokens[i] for i in results)
             head = (call, call_cost)
-            pieces.append((first, -rs[best] / max(call_cost, 1) ** SIZE_POWER, -turns[best], -best, call, call_cost,
-                           None, members))
+            pieces.append((1 if opened else first, -rs[best] / max(call_cost, 1) ** SIZE_POWER, -turns[best], -best,
+                           call, call_cost, None, members))
             extra = sum(tokens[i] - stub_tokens[i] for i in results)  # what the results cost beyond their stubs
             size = sum(tokens[i] for i in results)
             pieces.append((first, -rs[best] / max(size, 1) ** SIZE_POWER, -turns[best], -best, results, extra, head,
@@ -1292,9 +1349,10 @@ class _Scorer:
         self._needles = [(t, _needle(t)) for t in self.terms]
         self.pages = pages  # id -> the stored original of a paged block, for blocks arriving as stubs
         # Budget mode prices every block as a stub; stub_text renders one (default hint: C.limn).
-        if params.budget is not None and stub_text is None:
+        if stub_text is None:
             stub_text = lambda page, newer=None, edge=0: make_stub(  # noqa: E731
                 page, _recall_hint(page.block, "C.limn", None), newer, edge)
+        self._render_stub: Callable[..., str] = stub_text  # also without a budget: see _keep_small
         self.stub_text = stub_text if params.budget is not None else None
         self.with_index = with_index  # a page also costs its line in the emitted page index
         self.reserve = reserve        # ids seen -> budget tokens spoken for outside them (the index's rest)
@@ -1482,7 +1540,7 @@ class _Scorer:
         """Return what the block costs as a stub (and its page-index line, with --with-index)."""
         summary = stub_summary(text, matched, self.params.stub_words)
         page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
-        cost = estimate_tokens(self.stub_text(page, newer, _giant_edge(tokens, self.params.budget)))  # type: ignore[misc]
+        cost = estimate_tokens(self._render_stub(page, newer, _giant_edge(tokens, self.params.budget)))
         if self.with_index:
             cost += estimate_tokens(index_lines([page])[0]) + 1
         return cost
@@ -1510,6 +1568,17 @@ class _Scorer:
         page = StoredPage(self._ids[position], self._turns[position], self._roles[position], self._kinds[position],
                           self._tokens[position], (), "", "", "", "")
         return -(-len(self.stub_text(page)) // 4)  # type: ignore[misc]
+
+    def _stub_size(self, position: int) -> int:
+        """Return what the block at ``position`` would cost as a stub: exact while its text is at hand."""
+        text = self.texts[position]
+        if text is None:  # only a block sure to be evicted lets its text go: its stub at its shortest
+            return -(-len(self._render_stub(StoredPage(self._ids[position], self._turns[position],
+                                                       self._roles[position], None, self._tokens[position],
+                                                       (), "", "", "", ""))) // 4)
+        return self._stub_cost(self._ids[position], self._turns[position], self._roles[position],
+                               self._kinds[position], self._tokens[position], self._matched[position], text,
+                               self._newer.get(position))
 
     def _duplicate(self, index: int, block_id: str) -> NoReturn:
         first = _decision_items(len(self._ids), self.skipped)[self._ids.index(block_id)]
@@ -1676,6 +1745,8 @@ class _Scorer:
             if decisions.action[i] == "evict":  # (one no page can hold stays whole)
                 decisions.action[i] = "retain" if i in self._unpageable else "page"
                 decisions.reason[i] = "floor"
+        if self.params.budget is None and self.params.keep_small:
+            _keep_small(decisions, units, self._stubs, self._stub_size)
         if self.params.budget is not None:
             room = max(0, self.params.budget - reserved)
             target = self.params.target
@@ -1693,7 +1764,7 @@ class _Scorer:
                     return decisions
                 room = max(0, int(target * self.params.budget) - reserved)
             self.tokens_after = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
-                                           self._floors, self._unpageable) + reserved
+                                           self._floors, self._unpageable, _open_units(self._roles, units)) + reserved
         return decisions
 
 
@@ -1865,8 +1936,8 @@ class _LastRequest:
         if type(raw) is not dict or raw.get("role") != "user" or not isinstance(raw.get("text"), str):
             return
         protected = raw.get("protected")
-        if protected == ARCHIVED:
-            return
+        if protected == ARCHIVED or raw.get("kind") == "media":
+            return  # not text anybody wrote: a picture's label, or before a compaction boundary
         text: Optional[str] = raw["text"]
         if raw.get("stub") is True:
             page = self.pages(str(raw.get("id"))) if self.pages is not None else None
@@ -3649,6 +3720,9 @@ def _floor_parts(msgs: List[_Msg]) -> Dict[int, str]:
             if last is not None:
                 found[id(last)] = "conclusion"
             last = None
+            for part in msg.parts:  # what the human attached (a screenshot, a file) is theirs too
+                if part.kind == "media" and part.stub_id is None:
+                    found[id(part)] = "human"
         elif msg.role == "user" and (msg.summary or (texts and texts[0].text.lstrip().startswith(SUMMARY_PREFIXES))):
             for part in texts:
                 found[id(part)] = "summary"
@@ -3790,7 +3864,8 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
                 protected = kind = "human" if task_seen else "task"
                 task_seen = True
             elif id(part) in floors:
-                protected = kind = floors[id(part)]
+                protected = floors[id(part)]
+                kind = kind if kind == "media" else protected  # an attachment stays media: never paged
             if part.stub_id is None:
                 part.tokens = _part_tokens(part)
             else:
@@ -5464,9 +5539,15 @@ def _transcript_params(conv: Optional[Conversation], params: Params) -> Params:
     A transcript's turn is a human request and all the work after it: protecting the whole
     current turn would keep everything.  Without a budget the last message's own blocks stay
     (its trailing blocks that are not stubs); under a budget nothing is protected for being
-    recent (the budget keeps the best, newest first).
+    recent (the budget keeps the best, newest first).  And a block its stub would not shorten
+    stays (``keep_small``): an agent's many short lines ("Let me run the tests.") would each
+    grow into a stub longer than themselves.
     """
-    if conv is None or params.keep_recent is not None:
+    if conv is None:
+        return params
+    if params.keep_small is None:
+        params = dataclasses.replace(params, keep_small=True)
+    if params.keep_recent is not None:
         return params
     final = conv._msgs[-1].parts if conv._msgs else []
     fresh = 0
@@ -5495,7 +5576,8 @@ def human_requests(conv: Conversation) -> List[Dict[str, Any]]:
     found = []
     for block in conv.blocks:
         archived = block["protected"] == ARCHIVED
-        if (block["protected"] in FLOORED or (archived and block["kind"] == "human")) and not block["stub"]:
+        if ((block["protected"] in FLOORED and block["kind"] != "media") or (archived and block["kind"] == "human")) \
+                and not block["stub"]:
             found.append({"id": block["id"], "turn": block["turn"], "text": block["text"], "live": not archived})
     return found
 
@@ -6648,7 +6730,7 @@ class _CachedScorer(_Scorer):
             return super()._stub_cost(block_id, turn, role, kind, tokens, matched, text, newer)
         summary = stub_summary(text, matched, self.params.stub_words)
         page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
-        return self.counter(self.stub_text(page, newer, _giant_edge(tokens, self.params.budget)))  # type: ignore[misc]
+        return self.counter(self._render_stub(page, newer, _giant_edge(tokens, self.params.budget)))
 
     def _stub_floor(self, position: int) -> int:
         # A token counter of the caller's own may count a stub at anything: no bound but 0.
@@ -7306,6 +7388,10 @@ def _build_parser() -> argparse.ArgumentParser:
                              "'none': fit the whole budget on every pass")
     parser.add_argument("--trigger", type=_number_flag("--trigger"), default=DEFAULT_TRIGGER, metavar="SHARE",
                         help=f"with --budget: the pressure that starts a compaction (default {DEFAULT_TRIGGER})")
+    parser.add_argument("--page-small", action="store_true",
+                        help="without --budget, page a transcript's blocks even where the stub is no shorter "
+                             "(by default such a block stays, reason small); to store a session whole, as the "
+                             "PreCompact hook does")
     parser.add_argument("--mask-results", action="store_true",
                         help="with --budget: a tool result larger than a tenth of the budget may be paged in "
                              "place while its call stays verbatim (in a transcript the result keeps its call id "
@@ -7500,7 +7586,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
             if plan.compacted is not None:
                 extra += (f"; compacted to {params.target:g} of the budget" if plan.compacted
                           else f"; kept the last directives (under the trigger, {params.trigger:g})")
-        extra += f"; stored {stored} pages in {store_path}" if stored else ""
+        extra += f"; stored {stored} page{'' if stored == 1 else 's'} in {store_path}" if stored else ""
         extra += f"; wrote {args.emit}" if summary["emitted"] else ""
         if skipped:
             extra += f"; skipped {skipped} unreadable line{'' if skipped == 1 else 's'}"
@@ -7546,7 +7632,7 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
                     args.budget, args.stub_words, args.keep_recent, args.mask_results, args.trigger,
                     _cli_target(args),
-                    args.work_steps, not args.no_protect_task).validate()
+                    args.work_steps, not args.no_protect_task, False if args.page_small else None).validate()
     now = _normalize_now(args.now)
     if args.with_index and not args.emit:
         raise PagerError("--with-index needs --emit")

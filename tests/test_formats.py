@@ -130,7 +130,20 @@ def test_skipped_lines_and_repairs_are_reported(cli, tmp_path):
 
 
 def test_stubs_come_back_and_are_restored(cli, pager, tmp_path):
-    first = _pass(cli, tmp_path, "claude_code_session.jsonl", out="step1.json")
+    # The fixture's live blocks are too short for a stub to shorten (a pass keeps them, reason
+    # "small"): a longer answer is added after its compaction boundary.
+    lines = (FIXTURES / "claude_code_session.jsonl").read_text().splitlines()
+    last = [json.loads(line) for line in lines if '"uuid"' in line and '"isSidechain": false' in line][-1]
+    answer = {"type": "assistant", "uuid": "long-1", "parentUuid": last["uuid"], "sessionId": last["sessionId"],
+              "message": {"role": "assistant", "content": [{"type": "text", "text": "The rounding lives in "
+                                                            "totals.py. " + "It rounds each line first. " * 40}]}}
+    ask = {"type": "user", "uuid": "long-2", "parentUuid": "long-1", "sessionId": last["sessionId"],
+           "message": {"role": "user", "content": "Thanks. Now the parser tests please."}}
+    session = tmp_path / "session.jsonl"
+    session.write_text("\n".join(lines + [json.dumps(answer), json.dumps(ask)]) + "\n")
+    first = cli("--history", session, "--contract", tmp_path / "c.limn", "--emit", tmp_path / "step1.json",
+                "--now", NOW)
+    assert first.code == 0, first.err
     # Blocks from before the compaction boundary are pages that are never written back.
     paged = [r["block"] for r in first.records if r["action"] == "page" and r["reason"] != "compacted"]
     assert paged

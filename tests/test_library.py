@@ -293,4 +293,5 @@ def test_compact_matches_the_cli_on_every_format_fixture(pager, cli, tmp_path, n
     assert {d.block: d.to_dict() for d in result.report.decisions} == records
     assert result.messages == emitted
     if options == {"evict_cut": 0.0}:  # nothing is evicted by score and no budget: the pass pages
-        assert result.report.counts["page"] > 0
+        # (a transcript's block its stub would not shorten stays, reason "small")
+        assert sum(d.action == "page" or d.reason == pager.SMALL for d in result.report.decisions) > 0

@@ -46,18 +46,37 @@ def round_trip(cli, tmp_path, path, flags):
     return first, s1, again, s2, json.loads(emitted.read_text(encoding="utf-8")), added
 
 
+def ends_on_results(body, written):
+    """Return True if an emitted request ends on tool results (the model answers them next)."""
+    if written == "responses":
+        items = body["input"] if isinstance(body, dict) else body
+        return str(items[-1].get("type", "")).endswith("_output")
+    messages = body["messages"] if isinstance(body, dict) else body
+    last = messages[-1]
+    if written == "openai":
+        return last["role"] == "tool"
+    return last["role"] == "user" and isinstance(last["content"], list) and any(
+        part.get("type") == "tool_result" for part in last["content"])
+
+
 @needs_data
 @pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(DATA)) if FILES else "" for p in FILES])
 @pytest.mark.parametrize("budget, masked", [(None, False), (2000, False), (8000, False), (4000, True)],
                          ids=["default", "2000", "8000", "4000-mask-results"])
-def test_real_transcript_pass_is_valid_budgeted_and_round_trips(cli, tmp_path, path, budget, masked):
+def test_real_transcript_pass_is_valid_budgeted_and_round_trips(cli, pager, tmp_path, path, budget, masked):
     flags = (["--budget", str(budget)] if budget else []) + (["--mask-results"] if masked else [])
     first, s1, again, s2, emitted, added = round_trip(cli, tmp_path, path, flags)
     written = EMITTED_AS[s1["format"]]
     assert CHECKS[written](emitted) == [], path.name
+    # A session waiting on tool results still ends on them: never on an assistant turn (a prefill).
+    text = path.read_text(encoding="utf-8")
+    if pager.load(text, pager.detect_format(text)).blocks[-1]["role"] == "tool":
+        assert ends_on_results(emitted, written)
     if budget:
         assert s1["tokens_after"] <= budget and not s1["over_budget"]
         assert s2["estimated_context_tokens"] <= budget  # the emitted file, recounted
+    else:  # a default pass never grows a context: a block its stub would not shorten stays
+        assert s2["estimated_context_tokens"] <= s1["estimated_context_tokens"]
     # The round trip: same format, every block under the id it had, nothing moved, only the marker.
     assert s2["format"] == written and (s2["new"], s2["moved"]) == (0, 0)
     assert added == f'remember a value called last-pager-pass with "{LATER.replace("Z", "+00:00")}"\n'
@@ -136,13 +155,48 @@ def test_images_count_what_the_provider_charges_and_are_never_paged(cli, pager, 
     chat = [{"role": "user", "content": [{"type": "image_url", "image_url": {
         "url": "data:image/png;base64," + png(1024, 1024), "detail": "high"}}]}]
     assert pager.load(json.dumps(chat), "openai").blocks[0]["tokens"] == 85 + 170 * 4  # 768 x 768: 4 tiles
-    # Between the cuts an image would be paged; it is evicted instead (a stub would lose it).
-    (tmp_path / "b.json").write_text(json.dumps(body))
+    # Between the cuts an image would be paged; it is evicted instead (a stub would lose it), with
+    # the tool unit that holds it (a screenshot tool's call and result).
+    shot = {"system": "s", "messages": [
+        {"role": "user", "content": "Take a screenshot of the chart."},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "screenshot", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": small}}]}]},
+        {"role": "assistant", "content": "A bar chart."},
+        {"role": "user", "content": "Compare the invoice totals."}]}
+    (tmp_path / "b.json").write_text(json.dumps(shot))
     result, _ = run(cli, tmp_path / "b.json", tmp_path / "c.limn", NOW, "--retain-cut", "0.99",
                     "--evict-cut", "0.01", "--emit", tmp_path / "o.json")
     actions = {r["block"]: (r["action"], r["reason"]) for r in result.records}
-    assert {actions[b["id"]] for b in images} == {("evict", "media")}
+    assert actions["t1:result"] == ("evict", "media") and actions["t1"][0] == "evict"
     assert not any(r["action"] == "page" and r["kind"] == "media" for r in result.records)
+
+
+def test_what_a_human_attached_is_a_floor_kept_whole(cli, pager, tmp_path):
+    shot = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png(800, 600)}}
+    body = {"system": "s", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "The totals column is cut off, see:"}, shot]}]}
+    for n in range(30):
+        body["messages"] += [{"role": "assistant", "content": f"step {n}: " + "checked the layout code " * 60},
+                             {"role": "user", "content": f"go on with part {n}"}]
+    body["messages"][-1]["content"] = [{"type": "text", "text": "And this one?"}, shot]
+    (tmp_path / "b.json").write_text(json.dumps(body))
+    conv = pager.load(json.dumps(body), "anthropic")
+    images = [b["id"] for b in conv.blocks if b["kind"] == "media"]
+    assert len(images) == 2 and [b["protected"] for b in conv.blocks[1:3]] == ["task", "human"]
+    # A default pass pages most of the session; the human's screenshots stay whole, and the
+    # intent comes from their words, never from a picture's label.
+    result, summary = run(cli, tmp_path / "b.json", tmp_path / "c.limn", NOW)
+    actions = {r["block"]: r["action"] for r in result.records}
+    assert summary["page"] > 20 and [actions[i] for i in images] == ["retain", "retain"]
+    assert summary["intent_block"] != images[1] and "one" not in summary["intent"]  # "one": a stop word
+    # Under a budget each is kept while it fits, after the text floors' stubs (640 tokens each).
+    result, summary = run(cli, tmp_path / "b.json", tmp_path / "d.limn", NOW, "--budget", "2000")
+    actions = {r["block"]: r["action"] for r in result.records}
+    assert [actions[i] for i in images] == ["retain", "retain"] and summary["tokens_after"] <= 2000
+    result, summary = run(cli, tmp_path / "b.json", tmp_path / "e.limn", NOW, "--budget", "900")
+    actions = {r["block"]: r["action"] for r in result.records}
+    assert sorted(actions[i] for i in images) == ["evict", "retain"] and summary["tokens_after"] <= 900
 
 
 def test_image_dimensions_from_every_header(pager):
@@ -506,3 +560,89 @@ def test_mask_results_on_real_sessions_in_each_written_format(cli, tmp_path, nam
     text = json.dumps(emitted)
     assert all(f"[paged {block} |" in text for block in masked)
     assert (s2["new"], s2["moved"]) == (0, 0)
+
+
+# --- the open round trip: a request waiting on tool results still ends on them ---
+
+_BIG_OUTPUT = "\n".join(f"{n}: value_{n} = compute_{n}(x)" for n in range(1500))  # about 9,000 tokens
+
+OPEN_ROUND_TRIPS = {
+    "anthropic": {"system": "You read code.", "messages": [
+        {"role": "user", "content": "Explain what cache.py does"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "I should read the file first.", "signature": "c2ln"},
+            {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "/w/cache.py"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": _BIG_OUTPUT}]}]},
+    "openai": {"messages": [
+        {"role": "system", "content": "You read code."},
+        {"role": "user", "content": "Explain what cache.py does"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "read", "arguments": '{"path": "/w/cache.py"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": _BIG_OUTPUT}]},
+    "responses": {"input": [
+        {"role": "developer", "content": "You read code."},
+        {"role": "user", "content": "Explain what cache.py does"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "ZW5j"},
+        {"type": "function_call", "call_id": "call_1", "name": "read", "arguments": '{"path": "/w/cache.py"}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": _BIG_OUTPUT}]},
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(OPEN_ROUND_TRIPS))
+def test_an_open_round_trip_keeps_its_call_and_pages_its_result_in_place(cli, tmp_path, fmt):
+    body = OPEN_ROUND_TRIPS[fmt]
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(body))
+    first, s1, again, s2, emitted, added = round_trip(cli, tmp_path, path, ["--budget", "2000"])
+    assert CHECKS[fmt](emitted) == [] and s1["tokens_after"] <= 2000
+    # The request still ends on the result, which holds its stub; the call (and its thinking or
+    # reasoning) is what the model wrote, untouched: a paged unit would have ended on an assistant turn.
+    assert ends_on_results(emitted, fmt)
+    items = emitted["input"] if fmt == "responses" else emitted["messages"]
+    original = body["input"] if fmt == "responses" else body["messages"]
+    assert items[:-1] == original[:-1]
+    last = items[-1]
+    result = last["output"] if fmt == "responses" else last["content"] if fmt == "openai" else last["content"][0]["content"]
+    assert result.startswith("[paged ") and "value_1499" in result  # a giant's head and tail
+    assert s2["format"] == fmt and (s2["new"], s2["moved"]) == (0, 0)
+
+
+def test_a_unit_followed_by_more_conversation_still_pages_whole(cli, tmp_path):
+    body = json.loads(json.dumps(OPEN_ROUND_TRIPS["openai"]))
+    body["messages"].append({"role": "user", "content": "Never mind: what does cache.py export?"})
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(body))
+    first, s1, *_ = round_trip(cli, tmp_path, path, ["--budget", "2000"])
+    actions = {r["block"]: r["action"] for r in first.records if r["role"] in ("assistant", "tool")}
+    assert set(actions.values()) == {"page"}  # the call went with its result: that round trip is closed
+
+
+# --- a default pass keeps what a stub would not shorten ---
+
+def test_a_block_its_stub_would_not_shorten_stays_and_page_small_pages_it(cli, tmp_path):
+    body = {"messages": [
+        {"role": "system", "content": "You help."},
+        {"role": "user", "content": "What's the weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 12}'},
+        {"role": "assistant", "content": "It is 12 C."},
+        {"role": "assistant", "content": "Paris weather report follows. " + "Mild and dry, light wind. " * 40}]}
+    for n in range(6):  # later turns: the exchange above grows old
+        body["messages"] += [{"role": "user", "content": f"Which museum is number {n}?"},
+                             {"role": "assistant", "content": f"Museum {n} is open daily."}]
+    body["messages"].append({"role": "user", "content": "And in Rome?"})
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps(body))
+    # --evict-cut 0: every block under the retain cut is paged, none evicted
+    result, summary = run(cli, path, tmp_path / "c.limn", NOW, "--evict-cut", "0", "--emit", tmp_path / "o.json")
+    why = {r["block"]: (r["action"], r["reason"]) for r in result.records}
+    assert why["call_1"] == why["call_1:result"] == ("retain", "small")  # the unit costs less than its stub
+    short = next(r["block"] for r in result.records if r["tokens"] <= 4 and r["role"] == "assistant")
+    assert why[short] == ("retain", "small")
+    assert summary["page"] == 1  # the long report: its stub is shorter
+    _, again = run(cli, tmp_path / "o.json", tmp_path / "c.limn", LATER, "--evict-cut", "0")
+    assert again["estimated_context_tokens"] < summary["estimated_context_tokens"]
+    # --page-small (the PreCompact hook's pass): everything between the cuts is paged, short or not.
+    result, summary = run(cli, path, tmp_path / "d.limn", NOW, "--evict-cut", "0", "--page-small")
+    assert {r["reason"] for r in result.records}.isdisjoint({"small"}) and summary["page"] >= 3
