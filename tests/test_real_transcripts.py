@@ -646,3 +646,22 @@ def test_a_block_its_stub_would_not_shorten_stays_and_page_small_pages_it(cli, t
     # --page-small (the PreCompact hook's pass): everything between the cuts is paged, short or not.
     result, summary = run(cli, path, tmp_path / "d.limn", NOW, "--evict-cut", "0", "--page-small")
     assert {r["reason"] for r in result.records}.isdisjoint({"small"}) and summary["page"] >= 3
+
+
+def test_an_old_human_message_shorter_than_its_stub_stays_whole(cli, tmp_path):
+    aside = "By the way, the staging box reboots nightly at two, so avoid long jobs around then please."
+    messages = [{"role": "user", "content": "Fix the flaky upload test in the storage client."},
+                {"role": "assistant", "content": "Looking at the upload test now."},
+                {"role": "user", "content": aside}]
+    for n in range(5):
+        messages += [{"role": "assistant", "content": f"Retry loop step {n} added to the client."},
+                     {"role": "user", "content": f"Continue with part {n}."}]
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps({"messages": messages}))
+    result, summary = run(cli, path, tmp_path / "c.limn", NOW)
+    [record] = [r for r in result.records if r["tokens"] == 23 and r["role"] == "user"]
+    # 23 tokens: more than a stub's header and recall note alone, less than its whole stub (the
+    # aside itself as the summary). An old human message is scored out, then lifted to a page by
+    # its floor; priced on its text, its stub would be longer: it stays.
+    assert record["kind"] == "human" and record["similarity"] == 0.0
+    assert (record["action"], record["reason"]) == ("retain", "small")
