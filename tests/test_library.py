@@ -295,3 +295,13 @@ def test_compact_matches_the_cli_on_every_format_fixture(pager, cli, tmp_path, n
     if options == {"evict_cut": 0.0}:  # nothing is evicted by score and no budget: the pass pages
         # (a transcript's block its stub would not shorten stays, reason "small")
         assert sum(d.action == "page" or d.reason == pager.SMALL for d in result.report.decisions) > 0
+
+
+def test_keep_small_false_is_page_small(pager):
+    messages = [{"role": "user", "content": "Sort the invoices by date."},
+                {"role": "assistant", "content": "Done."},
+                {"role": "user", "content": "Now group them by customer."}]
+    kept = {d.block: (d.action, d.reason) for d in pager.compact(messages, evict_cut=0.0).report.decisions}
+    paged = {d.block: d.action for d in pager.compact(messages, evict_cut=0.0, keep_small=False).report.decisions}
+    [short] = [block for block, why in kept.items() if why == ("retain", pager.SMALL)]  # "Done.": 2 tokens
+    assert paged[short] == "page"
