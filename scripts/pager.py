@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import array
 import codecs
-import collections
 import dataclasses
 import datetime
 import errno
@@ -1006,6 +1005,14 @@ def _join_units(decisions: List[Decision], units: List[Optional[str]],
                 decisions[i] = decisions[i]._replace(action=best[unit], reason=f"unit {unit}")
 
 
+def _unit_groups(count: int, units: Optional[Sequence[Optional[str]]]) -> Dict[object, List[int]]:
+    """Return the positions ``range(count)`` grouped as they share directives: by unit, else each alone."""
+    groups: Dict[object, List[int]] = {}
+    for i in range(count):
+        groups.setdefault(units[i] if units and units[i] is not None else i, []).append(i)
+    return groups
+
+
 def _keep_small(decisions: "_DecisionTable", units: Sequence[Optional[str]], stubs: Container[int],
                 stub_size: Callable[[int], int]) -> None:
     """Retain (reason SMALL) each paged block or unit that costs no more whole than its stubs.
@@ -1016,15 +1023,8 @@ def _keep_small(decisions: "_DecisionTable", units: Sequence[Optional[str]], stu
     arriving as a stub, and pages of a compaction boundary (not in the context), stay as they are.
     """
     actions, reasons, tokens = decisions.action, decisions.reason, decisions.tokens
-    groups: Dict[object, List[int]] = {}
-    for i, action in enumerate(actions):
-        unit = units[i] if units else None
-        if action == "page" or (unit is not None and action == "evict"):
-            groups.setdefault(unit if unit is not None else i, []).append(i)
-    sizes = collections.Counter(units)
-    for key, members in groups.items():
-        if (isinstance(key, str) and len(members) < sizes[key]) or any(
-                i in stubs or reasons[i] == "compacted" for i in members):
+    for members in _unit_groups(len(actions), units).values():
+        if any(actions[i] == "retain" or i in stubs or reasons[i] == "compacted" for i in members):
             continue
         paged = [i for i in members if actions[i] == "page"]
         if paged and sum(tokens[i] for i in members) <= sum(map(stub_size, paged)):
@@ -1106,10 +1106,7 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     Paged whole, the unit's stub would end the request on an assistant turn: a prefill, which
     Anthropic refuses when extended thinking is on.
     """
-    groups: Dict[object, List[int]] = {}
-    for i in range(len(decisions)):
-        key = units[i] if units is not None and units[i] is not None else i
-        groups.setdefault(key, []).append(i)
+    groups = _unit_groups(len(decisions), units)
     table = isinstance(decisions, _DecisionTable)  # then _column gives its own columns, written in place below
     tokens, reasons = _column(decisions, "tokens"), _column(decisions, "reason")
     rs, turns, actions = _column(decisions, "R"), _column(decisions, "turn"), _column(decisions, "action")
@@ -1563,19 +1560,19 @@ class _Scorer:
         a newer copy's id or a giant's head and tail only lengthen.
         """
         cost = self._stub_tokens[position]
-        if cost != _UNPRICED:
-            return cost
+        return cost if cost != _UNPRICED else self._bare_stub_cost(position)
+
+    def _bare_stub_cost(self, position: int) -> int:
+        """Return a token per 4 characters of the block's stub with an empty summary (see _stub_floor)."""
         page = StoredPage(self._ids[position], self._turns[position], self._roles[position], self._kinds[position],
                           self._tokens[position], (), "", "", "", "")
-        return -(-len(self.stub_text(page)) // 4)  # type: ignore[misc]
+        return -(-len(self._render_stub(page)) // 4)
 
     def _stub_size(self, position: int) -> int:
         """Return what the block at ``position`` would cost as a stub: exact while its text is at hand."""
         text = self.texts[position]
         if text is None:  # only a block sure to be evicted lets its text go: its stub at its shortest
-            return -(-len(self._render_stub(StoredPage(self._ids[position], self._turns[position],
-                                                       self._roles[position], None, self._tokens[position],
-                                                       (), "", "", "", ""))) // 4)
+            return self._bare_stub_cost(position)
         return self._stub_cost(self._ids[position], self._turns[position], self._roles[position],
                                self._kinds[position], self._tokens[position], self._matched[position], text,
                                self._newer.get(position))
