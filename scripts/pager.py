@@ -1915,6 +1915,15 @@ class _WorkNotes:
         return list(found)[:WORK_KEYWORDS]
 
 
+def _human_text(protected: object, kind: object) -> bool:
+    """Return True for a block of text a human wrote: marked "task" or "human" by a transcript
+    reader (see human_requests), and not what the human attached (kind "media").
+
+    The one rule both the intent (_LastRequest) and human_requests follow.
+    """
+    return protected in FLOORED and kind != "media"
+
+
 class _LastRequest:
     """Follows the blocks of a history and keeps the message that gives the intent.
 
@@ -1942,7 +1951,7 @@ class _LastRequest:
         if text is None:
             return
         found = (text, str(raw.get("id")), raw.get("turn") if _is_int(raw.get("turn")) else 0)
-        if protected in FLOORED:
+        if _human_text(protected, raw.get("kind")):
             self.human = found
         self.user = found
 
@@ -5573,7 +5582,7 @@ def human_requests(conv: Conversation) -> List[Dict[str, Any]]:
     found = []
     for block in conv.blocks:
         archived = block["protected"] == ARCHIVED
-        if ((block["protected"] in FLOORED and block["kind"] != "media") or (archived and block["kind"] == "human")) \
+        if (_human_text(block["protected"], block["kind"]) or (archived and block["kind"] == "human")) \
                 and not block["stub"]:
             found.append({"id": block["id"], "turn": block["turn"], "text": block["text"], "live": not archived})
     return found
