@@ -4722,6 +4722,28 @@ _FORMATS["responses"] = _Format(
 # --- anthropic: Messages API request bodies ---
 
 
+def _thinking_problem(block: Dict[str, Any]) -> Optional[str]:
+    """Return why the API refuses a thinking or redacted_thinking block, or None if it is sendable.
+
+    The model signs its thinking; a thinking block goes back with its ``signature`` (a non-empty
+    string: a log written through another model's endpoint can hold ``""`` or none), a redacted
+    one with its ``data``. One rule for the reader (which drops such a block, as a repair) and the
+    validator.
+
+    Example:
+        >>> _thinking_problem({"type": "thinking", "thinking": "hm", "signature": ""})
+        'a thinking block without its signature'
+    """
+    if block.get("type") == "thinking":
+        if not isinstance(block.get("thinking"), str):
+            return "a thinking block without its thinking text"
+        if not isinstance(block.get("signature"), str) or not block["signature"]:
+            return "a thinking block without its signature"
+    elif not isinstance(block.get("data"), str) or not block["data"]:
+        return "a redacted_thinking block without its data"
+    return None
+
+
 def _anthropic_parts(content: Any, where: str, repairs: List[str],
                      start: int = 0) -> Tuple[List[_Part], bool]:
     """Return the parts of an Anthropic content value and whether it was a string."""
@@ -4759,6 +4781,10 @@ def _anthropic_parts(content: Any, where: str, repairs: List[str],
                 text = "[error] " + text
             parts.append(_Part("result", raw, w, text=text, key=key, pos=pos))
         elif kind in THINKING_TYPES:
+            unsendable = _thinking_problem(raw)
+            if unsendable:  # the API refuses the whole request for it: no output could hold it
+                repairs.append(f"{w} is {unsendable}; dropped")
+                continue
             text = raw.get("thinking") if kind == "thinking" else "[redacted thinking]"
             parts.append(_Part("thinking", raw, w, text=text if isinstance(text, str) else "",
                                pos=pos))
@@ -5006,8 +5032,8 @@ def _validate_anthropic(obj: Any) -> List[str]:
         if role == "user":
             answered = set()
             for j, block in enumerate(blocks):
-                if types[j] == "tool_use":
-                    problems.append(f"{where}.content[{j}] is a tool_use in a user message")
+                if types[j] in ("tool_use",) + THINKING_TYPES:
+                    problems.append(f"{where}.content[{j}] is a {types[j]} in a user message")
                 if types[j] != "tool_result":
                     continue
                 if any(t != "tool_result" for t in types[:j]):
@@ -5028,6 +5054,8 @@ def _validate_anthropic(obj: Any) -> List[str]:
             for j, block in enumerate(blocks):
                 if types[j] == "tool_result":
                     problems.append(f"{where}.content[{j}] is a tool_result in an assistant message")
+                elif types[j] in THINKING_TYPES and _thinking_problem(block):
+                    problems.append(f"{where}.content[{j}] is {_thinking_problem(block)}")
                 if types[j] != "tool_use":
                     continue
                 cid = block.get("id")

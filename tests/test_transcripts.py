@@ -253,6 +253,32 @@ def test_anthropic_orphan_result_is_dropped_and_reported():
     assert validate("anthropic", out) == []
 
 
+@pytest.mark.parametrize("signature", [None, ""])
+def test_a_thinking_block_without_its_signature_is_dropped_as_a_repair(signature):
+    # The API refuses a request holding a thinking block without its signature (a log written
+    # through another model's endpoint can hold "" or none): the reader drops it and says so; a
+    # signed one in the same log is kept byte for byte, and the validator names the rule.
+    unsigned = {"type": "thinking", "thinking": "look around first"}
+    if signature is not None:
+        unsigned["signature"] = signature
+    signed = {"type": "thinking", "thinking": "now run it", "signature": "c2lnbmVk"}
+    text = cc_lines(("user", "u1", None, "list the files", None, {}),
+                    ("assistant", "a1", "u1", [unsigned, {"type": "text", "text": "Listing."}], "msg_1", {}),
+                    ("user", "u2", "a1", "and run the tests", None, {}),
+                    ("assistant", "a2", "u2", [signed] + use("tA"), "msg_2", {}))
+    conv = load(text, "claude-code")
+    assert conv.repairs == ["line 2.message.content[0] is a thinking block without its signature; dropped"]
+    out = emit(conv, {})
+    assert api_rules.problems_anthropic(out) == [] and validate("anthropic", out) == []
+    assert out["messages"][1]["content"] == [{"type": "text", "text": "Listing."}]
+    assert out["messages"][3]["content"][0] == signed
+    body = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [unsigned]}]}
+    assert validate("anthropic", body) == ["messages[1].content[0] is a thinking block without its signature"]
+    assert load(json.dumps(body), "anthropic").repairs == [  # a message holding nothing else goes too
+        "messages[1].content[0] is a thinking block without its signature; dropped",
+        "messages[1] has no content left; dropped"]
+
+
 def test_claude_code_branch_rebuild():
     conv = loaded("claude_code_session.jsonl")
     assert conv.skipped_lines == 1
