@@ -6,6 +6,7 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+import pager as engine
 from conftest import NOW, ROOT, replay, run_script
 
 FIXTURES = ROOT / "tests" / "fixtures" / "transcripts"
@@ -222,3 +223,36 @@ def test_readme_format_examples_run(tmp_path):
     result = run_script("--history", FIXTURES / "codex_rollout.jsonl", "--contract", tmp_path / "c.limn",
                         "--emit", tmp_path / "o.json", "--now", NOW)
     assert result.code == 0 and "(codex format, detected;" in result.out
+
+
+def test_instructions_a_harness_sends_as_a_user_message_are_kept_like_the_system_prompt(cli, tmp_path):
+    # Codex sends a repository's AGENTS.md and the working environment as user messages. A default
+    # pass keeps them like the system prompt; under a budget smaller than the AGENTS.md they are
+    # floors: paged (recallable whole), never evicted, and the budget holds.
+    rules = "# AGENTS.md instructions for /home/dev/src/invoicer\n\n<INSTRUCTIONS>\n" + "\n".join(
+        f"- Rule {n}: run pytest -q before committing module_{n}.py; keep decimal rounding half-even."
+        for n in range(120)) + "\n</INSTRUCTIONS>"
+    agents = {"timestamp": "2026-03-03T14:00:00.000Z", "type": "response_item", "payload": {
+        "type": "message", "role": "user", "content": [{"type": "input_text", "text": rules}]}}
+    lines = (FIXTURES / "codex_rollout.jsonl").read_text().splitlines()
+    history = tmp_path / "rollout.jsonl"
+    after = next(n for n, line in enumerate(lines) if '"type": "compacted"' in line) + 1  # in the live context
+    history.write_text("\n".join(lines[:after] + [json.dumps(agents)] + lines[after:]) + "\n")
+
+    def run(*flags, contract):
+        result = cli("--history", history, "--contract", tmp_path / contract, "--emit", tmp_path / (contract + ".json"),
+                     "--now", NOW, "--json", *flags)
+        assert result.code == 0, result.err
+        return json.loads(result.out.strip().splitlines()[-1]), {r["block"]: r for r in result.records}
+
+    conv = engine.load(history.read_text(), "codex")
+    instructions = {b["id"]: b for b in conv.blocks if b["protected"] == "instructions"}
+    assert sorted(b["text"].split()[0] for b in instructions.values()) == ["#", "<environment_context>"]
+    _, plain = run(contract="plain.limn")
+    assert {(plain[b]["action"], plain[b]["reason"]) for b in instructions} == {("retain", "system")}
+    summary, tight = run("--budget", "1200", contract="tight.limn")
+    assert summary["tokens_after"] <= 1200 and not summary["over_budget"]
+    agents_id = next(b for b, block in instructions.items() if block["text"].startswith("# AGENTS.md"))
+    assert tight[agents_id]["action"] == "page"
+    recalled = cli("recall", agents_id, "--contract", tmp_path / "tight.limn")
+    assert recalled.code == 0 and "Rule 119: run pytest -q before committing module_119.py" in recalled.out

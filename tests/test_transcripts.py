@@ -135,7 +135,8 @@ def test_block_shape_and_unique_ids():
             assert isinstance(b["turn"], int) and isinstance(b["text"], str)
             assert b["tokens"] is None or isinstance(b["tokens"], int)
             assert isinstance(b["pinned"], bool) and isinstance(b["stub"], bool)
-            assert b["protected"] in (None, "system", "task", "human", "summary", "conclusion", "archived")
+            assert b["protected"] in (None, "system", "instructions", "task", "human", "summary", "conclusion",
+                                      "archived", "compaction")
             assert b["unit"] is None or isinstance(b["unit"], str)
             assert b["id"] and not re.search('["\n\r\u2028\u2029]', b["id"])
 
