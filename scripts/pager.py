@@ -180,7 +180,8 @@ FLOORED = ("task", "human")
 PAGE_FLOORS = FLOORED + ("summary", "conclusion")
 ARCHIVED = "archived"
 # Instructions a harness sent as a user message (see INSTRUCTION_PREFIXES): kept like the system
-# prompt (reason "system") without a budget; under one, a floor, so the budget still holds.
+# prompt (reason "system") without a budget; under one they compete like the rest, so the budget
+# holds when an AGENTS.md alone is larger than it.
 INSTRUCTIONS = "instructions"
 _MAX_COUNT = (1 << 63) - 1  # turns and token counts are kept in 64-bit arrays
 _BATCH_BLOCKS = 1024  # blocks handled a batch at a time (statements, decoded JSON); small keeps the peak low
@@ -1522,7 +1523,7 @@ class _Scorer:
             self._guards[position] = COMPACTION
         elif protected == "task" and self.params.protect_task:
             self._guards[position] = "task"
-        elif protected in FLOORED or protected == INSTRUCTIONS or (protected in PAGE_FLOORS and self.params.budget is None):
+        elif protected in FLOORED or (protected in PAGE_FLOORS and self.params.budget is None):
             self._floors.add(position)
         elif protected == ARCHIVED:
             self._archived.add(position)

@@ -227,8 +227,8 @@ def test_readme_format_examples_run(tmp_path):
 
 def test_instructions_a_harness_sends_as_a_user_message_are_kept_like_the_system_prompt(cli, tmp_path):
     # Codex sends a repository's AGENTS.md and the working environment as user messages. A default
-    # pass keeps them like the system prompt; under a budget smaller than the AGENTS.md they are
-    # floors: paged (recallable whole), never evicted, and the budget holds.
+    # pass keeps them like the system prompt; under a budget smaller than the AGENTS.md they
+    # compete like the rest, and the budget holds.
     rules = "# AGENTS.md instructions for /home/dev/src/invoicer\n\n<INSTRUCTIONS>\n" + "\n".join(
         f"- Rule {n}: run pytest -q before committing module_{n}.py; keep decimal rounding half-even."
         for n in range(120)) + "\n</INSTRUCTIONS>"
@@ -253,6 +253,4 @@ def test_instructions_a_harness_sends_as_a_user_message_are_kept_like_the_system
     summary, tight = run("--budget", "1200", contract="tight.limn")
     assert summary["tokens_after"] <= 1200 and not summary["over_budget"]
     agents_id = next(b for b, block in instructions.items() if block["text"].startswith("# AGENTS.md"))
-    assert tight[agents_id]["action"] == "page"
-    recalled = cli("recall", agents_id, "--contract", tmp_path / "tight.limn")
-    assert recalled.code == 0 and "Rule 119: run pytest -q before committing module_119.py" in recalled.out
+    assert tight[agents_id]["action"] != "retain" and tight[agents_id]["reason"] != "system"
