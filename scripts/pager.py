@@ -158,6 +158,11 @@ WORK_KEYWORDS = 48          # at most this many keywords from the work, the late
 WORK_TEXT_CHARS = 2000      # of a long call or result, this many characters from each end are read
 WORK_SOURCE = "last user message and recent work"
 HUMAN_WORDS = 3             # with the work in the intent, a human message of fewer keywords counts that share
+RARE_HOLDERS = 3            # with the work in the intent: a name held by at most this many blocks is rare...
+RARE_PER_BLOCKS = 10        # ...and by at most one block in this many (in a short history no name is rare).
+RARE_SHARE = 0.5            # Under a budget each rare name a block shares with the recent work halves what its sim lacks of 1,
+COMMON_WORTH = 0.3          # and a block holding no rare name competes at this share of its R per token
+NAME_MIN_CHARS = 4          # a name (for rarity) is a word token of at least this many characters, not a stop word
 INDEX_SUMMARY_WORDS = 12   # words of a stub a page-index line keeps
 STORE_SUFFIX = ".pages.sqlite3"  # C.limn -> C.pages.sqlite3 beside the contract
 INDEX_FLAG = "pager_index"  # marks the page-index block --with-index prepends; passes skip it
@@ -571,6 +576,39 @@ def _keyword_hits(lowered: str, keywords: Iterable[str]) -> Tuple[str, ...]:
     """
     return tuple(k for k in keywords
                  if k and _needle(k) in lowered and (_has_token(lowered, k) or _block_hits(lowered, (k,))))
+
+
+def _two_ends(text: str, chars: int = WORK_TEXT_CHARS) -> str:
+    """Return ``text``, or of a longer one its first and last ``chars`` characters, each cut at a
+    space or line break so that no name is cut in two (a command's error is usually at the end).
+
+    Example:
+        >>> _two_ends("alpha beta gamma delta", 7)
+        'alpha\\n delta'
+    """
+    if len(text) <= 2 * chars:
+        return text
+    head, tail = text[:chars], text[-chars:]
+    return head[:max(head.rfind(" "), head.rfind("\n"), 0)] + "\n" + tail[max(tail.find(" "), tail.find("\n"), 0):]
+
+
+_NAME_RE = re.compile(r"\w{%d,}" % NAME_MIN_CHARS)
+_NAMES: Dict[str, str] = {}  # one copy of each name: a session repeats its names in many blocks
+
+
+def _names_of(text: str) -> Tuple[str, ...]:
+    """Return the names of ``text`` whose rarity the scorer counts: its distinct word tokens of
+    NAME_MIN_CHARS or more characters (paths and identifiers split at ``/``, ``.`` and ``-``,
+    numbers, words) that are not stop words, lowercased, read from the text's two ends.
+
+    Example:
+        >>> sorted(_names_of("Read src/billing/totals.py: TypeError in line_total, 1042 lines"))
+        ['1042', 'billing', 'line_total', 'lines', 'read', 'totals', 'typeerror']
+    """
+    shared = _NAMES
+    found = {shared.setdefault(t, t) if len(shared) < _STEMS_MAX else t
+             for t in _NAME_RE.findall(_two_ends(text).lower()) if t not in STOP_WORDS}
+    return tuple(found)
 
 
 def recency(delta_t: int) -> float:
@@ -1036,6 +1074,28 @@ def _keep_small(decisions: "_DecisionTable", units: Sequence[Optional[str]], stu
                 actions[i], reasons[i] = "retain", SMALL
 
 
+def _recent_steps(roles: Sequence[str], steps: int, skip: Container[int] = ()) -> List[int]:
+    """Return the positions of the last ``steps`` agent steps, latest first.
+
+    A step is a run of assistant blocks (text, thinking, tool calls) with the tool results
+    after it, as _WorkNotes reads them while a history streams; user blocks and the positions
+    in ``skip`` (stubs: they stand for old blocks) belong to no step.
+
+    Example:
+        >>> _recent_steps(["user", "assistant", "tool", "assistant", "assistant", "tool", "user"], 1)
+        [5, 4, 3]
+    """
+    found: List[int] = []
+    i = len(roles) - 1
+    while i >= 0 and steps > 0:
+        if i not in skip and roles[i] in ("assistant", "tool"):
+            found.append(i)
+            if roles[i] == "assistant" and (i == 0 or roles[i - 1] != "assistant"):
+                steps -= 1
+        i -= 1
+    return found
+
+
 def _open_units(roles: Sequence[str], units: Sequence[Optional[str]]) -> "frozenset[str]":
     """Return the units of the tool results that end the conversation: its open round trip.
 
@@ -1070,7 +1130,7 @@ def _stubs_within(stub_tokens: Sequence[int], members: List[int], room: int) -> 
 def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
                units: Optional[List[Optional[str]]] = None, results_apart: bool = False,
                floors: Container[int] = (), unpageable: Container[int] = (),
-               open_units: Container[str] = ()) -> int:
+               open_units: Container[str] = (), worth: Optional[Mapping[int, float]] = None) -> int:
     """Fit ``decisions`` (changed in place) into ``budget`` tokens; return the tokens kept.
 
     What stays costs its tokens verbatim, or its stub's tokens when paged. Protected
@@ -1109,6 +1169,9 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     ``results_apart``, so at worst they are paged in place and the request still ends on them.
     Paged whole, the unit's stub would end the request on an assistant turn: a prefill, which
     Anthropic refuses when extended thinking is on.
+
+    ``worth`` (position -> factor, default 1: see _Scorer._rare_names) scales a group's value
+    per token by its members' highest factor.
     """
     groups = _unit_groups(len(decisions), units)
     table = isinstance(decisions, _DecisionTable)  # then _column gives its own columns, written in place below
@@ -1146,6 +1209,7 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
         cost = sum(tokens[i] for i in members)
         task = members[0] in floored and any(reasons[i] == "task" for i in members)
         best = max(members, key=lambda i: (rs[i], turns[i], i))
+        value = rs[best] * max(worth.get(i, 1.0) for i in members) if worth else rs[best]
         opened = units is not None and units[members[0]] in open_units
         first = 0 if task else 2  # the task statement comes first of all, then an open round trip's call
         apart = (results_apart or opened) and len(members) > 1 and members[0] not in floored
@@ -1156,14 +1220,14 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
         if results and call:
             call_cost = sum(tokens[i] for i in call) + sum(stub_tokens[i] for i in results)
             head = (call, call_cost)
-            pieces.append((1 if opened else first, -rs[best] / max(call_cost, 1) ** SIZE_POWER, -turns[best], -best,
+            pieces.append((1 if opened else first, -value / max(call_cost, 1) ** SIZE_POWER, -turns[best], -best,
                            call, call_cost, None, members))
             extra = sum(tokens[i] - stub_tokens[i] for i in results)  # what the results cost beyond their stubs
             size = sum(tokens[i] for i in results)
-            pieces.append((first, -rs[best] / max(size, 1) ** SIZE_POWER, -turns[best], -best, results, extra, head,
+            pieces.append((first, -value / max(size, 1) ** SIZE_POWER, -turns[best], -best, results, extra, head,
                            members))
         else:
-            pieces.append((first, -rs[best] / max(cost, 1) ** SIZE_POWER, -turns[best], -best, members,
+            pieces.append((first, -value / max(cost, 1) ** SIZE_POWER, -turns[best], -best, members,
                            cost - floored.get(members[0], 0), None, members))
     pieces.sort(key=lambda c: c[:4])
     verbatim = set()
@@ -1392,11 +1456,16 @@ class _Scorer:
         self.repeated: Dict[int, str] = {}     # position of a tool result -> id of a later one with its content
         self._long: set = set()                # positions of tool results of REPEAT_MIN_CHARS or more
         self.compacted: Optional[bool] = None  # with --target: whether this pass compacted
+        self.with_names = False  # whether each block's names are read (see use_work)
+        self._names: List[Tuple[str, ...]] = []  # then each block's names (_names_of)
+        self.worth: Dict[int, float] = {}  # position -> what its R per token is worth under a budget (_rare_names)
 
     def use_work(self, work: Iterable[str]) -> None:
-        """Mark the intent keywords ``work`` as drawn from the agent's recent work (see _similarities)."""
+        """Mark the intent keywords ``work`` as drawn from the agent's recent work (see _similarities);
+        under a budget, blocks are then read for their rare names too (see _rare_names)."""
         if self.weighted:
             self.work_terms = frozenset(_keyword_stems(work))
+        self.with_names = bool(self.work_terms) and self.params.budget is not None
 
     def _note_repeat(self, position: int, block_id: str, role: str, text: str) -> None:
         """Remember a long tool result's content, or a tool call's; an earlier one the same is repeated.
@@ -1503,6 +1572,8 @@ class _Scorer:
         self._tokens.append(tokens)
         self._matched.append(matched)
         self._lengths.append(len(text))
+        if self.with_names:
+            self._names.append(_names_of(text))
         self.texts.append(None if stub is True else self._keep_text(text, turn, role, matched, unit))
         if self.stub_text is not None:
             # A block whose text is kept is priced as a stub only when a decision asks (_stub_cost_at):
@@ -1650,6 +1721,44 @@ class _Scorer:
                     neighbour[j] = credit
         return own, neighbour
 
+    def _rare_names(self, own: "array.array[float]") -> Dict[int, float]:
+        """Raise ``own`` by the rare names each block shares with the agent's recent work; return the
+        positions of the blocks that hold no rare name, each with COMMON_WORTH (fit_budget's ``worth``).
+
+        Under a budget, with the recent work in the intent (see use_work). A name (_names_of) is
+        rare when at most RARE_HOLDERS blocks of the history hold it, and at most one in
+        RARE_PER_BLOCKS (so in a history of fewer than RARE_PER_BLOCKS blocks no name is rare): a
+        path, an identifier, an error or a number that few blocks name is what the next step is
+        likely to need from the one that named it. A block sharing k rare names with the last
+        work_steps steps (_recent_steps; a block of those steps shares what their other blocks
+        name) scores at least ``1 - RARE_SHARE ** k``. A block holding no rare name says nothing
+        that no other block says: it competes at COMMON_WORTH of its R per token. A pass without
+        a budget is left as it was: there the cuts decide, and this floor would lift most of the
+        recent work's neighbourhood over the retain cut.
+
+        Example: the work runs ``pytest -k parse_invoice_total``; an old read that alone defined
+        ``parse_invoice_total`` shares one rare name with it and scores at least 0.5.
+        """
+        names = self._names
+        held = Counter(chain.from_iterable(names))
+        most = min(RARE_HOLDERS, len(names) // RARE_PER_BLOCKS)
+        recent = _recent_steps(self._roles, self.params.work_steps, self._stubs)
+        work = Counter(chain.from_iterable(names[i] for i in recent))  # name -> recent blocks holding it
+        mine = set(recent)
+        common: Dict[int, float] = {}
+        for i, found in enumerate(names):
+            rare = [name for name in found if held[name] <= most]
+            if not rare:
+                common[i] = COMMON_WORTH
+                continue
+            least = 2 if i in mine else 1  # a block of the recent work counts what the rest of it names
+            shared = sum(1 for name in rare if work[name] >= least)
+            if shared:
+                floor = 1.0 - RARE_SHARE ** shared
+                if floor > own[i]:
+                    own[i] = floor
+        return common
+
     def _settle(self, decisions: "_DecisionTable", stub_tokens: Sequence[int], reserved: int) -> bool:
         """Give every block the directive ``settle_from`` holds for it (reason "settled"), if that may stand.
 
@@ -1690,6 +1799,9 @@ class _Scorer:
             reserved = self.reserve(self._seen)
         self._seen = set()  # the ids are in the decisions now: let the set go before they are built
         owns, nears = self._similarities()
+        if self.with_names:
+            self.worth = self._rare_names(owns)
+            self._names = []
         n = len(self._ids)
         recency_of = {t: recency(current_turn - t) for t in set(turns)}
         recencies = array.array("d", map(recency_of.__getitem__, turns))
@@ -1765,7 +1877,8 @@ class _Scorer:
                     return decisions
                 room = max(0, int(target * self.params.budget) - reserved)
             self.tokens_after = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
-                                           self._floors, self._unpageable, _open_units(self._roles, units)) + reserved
+                                           self._floors, self._unpageable, _open_units(self._roles, units),
+                                           self.worth) + reserved
         return decisions
 
 
@@ -1900,11 +2013,7 @@ class _WorkNotes:
         elif role == "tool":
             self.in_step = False
         if self.work:
-            cut = body
-            if len(body) > 2 * WORK_TEXT_CHARS:  # the two ends, cut at a space so no name is cut in two
-                head, tail = body[:WORK_TEXT_CHARS], body[-WORK_TEXT_CHARS:]
-                cut = head[:max(head.rfind(" "), head.rfind("\n"), 0)] + "\n" + tail[max(tail.find(" "), tail.find("\n"), 0):]
-            self.work[-1].append((role, cut))
+            self.work[-1].append((role, _two_ends(body)))
 
     def work_keywords(self) -> List[str]:
         """Return the keywords of the recent work: the names in code (paths, identifiers, error
@@ -6737,7 +6846,7 @@ class _CachedScorer(_Scorer):
     """A _Scorer that takes each block's features from a cache when the same block was scored before.
 
     The cache maps every field of a block (its items: id, turn, role, text, kind, tokens, unit,
-    pinned, protected, ...) to what scoring it produced (tokens, matched terms, stub cost); its owner drops it
+    pinned, protected, ...) to what scoring it produced (tokens, matched terms, stub cost, names); its owner drops it
     whenever the pass settings that shape those features change.  What depends on the other
     blocks (rarity, neighbour credit, recency, budget) is computed afresh in ``finish``.  Stub
     blocks are always scored afresh: they are scored on their stored page.
@@ -6799,7 +6908,8 @@ class _CachedScorer(_Scorer):
         if key is not None and len(self._ids) > position:
             cost = self._stub_cost_at(position) if self.stub_text is not None else 0
             try:
-                self.fresh[key] = (self._tokens[position], self._matched[position], cost)
+                names = self._names[position] if self.with_names else None
+                self.fresh[key] = (self._tokens[position], self._matched[position], cost, names)
             except TypeError:  # a field the checks accept but a key cannot hold: not cached
                 pass
 
@@ -6839,6 +6949,9 @@ class _CachedScorer(_Scorer):
         self._matched.extend([entry[1] for _, _, entry in hits])
         self._lengths.extend(map(len, texts))
         self.texts.extend(texts)
+        if self.with_names:  # an entry from a pass that read no names has none
+            self._names.extend([entry[3] if entry[3] is not None else _names_of(text)
+                                for (_, _, entry), text in zip(hits, texts)])
 
 
 @dataclasses.dataclass

@@ -331,3 +331,80 @@ def test_without_a_budget_no_block_is_a_giant(pager):
     assert pager._giant_edge(50_000, None) == 0 and pager._giant_edge(1_000, 8000) == 0
     assert pager._giant_edge(2_001, 8000) == 800
     assert pager._giant_edge(10_000, 1000) == 0  # a small budget: a one-line stub says more than 25-token edges
+
+
+# --- rare names the recent work shares; blocks that hold no rare name ---
+
+def _unit(uid, call, result):
+    return [{"id": uid, "turn": 1, "role": "assistant", "unit": f"tool:{uid}", "text": call},
+            {"id": f"{uid}:result", "turn": 1, "role": "tool", "unit": f"tool:{uid}", "text": result}]
+
+
+def _rare_session(filler=12):
+    """A coding session of one turn: an old read that alone names parse_invoice_total, an old read of
+    another file, status checks whose every word many blocks share, then a test of parse_invoice_total."""
+    blocks = [{"id": "ask", "turn": 1, "role": "user", "text": "Make the test suite pass"}]
+    blocks += _unit("old", 'Read({"file_path": "src/invoices/reader.py"})',
+                    "def parse_invoice_total(lines):\n    return sum(line.amount for line in lines)\n" * 6)
+    blocks += _unit("other", 'Read({"file_path": "src/shipping/labels.py"})',
+                    "def render_shipping_label(parcel):\n    return parcel.address.upper()\n" * 6)
+    for k in range(filler):
+        blocks += _unit(f"f{k}", 'Bash({"command": "git status"})', "On branch main\nnothing to commit, working tree clean")
+    blocks += _unit("now", 'Bash({"command": "pytest -k parse_invoice_total"})',
+                    "FAILED tests/test_reader.py::test_parse_invoice_total - AssertionError")
+    return {"blocks": blocks}
+
+
+def test_under_a_budget_an_old_block_sharing_a_rare_name_with_the_recent_work_scores_at_least_a_half(pager):
+    params = pager.Params(budget=300, keep_recent=0)
+    by_id = {d.block: d for d in pager.plan_pass(_rare_session(), params).decisions}
+    # "parse_invoice_total" is held by two blocks of 31: the old read and the test run that names it
+    assert by_id["old:result"].own >= 1 - pager.RARE_SHARE
+    assert by_id["other:result"].own < 0.1 and by_id["f0:result"].own < 0.1
+    # without the work in the intent ("Make the test suite pass" alone) nothing lifts the old read
+    alone = {d.block: d for d in pager.plan_pass(_rare_session(), params.__class__(
+        budget=300, keep_recent=0, work_steps=0)).decisions}
+    assert alone["old:result"].own < 0.1
+
+
+def test_without_a_budget_rare_names_change_nothing(pager):
+    # there the cuts decide: the floor would lift the recent work's neighbourhood over the retain cut
+    plain = {d.block: (d.own, d.action) for d in pager.plan_pass(_rare_session(), pager.Params(keep_recent=0)).decisions}
+    assert plain["old:result"][0] < 0.5
+    assert plain["old:result"][1] != "retain"
+
+
+def test_under_a_budget_the_block_the_recent_work_names_is_kept_and_common_blocks_go_first(pager):
+    # one turn: nothing is protected for being recent (--keep-recent 0), as for a transcript
+    plan = pager.plan_pass(_rare_session(), pager.Params(budget=300, keep_recent=0))
+    kept = {d.block for d in plan.decisions if d.action == "retain"}
+    assert {"old", "old:result", "now", "now:result"} <= kept
+    # the other read holds names no other block holds; the status checks hold none: under the
+    # budget they compete at COMMON_WORTH of their value per token and go before it
+    assert {"other", "other:result"} <= kept
+    assert not any(block.startswith("f") for block in kept)
+    assert plan.tokens_after <= 300
+    # with the intent from the human alone, the cheap status checks win over both reads
+    alone = pager.plan_pass(_rare_session(), pager.Params(budget=300, keep_recent=0, work_steps=0))
+    kept_alone = {d.block for d in alone.decisions if d.action == "retain"}
+    assert not {"old:result", "other:result"} & kept_alone
+    assert sum(block.startswith("f") for block in kept_alone) >= 12
+
+
+def test_in_a_short_history_no_name_is_rare(pager):
+    blocks = _rare_session(filler=0)["blocks"][:7]  # 7 blocks: fewer than RARE_PER_BLOCKS
+    blocks.append({"id": "again", "turn": 1, "role": "assistant", "unit": "tool:again",
+                   "text": 'Bash({"command": "pytest -k parse_invoice_total"})'})
+    by_id = {d.block: d for d in pager.plan_pass({"blocks": blocks}, pager.Params(budget=300, keep_recent=0)).decisions}
+    assert by_id["old:result"].own < 1 - pager.RARE_SHARE
+
+
+def test_the_library_cache_scores_rare_names_as_a_fresh_pass_does(pager):
+    session = _rare_session()
+    fresh = pager.plan_pass(session, pager.Params(budget=300, keep_recent=0, target=None))
+    agent = pager.Pager(300, work_steps=3, keep_recent=0, target=None)
+    first = agent.compact(session)
+    again = agent.compact(session)  # every block from the cache
+    for result in (first, again):
+        assert [(d.block, d.action, round(d.own, 6)) for d in result.report.decisions] == \
+            [(d.block, d.action, round(d.own, 6)) for d in fresh.decisions]
