@@ -349,7 +349,8 @@ def _rare_session(filler=12):
     blocks += _unit("other", 'Read({"file_path": "src/shipping/labels.py"})',
                     "def render_shipping_label(parcel):\n    return parcel.address.upper()\n" * 6)
     for k in range(filler):
-        blocks += _unit(f"f{k}", 'Bash({"command": "git status"})', "On branch main\nnothing to commit, working tree clean")
+        blocks += _unit(f"f{k}", 'Bash({"command": "git status"})',
+                        "On branch main\nnothing to commit, working tree clean")
     blocks += _unit("now", 'Bash({"command": "pytest -k parse_invoice_total"})',
                     "FAILED tests/test_reader.py::test_parse_invoice_total - AssertionError")
     return {"blocks": blocks}
@@ -362,14 +363,15 @@ def test_under_a_budget_an_old_block_sharing_a_rare_name_with_the_recent_work_sc
     assert by_id["old:result"].own >= 1 - pager.RARE_SHARE
     assert by_id["other:result"].own < 0.1 and by_id["f0:result"].own < 0.1
     # without the work in the intent ("Make the test suite pass" alone) nothing lifts the old read
-    alone = {d.block: d for d in pager.plan_pass(_rare_session(), params.__class__(
-        budget=300, keep_recent=0, work_steps=0)).decisions}
+    alone_params = pager.Params(budget=300, keep_recent=0, work_steps=0)
+    alone = {d.block: d for d in pager.plan_pass(_rare_session(), alone_params).decisions}
     assert alone["old:result"].own < 0.1
 
 
 def test_without_a_budget_rare_names_change_nothing(pager):
     # there the cuts decide: the floor would lift the recent work's neighbourhood over the retain cut
-    plain = {d.block: (d.own, d.action) for d in pager.plan_pass(_rare_session(), pager.Params(keep_recent=0)).decisions}
+    plan = pager.plan_pass(_rare_session(), pager.Params(keep_recent=0))
+    plain = {d.block: (d.own, d.action) for d in plan.decisions}
     assert plain["old:result"][0] < 0.5
     assert plain["old:result"][1] != "retain"
 
@@ -395,7 +397,8 @@ def test_in_a_short_history_no_name_is_rare(pager):
     blocks = _rare_session(filler=0)["blocks"][:7]  # 7 blocks: fewer than RARE_PER_BLOCKS
     blocks.append({"id": "again", "turn": 1, "role": "assistant", "unit": "tool:again",
                    "text": 'Bash({"command": "pytest -k parse_invoice_total"})'})
-    by_id = {d.block: d for d in pager.plan_pass({"blocks": blocks}, pager.Params(budget=300, keep_recent=0)).decisions}
+    plan = pager.plan_pass({"blocks": blocks}, pager.Params(budget=300, keep_recent=0))
+    by_id = {d.block: d for d in plan.decisions}
     assert by_id["old:result"].own < 1 - pager.RARE_SHARE
 
 
