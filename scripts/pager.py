@@ -171,7 +171,11 @@ CONSOLE_SCRIPT = "prosecode-pager"  # the command pip installs (pyproject.toml)
 IMPORT_NAME = "prosecode_pager"  # the installed package: no top-level module named pager
 
 COMPACTION = "compaction"  # a provider's compaction block or item: it is the compacted past, kept like the instructions
-PROTECTIONS = ("pinned", "system", "recent", COMPACTION)  # reasons a block is kept whatever its score or the budget
+PROTECTIONS = ("pinned", "system", "recent", COMPACTION)  # reasons a block is kept whatever its score...
+HELD_OVER_BUDGET = ("pinned", "recent", COMPACTION)  # ...and whatever the budget; "system" only while it fits
+# (under a budget the system prompt is claimed first, block by block in order, while it fits; a
+# system block that does not fit is paged, never evicted, so a harness's long instructions (a Codex
+# skills list of 6,000 tokens under a budget of 4,000) never push the pass over its budget)
 # (a "task" block is kept whatever its score; under a budget it is kept first of the rest, and
 # paged, never evicted, only when it alone does not fit)
 # Block ``protected`` values with a meaning beyond "system": the task statement (kept like a pin
@@ -1133,9 +1137,11 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
                open_units: Container[str] = (), worth: Optional[Mapping[int, float]] = None) -> int:
     """Fit ``decisions`` (changed in place) into ``budget`` tokens; return the tokens kept.
 
-    What stays costs its tokens verbatim, or its stub's tokens when paged. Protected
-    blocks (pinned, system, recent) always stay verbatim, and so does any unit
-    holding one. A unit (a tool call and its results) competes as one piece: its
+    What stays costs its tokens verbatim, or its stub's tokens when paged. Pinned and
+    recent blocks and a provider's compaction (HELD_OVER_BUDGET) always stay verbatim,
+    and so does any unit holding one. The system prompt comes next, block by block in
+    order: each stays verbatim while it fits, and one that does not is paged (its stub
+    claimed), never evicted. A unit (a tool call and its results) competes as one piece: its
     tokens summed, its R the best of its members. With ``results_apart`` it competes
     as two: its call (with what else is not a tool result, plus the stubs of its
     results) and its results, which can be kept verbatim only with the call; a call
@@ -1180,13 +1186,26 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     roles = _column(decisions, "role") if results_apart or open_units else None
     left = budget
     live = []  # the groups in the context and not protected
+    system = []  # the system prompt's groups, in order: kept while they fit
     for members in groups.values():
         if all(reasons[i] == "compacted" for i in members):
             continue  # paged at a compaction boundary: not in the context, costs nothing
-        if any(reasons[i] in PROTECTIONS for i in members):
+        if any(reasons[i] in HELD_OVER_BUDGET for i in members):
             left -= sum(tokens[i] for i in members)
+        elif any(reasons[i] == "system" for i in members):
+            system.append(members)
         else:
             live.append(members)
+    for members in system:  # after what the budget cannot move; paged, not evicted, when it does not fit
+        whole = sum(tokens[i] for i in members)
+        if whole > left:
+            whole = sum(stub_tokens[i] for i in members)
+            for i in members:
+                if table:
+                    actions[i], reasons[i] = "page", "budget-paged"
+                else:
+                    decisions[i] = decisions[i]._replace(action="page", reason="budget-paged")
+        left -= whole
     # Floors speak for their stubs first: the task statement, then a human's messages newest
     # first, while their stubs fit, then what a human attached (whole: a picture has no stub).
     # The budget is a promise too: a floor whose stub no longer fits (hundreds of requests
@@ -1274,12 +1293,13 @@ def _previous_actions(decisions: List[Decision], stub_tokens: List[int],
 
     Between two compactions nothing the agent has already sent changes, so the
     emitted history grows only at its end and a cached prompt prefix stays valid.
-    Protected blocks stay retained.
+    Pinned and recent blocks and a provider's compaction stay retained; a system block keeps
+    its last directive (fit_budget pages one that does not fit).
     """
     blocks, tokens, reasons = _column(decisions, "block"), _column(decisions, "tokens"), _column(decisions, "reason")
     chosen, kept = [], 0
     for i, block in enumerate(blocks):
-        action = "retain" if reasons[i] in PROTECTIONS else previous.get(block, "retain")
+        action = "retain" if reasons[i] in HELD_OVER_BUDGET else previous.get(block, "retain")
         chosen.append(action)
         kept += tokens[i] if action == "retain" else stub_tokens[i] if action == "page" else 0
     return chosen, kept

@@ -665,3 +665,43 @@ def test_an_old_human_message_shorter_than_its_stub_stays_whole(cli, tmp_path):
     # its floor; priced on its text, its stub would be longer: it stays.
     assert record["kind"] == "human" and record["similarity"] == 0.0
     assert (record["action"], record["reason"]) == ("retain", "small")
+
+
+def _long_instructions(fmt):
+    """Return a request of ``fmt`` whose system prompt (a short rule, then a skills list of about
+    4,500 tokens) is larger than a budget of 3,000, and the skills list's text."""
+    skills = "".join(f"- skill-{k}: read SKILL.md under skills/skill-{k} before using it for task kind {k}.\n"
+                     for k in range(220))
+    rule, ask = "Answer in English.", "Which skill formats the changelog?"
+    talk = [("user", "List the skills you have."), ("assistant", "There are 220 of them, one per task kind."),
+            ("user", ask)]
+    if fmt == "openai":
+        return [{"role": "system", "content": rule}, {"role": "developer", "content": skills},
+                *[{"role": r, "content": t} for r, t in talk]], skills
+    if fmt == "anthropic":
+        return {"system": [{"type": "text", "text": rule}, {"type": "text", "text": skills}],
+                "messages": [{"role": r, "content": t} for r, t in talk]}, skills
+    return [{"type": "message", "role": "developer", "content": rule},
+            {"type": "message", "role": "developer", "content": skills},
+            *[{"type": "message", "role": r, "content": t} for r, t in talk]], skills
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic", "responses"])
+def test_a_system_prompt_larger_than_the_budget_is_paged_not_overrun(cli, tmp_path, fmt):
+    """Under a budget the system prompt is claimed in order while it fits; a part that does not fit
+    is paged (its stub in place, its text recallable), never evicted, and the budget holds."""
+    body, skills = _long_instructions(fmt)
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps(body))
+    first, s1, again, s2, emitted, added = round_trip(cli, tmp_path, path, ["--budget", "3000"])
+    assert s1["format"] == fmt and not s1["over_budget"] and s1["tokens_after"] <= 3000
+    system = [r for r in first.records if r["role"] in ("system", "developer")]
+    assert [(r["action"], r["reason"]) for r in system] == [("retain", "system"), ("page", "budget-paged")]
+    assert CHECKS[fmt](emitted) == []
+    assert "Answer in English." in json.dumps(emitted) and skills not in json.dumps(emitted)
+    recalled = cli("recall", system[1]["block"], "--contract", tmp_path / "c.limn", "--json")
+    assert json.loads(recalled.out)["recalled"][0]["text"] == skills
+    assert (s2["format"], s2["new"], s2["moved"]) == (fmt, 0, 0) and not s2["over_budget"]
+    # without a budget the system prompt stays whole
+    plain, _ = run(cli, path, tmp_path / "plain.limn", NOW)
+    assert all(r["action"] == "retain" for r in plain.records if r["role"] in ("system", "developer"))
