@@ -1518,7 +1518,8 @@ class _Scorer:
             self._last_lender = position
         if matched or near or unit is not None or not self._evicted_by_age(turn):
             return text
-        return None
+        # a system block is never evicted, and under a budget one that does not fit is paged
+        return text if self._guards.get(position) == "system" else None
 
     def add(self, index: int, raw: object) -> None:
         """Validate ``raw`` (the block at ``blocks[index]``) and record its features."""

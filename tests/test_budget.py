@@ -319,3 +319,14 @@ def test_quality_benchmark_window_and_floor(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark-quality.py"), str(tmp_path / "locomo"),
                            "--floor", "1.01"], capture_output=True, text=True)
     assert proc.returncode == 1 and "below the floor 1.01" in proc.stdout
+
+
+def test_an_old_system_block_paged_under_a_budget_keeps_its_text_for_the_store(pager):
+    """A system block too old to score (its text would be let go) is paged when it does not fit: its text is kept."""
+    history = {"intent_ir": ["pager"], "current_turn": 5000, "blocks": [
+        {"id": "rules", "turn": 0, "role": "system", "text": "unrelated chatter " * 40},
+        {"id": "now", "turn": 5000, "role": "user", "text": "the pager"}]}
+    plan = pager.plan_pass(history, pager.Params(budget=150))  # the block is 180 tokens, its stub under 150
+    by_id = {d.block: (d.action, d.reason) for d in plan.decisions}
+    assert by_id["rules"] == ("page", "budget-paged") and plan.tokens_after <= 150
+    assert plan.texts[0] == history["blocks"][0]["text"]
