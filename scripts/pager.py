@@ -3192,6 +3192,7 @@ CONTENT_ID_DIGITS = 12
 # Key shared by an OpenAI legacy function_call and the function message answering it.
 LEGACY_FUNCTION_KEY = "\0function_call"
 THINKING_TYPES = ("thinking", "redacted_thinking")
+REDACTED_THINKING = "[redacted thinking]"  # the text a redacted thinking block is scored and stubbed by
 # Text part types across the formats.
 TEXT_PART_TYPES = ("text", "input_text", "output_text", "summary_text", "reasoning_text")
 # What each format looks like: its roles, and the types and keys that tell it apart.
@@ -3622,12 +3623,15 @@ def _content_id(role: str, kind: str, text: str, raw: Any = None) -> str:
     """Return the content-derived id of a block with no native id.
 
     A picture, reasoning item or other non-text part also hashes its raw JSON (``raw``), so two
-    such parts with the same label but different data get different ids.
+    such parts with the same label but different data get different ids; so does a thinking
+    block whose text says nothing (Claude Code writes ``"thinking": ""`` with a signature in
+    every turn; redacted thinking is a label): its signature or data tells it apart.
 
     Example: _content_id("user", "text", "hi") == "m-" + sha256(b"user\\x00text\\x00hi")[:12]
     """
     key = f"{role}\x00{kind}\x00{text}"
-    if raw is not None and kind in ("media", "reasoning", "other"):
+    if raw is not None and (kind in ("media", "reasoning", "other")
+                            or (kind == "thinking" and (not text.strip() or text == REDACTED_THINKING))):
         key += "\x00" + json.dumps(raw, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
     return CONTENT_ID_PREFIX + digest[:CONTENT_ID_DIGITS]
@@ -3733,6 +3737,11 @@ def _assign_ids(msgs: List[_Msg], used: Optional[set] = None) -> None:
     later one.
     """
     used = set() if used is None else used
+    # The ids the pager's own stubs name come first: a kept copy of the same text that the
+    # output puts before its paged twin's stub (two messages merged) must not take that id.
+    named = {_safe_id(part.stub_id) for msg in msgs for part in msg.parts if part.stub_id is not None}
+    named -= used
+    used |= named
 
     def take(want: str, turn: int, content: Callable[[], str]) -> str:
         if want not in used:
@@ -3756,6 +3765,10 @@ def _assign_ids(msgs: List[_Msg], used: Optional[set] = None) -> None:
         for part in msg.parts:
             if part.stub_id is not None:
                 want = _safe_id(part.stub_id)
+                if want in named:  # reserved above for this stub (the first that names it)
+                    named.discard(want)
+                    part.bid = want
+                    continue
             elif part.kind == "call" and part.key and part.key != LEGACY_FUNCTION_KEY:
                 want = _safe_id(part.key)
             elif part.kind == "result" and part.partner is not None:
@@ -4936,7 +4949,7 @@ def _anthropic_parts(content: Any, where: str, repairs: List[str],
             if unsendable:  # the API refuses the whole request for it: no output could hold it
                 repairs.append(f"{w} is {unsendable}; dropped")
                 continue
-            text = raw.get("thinking") if kind == "thinking" else "[redacted thinking]"
+            text = raw.get("thinking") if kind == "thinking" else REDACTED_THINKING
             parts.append(_Part("thinking", raw, w, text=text if isinstance(text, str) else "",
                                pos=pos))
         elif kind == "server_tool_use":

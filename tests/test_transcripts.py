@@ -61,10 +61,13 @@ def assert_text_sized(conv):
         assert b["tokens"] == expected, b["id"]
 
 
-def cid(role, kind, text):
-    """The content-derived id rule, written out independently of the module."""
-    key = (role + "\x00" + kind + "\x00" + text).encode("utf-8", "surrogatepass")
-    return "m-" + hashlib.sha256(key).hexdigest()[:12]
+def cid(role, kind, text, raw=None):
+    """The content-derived id rule, written out independently of the module (``raw``: the part's
+    JSON, which a picture, a reasoning item or a thinking block whose text says nothing adds)."""
+    key = role + "\x00" + kind + "\x00" + text
+    if raw is not None:
+        key += "\x00" + json.dumps(raw, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "m-" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 def text_id(conv, start):
@@ -235,7 +238,9 @@ def test_anthropic_system_thinking_units_and_errors():
                      "toolu_03Cfg:result"]
     text2 = cid("assistant", "text", raw[1]["content"][1]["text"])
     assert block(conv, text2)["unit"] is None  # text stays free
-    redacted = cid("assistant", "thinking", "[redacted thinking]")
+    [redacted_raw] = [part for message in raw if isinstance(message["content"], list)
+                      for part in message["content"] if part.get("type") == "redacted_thinking"]
+    redacted = cid("assistant", "thinking", "[redacted thinking]", redacted_raw)  # its data tells it apart
     assert block(conv, redacted)["unit"] == "turn:" + redacted  # redacted thinking alone
     assert block(conv, "toolu_04Pip")["unit"] == "tool:toolu_04Pip"
     assert block(conv, "toolu_03Cfg:result")["text"].startswith("[error] ")
@@ -1328,3 +1333,42 @@ def test_validate_unknown_format():
 
 def test_format_error_is_always_one_line():
     assert str(PagerError("a\nb\r\nc")) == "a b c"
+
+
+def test_a_thinking_block_whose_text_says_nothing_is_told_apart_by_its_signature(pager):
+    """Claude Code writes "thinking": "" with a signature in every turn: their ids must not collide."""
+    empty = [{"type": "thinking", "thinking": "", "signature": sig} for sig in ("EqA1", "EqB2")]
+    redacted = [{"type": "redacted_thinking", "data": data} for data in ("d1", "d2")]
+    ids = {pager._content_id("assistant", "thinking", "", raw) for raw in empty}
+    ids |= {pager._content_id("assistant", "thinking", pager.REDACTED_THINKING, raw) for raw in redacted}
+    assert len(ids) == 4
+    # a thinking block with text keeps the id its text gives (contracts written before keep theirs)
+    said = {"type": "thinking", "thinking": "Check the parser.", "signature": "EqC3"}
+    assert pager._content_id("assistant", "thinking", "Check the parser.", said) == \
+        pager._content_id("assistant", "thinking", "Check the parser.")
+
+
+def test_a_stub_keeps_its_id_when_a_kept_twin_is_written_before_it(pager):
+    """Two turns open with the same signed thinking text; the first turn's unit is paged, so its
+    results go and the two assistant messages merge, the second's thinking first. Read back, the
+    stub names the paged block and the thinking keeps the id it had: 0 new, 0 moved."""
+    def turn(k):
+        return [{"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "Look at the file first.", "signature": f"sig{k}"},
+                    {"type": "tool_use", "id": f"toolu_{k}", "name": "Read", "input": {"path": f"f{k}.py"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{k}",
+                                              "content": f"contents of f{k}.py"}]}]
+    body = {"system": "Be brief.", "messages": [{"role": "user", "content": "Review both files."},
+                                                *turn(1), *turn(2), {"role": "user", "content": "Done?"}]}
+    conv = pager.load(json.dumps(body), "anthropic")
+    ids = [b["id"] for b in conv.blocks]
+    unit = next(b["unit"] for b in conv.blocks if b["id"] == "toolu_1")  # the turn: thinking, call, result
+    first = next(b for b in conv.blocks if b["unit"] == unit and b["text"] == "Look at the file first.")
+    paged = {b["id"]: ("page", f"[paged {b['id']} | turn 1 | {b['role']} | 5 tokens] (recall: x)")
+             for b in conv.blocks if b["unit"] == unit}
+    out = pager.emit(conv, paged)
+    merged = out["messages"][1]
+    assert merged["content"][0]["type"] == "thinking" and merged["content"][0]["signature"] == "sig2"
+    again = pager.load(json.dumps(out), "anthropic")
+    assert first["id"] in {b["id"] for b in again.blocks if b["stub"]}
+    assert {b["id"] for b in again.blocks} <= set(ids)  # nothing new: every block has the id it had
