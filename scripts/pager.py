@@ -5428,7 +5428,9 @@ def _claude_usage(lines: List[Tuple[int, Dict[str, Any]]]) -> Dict[str, int]:
             parts = [usage.get(k) for k in ("input_tokens", "cache_read_input_tokens",
                                             "cache_creation_input_tokens")]
             if all(v is None or _is_int(v) for v in parts) and any(v is not None for v in parts):
-                return sum(v or 0 for v in parts)
+                # no call sees an empty context: all zeros (a log written through another
+                # model's endpoint) means the usage was not recorded
+                return sum(v or 0 for v in parts) or None
         return None
 
     # Only the first and the last call count: look from each end, not at every line.
@@ -5491,7 +5493,7 @@ def _codex_usage(payload: Dict[str, Any]) -> Optional[int]:
     info = payload.get("info")
     last = info.get("last_token_usage") if isinstance(info, dict) else None
     value = last.get("input_tokens") if isinstance(last, dict) else None
-    return value if _is_int(value) else None
+    return value if _is_int(value) and value > 0 else None  # 0: not recorded (no call sees an empty context)
 
 
 def _load_codex(text: str) -> Conversation:

@@ -137,6 +137,19 @@ def test_streaming_output_tokens_are_not_a_size_and_the_recorded_context_is_repo
     assert summary["estimated_context_tokens"] == sum(r["tokens"] for r in result.records)
 
 
+def test_a_usage_of_zeros_is_not_a_recorded_context(cli, tmp_path):
+    """A Claude Code log written through another model's endpoint records usage as all zeros: no
+    call saw an empty context, so the summary reports no recorded context rather than 0."""
+    lines = [cc("user", "u1", None, "Summarise the module."),
+             cc("assistant", "a1", "u1", [{"type": "text", "text": "It reads the config."}])]
+    obj = json.loads(lines[1])
+    obj["message"]["usage"] = {"input_tokens": 0, "output_tokens": 0}
+    lines[1] = json.dumps(obj)
+    (tmp_path / "s.jsonl").write_text("\n".join(lines))
+    _, summary = run(cli, tmp_path / "s.jsonl", tmp_path / "c.limn", NOW)
+    assert "recorded_context_tokens" not in summary and summary["estimated_context_tokens"] > 0
+
+
 def test_images_count_what_the_provider_charges_and_are_never_paged(cli, pager, tmp_path):
     big = png(1568, 1176, extra=200_000)
     small = png(200, 100)
