@@ -1184,6 +1184,13 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     tokens, reasons = _column(decisions, "tokens"), _column(decisions, "reason")
     rs, turns, actions = _column(decisions, "R"), _column(decisions, "turn"), _column(decisions, "action")
     roles = _column(decisions, "role") if results_apart or open_units else None
+
+    def decide(i: int, action: str, reason: str) -> None:
+        if table:  # write the table's own columns: building each Decision costs more
+            actions[i], reasons[i] = action, reason
+        else:
+            decisions[i] = decisions[i]._replace(action=action, reason=reason)
+
     left = budget
     live = []  # the groups in the context and not protected
     system = []  # the system prompt's groups, in order: kept while they fit
@@ -1201,10 +1208,7 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
         if whole > left:
             whole = sum(stub_tokens[i] for i in members)
             for i in members:
-                if table:
-                    actions[i], reasons[i] = "page", "budget-paged"
-                else:
-                    decisions[i] = decisions[i]._replace(action="page", reason="budget-paged")
+                decide(i, "page", "budget-paged")
         left -= whole
     # Floors speak for their stubs first: the task statement, then a human's messages newest
     # first, while their stubs fit, then what a human attached (whole: a picture has no stub).
@@ -1279,11 +1283,7 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
         for i in members:
             action = chosen.get(i, "retain")
             if action != actions[i]:
-                reason = "budget-" + {"retain": "kept", "page": "paged", "evict": "evicted"}[action]
-                if table:  # write the table's own columns: building each Decision costs more
-                    actions[i], reasons[i] = action, reason
-                else:
-                    decisions[i] = decisions[i]._replace(action=action, reason=reason)
+                decide(i, action, "budget-" + {"retain": "kept", "page": "paged", "evict": "evicted"}[action])
     return budget - left
 
 
