@@ -174,8 +174,9 @@ COMPACTION = "compaction"  # a provider's compaction block or item: it is the co
 PROTECTIONS = ("pinned", "system", "recent", COMPACTION)  # reasons a block is kept whatever its score...
 HELD_OVER_BUDGET = ("pinned", "recent", COMPACTION)  # ...and whatever the budget; "system" only while it fits
 # (under a budget the system prompt is claimed first, block by block in order, while it fits; a
-# system block that does not fit is paged, never evicted, so a harness's long instructions (a Codex
-# skills list of 6,000 tokens under a budget of 4,000) never push the pass over its budget)
+# system block that does not fit is paged while its stub fits, else evicted, so a harness's long
+# instructions (a Codex skills list of 6,000 tokens under a budget of 4,000) never push the pass
+# over its budget)
 # (a "task" block is kept whatever its score; under a budget it is kept first of the rest, and
 # paged, never evicted, only when it alone does not fit)
 # Block ``protected`` values with a meaning beyond "system": the task statement (kept like a pin
@@ -1140,8 +1141,8 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     What stays costs its tokens verbatim, or its stub's tokens when paged. Pinned and
     recent blocks and a provider's compaction (HELD_OVER_BUDGET) always stay verbatim,
     and so does any unit holding one. The system prompt comes next, block by block in
-    order: each stays verbatim while it fits, and one that does not is paged (its stub
-    claimed), never evicted. A unit (a tool call and its results) competes as one piece: its
+    order: each stays verbatim while it fits, one that does not is paged while its stub
+    fits, and one whose stub does not fit either is evicted (the budget holds). A unit (a tool call and its results) competes as one piece: its
     tokens summed, its R the best of its members. With ``results_apart`` it competes
     as two: its call (with what else is not a tool result, plus the stubs of its
     results) and its results, which can be kept verbatim only with the call; a call
@@ -1203,12 +1204,13 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
             system.append(members)
         else:
             live.append(members)
-    for members in system:  # after what the budget cannot move; paged, not evicted, when it does not fit
+    for members in system:  # after what the budget cannot move: whole while it fits, else its stub, else gone
         whole = sum(tokens[i] for i in members)
         if whole > left:
-            whole = sum(stub_tokens[i] for i in members)
+            stubs = _stubs_within(stub_tokens, members, left)
+            whole = stubs if stubs is not None else 0
             for i in members:
-                decide(i, "page", "budget-paged")
+                decide(i, *(("page", "budget-paged") if stubs is not None else ("evict", "budget-evicted")))
         left -= whole
     # Floors speak for their stubs first: the task statement, then a human's messages newest
     # first, while their stubs fit, then what a human attached (whole: a picture has no stub).
@@ -3222,6 +3224,9 @@ CODEX_LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "tur
                               "compacted"})
 # Codex items that are harness bookkeeping, never sent to the model.
 CODEX_SKIPPED_ITEMS = ("ghost_snapshot",)
+# Codex's own bookkeeping on a rollout item (the turn it belongs to, what its parts are): not part
+# of the request. A provider other than OpenAI's refuses it, and the API reference has no such field.
+CODEX_METADATA_KEYS = ("internal_chat_message_metadata_passthrough",)
 # Keys that mark a JSONL record as a Claude Code transcript line.
 CLAUDE_MARKER_KEYS = ("uuid", "parentUuid", "sessionId", "leafUuid", "messageId")
 
@@ -5496,6 +5501,13 @@ def _codex_usage(payload: Dict[str, Any]) -> Optional[int]:
     return value if _is_int(value) and value > 0 else None  # 0: not recorded (no call sees an empty context)
 
 
+def _codex_item(item: Any) -> Any:
+    """Return a rollout item as a request holds it: without Codex's own metadata (CODEX_METADATA_KEYS)."""
+    if isinstance(item, dict) and any(key in item for key in CODEX_METADATA_KEYS):
+        return {key: value for key, value in item.items() if key not in CODEX_METADATA_KEYS}
+    return item
+
+
 def _load_codex(text: str) -> Conversation:
     """Return the Conversation for a Codex CLI rollout (JSONL).
 
@@ -5552,11 +5564,11 @@ def _load_codex(text: str) -> Conversation:
                            "content": [{"type": "input_text", "text": summary}]}))
     if not items:
         raise PagerError("codex rollout has no conversation items (response_item lines or bare items): nothing to page")
-    msgs = [_responses_msg(item, where) for where, item in items]
+    msgs = [_responses_msg(_codex_item(item), where) for where, item in items]
     for msg in msgs:
         if msg.where.endswith("payload.message"):
             msg.harness = msg.summary = True  # the compaction summary: the harness's words
-    old = [_responses_msg(item, where) for where, item in archive]
+    old = [_responses_msg(_codex_item(item), where) for where, item in archive]
     conv = _finish("codex", msgs, [], None, [], skipped, old or None)
     conv.other_lines = other
     if usage:

@@ -330,3 +330,14 @@ def test_an_old_system_block_paged_under_a_budget_keeps_its_text_for_the_store(p
     by_id = {d.block: (d.action, d.reason) for d in plan.decisions}
     assert by_id["rules"] == ("page", "budget-paged") and plan.tokens_after <= 150
     assert plan.texts[0] == history["blocks"][0]["text"]
+
+
+def test_a_system_block_whose_stub_does_not_fit_either_is_evicted_and_the_budget_holds(pager):
+    history = {"intent_ir": ["pager"], "current_turn": 2, "blocks": [
+        {"id": "rules", "turn": 0, "role": "system", "text": "unrelated chatter " * 40},  # 180 tokens, stub ~119
+        {"id": "tone", "turn": 0, "role": "system", "text": "Answer briefly."},
+        {"id": "now", "turn": 2, "role": "user", "text": "the pager"}]}
+    plan = pager.plan_pass(history, pager.Params(budget=60))
+    by_id = {d.block: (d.action, d.reason) for d in plan.decisions}
+    assert by_id["rules"] == ("evict", "budget-evicted") and by_id["tone"] == ("retain", "system")
+    assert plan.tokens_after <= 60

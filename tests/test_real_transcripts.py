@@ -718,3 +718,23 @@ def test_a_system_prompt_larger_than_the_budget_is_paged_not_overrun(cli, tmp_pa
     # without a budget the system prompt stays whole
     plain, _ = run(cli, path, tmp_path / "plain.limn", NOW)
     assert all(r["action"] == "retain" for r in plain.records if r["role"] in ("system", "developer"))
+
+
+def test_codexs_own_item_metadata_stays_out_of_the_request(cli, tmp_path):
+    """Newer Codex rollouts put internal_chat_message_metadata_passthrough on items: Codex's bookkeeping,
+    which other providers refuse and the API reference does not know. Written back, items lack it."""
+    meta = {"internal_chat_message_metadata_passthrough": {"turn_id": "t1"}}
+    def item(payload):
+        return json.dumps({"timestamp": "2026-01-01T10:00:00Z", "type": "response_item", "payload": {**payload, **meta}})
+    lines = [json.dumps({"timestamp": "2026-01-01T10:00:00Z", "type": "session_meta",
+                         "payload": {"id": "s", "cwd": "/w", "originator": "codex_cli_rs"}}),
+             item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "List the tests."}]}),
+             item({"type": "function_call", "call_id": "call_1", "name": "shell", "arguments": '{"cmd": "ls"}'}),
+             item({"type": "function_call_output", "call_id": "call_1", "output": "test_dates.py"}),
+             item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "One."}]})]
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    first, s1, again, s2, emitted, _ = round_trip(cli, tmp_path, path, [])
+    assert "internal_chat_message_metadata_passthrough" not in json.dumps(emitted)
+    assert CHECKS["responses"](emitted) == []
+    assert (s2["format"], s2["new"], s2["moved"]) == ("responses", 0, 0)
