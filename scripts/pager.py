@@ -1123,6 +1123,8 @@ def _stubs_within(stub_tokens: Sequence[int], members: List[int], room: int) -> 
     """
     floor = getattr(stub_tokens, "floor", None)
     if floor is not None:
+        if getattr(stub_tokens, "least", 0) * len(members) > room:
+            return None  # not even the shortest stub there could be fits: nothing to price
         bound = 0
         for i in members:
             bound += floor(i)
@@ -1392,10 +1394,11 @@ _UNPRICED = -1  # a stub cost not worked out yet (see _Scorer._stub_cost_at)
 class _StubCosts:
     """Every block's stub cost, by position, each worked out when first read (see _Scorer._stub_cost_at)."""
 
-    __slots__ = ("price", "bound", "count")
+    __slots__ = ("price", "bound", "count", "least")
 
-    def __init__(self, price: Callable[[int], int], bound: Callable[[int], int], count: int) -> None:
+    def __init__(self, price: Callable[[int], int], bound: Callable[[int], int], count: int, least: int = 0) -> None:
         self.price, self.bound, self.count = price, bound, count
+        self.least = least  # what every stub costs at the least: its fixed words
 
     def __len__(self) -> int:
         return self.count
@@ -1666,6 +1669,13 @@ class _Scorer:
                           self._tokens[position], (), "", "", "", "")
         return -(-len(self._render_stub(page)) // 4)
 
+    def _least_stub(self) -> int:
+        """Return a lower bound of every stub's cost: the stub of a one-letter id and role at turn 0, 0 tokens.
+
+        An id, a role, a turn and a size only lengthen a stub (see _bare_stub_cost).
+        """
+        return -(-len(self._render_stub(StoredPage("x", 0, "x", None, 0, (), "", "", "", ""))) // 4)
+
     def _stub_size(self, position: int) -> int:
         """Return what the block at ``position`` would cost as a stub: exact while its text is at hand."""
         text = self.texts[position]
@@ -1870,7 +1880,7 @@ class _Scorer:
             units = [None] * n
             for i, unit in self._units.items():
                 units[i] = unit
-        stub_tokens = _StubCosts(self._stub_cost_at, self._stub_floor, len(self._stub_tokens))
+        stub_tokens = _StubCosts(self._stub_cost_at, self._stub_floor, len(self._stub_tokens), self._least_stub())
         self._lengths = array.array("q")
         if self._settle(decisions, stub_tokens, reserved):
             return decisions
@@ -6947,6 +6957,10 @@ class _CachedScorer(_Scorer):
     def _stub_floor(self, position: int) -> int:
         # A token counter of the caller's own may count a stub at anything: no bound but 0.
         return 0 if self.counter is not None else super()._stub_floor(position)
+
+    def _least_stub(self) -> int:
+        # A caller's own counter or recall hint may price the shortest stub at anything.
+        return 0
 
     def add(self, index: int, raw: object) -> None:
         """Score one block as _Scorer.add does, and remember its features under its key."""

@@ -341,3 +341,21 @@ def test_a_system_block_whose_stub_does_not_fit_either_is_evicted_and_the_budget
     by_id = {d.block: (d.action, d.reason) for d in plan.decisions}
     assert by_id["rules"] == ("evict", "budget-evicted") and by_id["tone"] == ("retain", "system")
     assert plan.tokens_after <= 60
+
+
+def test_no_stub_is_priced_once_not_even_the_shortest_stub_there_could_be_fits():
+    """_StubCosts.least is a lower bound of every stub (checked on real stubs), and _stubs_within
+    answers None from it alone when room is below it: a tight budget over a long history prices no
+    stub it cannot place (a 50,000-message session would otherwise render tens of thousands)."""
+    import pager
+    blocks = [{"id": f"block-{i}", "turn": i, "role": "assistant" if i % 2 else "user",
+               "text": f"step {i} of the parser work " * (1 + i % 7)} for i in range(40)]
+    scorer = pager._Scorer(["parser"], pager.Params(budget=500))
+    scorer.add_all(0, blocks)
+    least = scorer._least_stub()
+    assert least > 0
+    assert all(scorer._stub_size(i) >= least for i in range(len(blocks)))
+    priced = []
+    costs = pager._StubCosts(lambda i: priced.append(i) or 99, lambda i: priced.append(i) or 1, 3, least)
+    assert pager._stubs_within(costs, [0, 1], 2 * least - 1) is None and priced == []
+    assert pager._stubs_within(costs, [0, 1], 2 * least) is None and priced == [0, 1, 0, 1]
