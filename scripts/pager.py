@@ -137,6 +137,11 @@ MASK = "mask"  # emit only: a tool result paged in place while its call is kept 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 UNSTORABLE = "unstorable"
 SMALL = "small"  # a pass without a budget keeps a block its stub would not shorten (paging it saves nothing)
+OPAQUE = "opaque"  # block kind: a part the pager carries as it is and reads by a label only
+UNPAGEABLE_KINDS = ("media", OPAQUE)  # block kinds a stub would lose: kept whole or evicted, never paged
+# Reasons of a directive the block's own score decided (a block of those kinds, or an unstorable
+# text, that would have been paged is evicted instead): what a guard such as "recent" overrides.
+SCORED = ("score", UNSTORABLE) + UNPAGEABLE_KINDS
 JSON_ESCAPE_ERRORS = "prosecode-pager-json-escape"  # the codec error handler for that (see _file_beside)
 
 SIMILARITIES = ("weighted", "plain")  # the default proxy first; plain is the engine issue's
@@ -319,6 +324,12 @@ def _collector_held() -> Iterator[None]:
         gc.freeze()
         gc.unfreeze()
         gc.enable()
+
+
+# The one quoted word the Liminate interpreter does not keep in a list: a list holding only "none"
+# reads as empty (the next add replaces it) and ``remove "none" from L`` fails, so a block with this
+# id could not be recorded.
+LIST_EMPTY_WORD = "none"
 
 
 def _check_quotable(value: str, what: str) -> str:
@@ -1007,8 +1018,9 @@ def _decision_items(count: int, skipped: List[int]) -> List[int]:
 
 
 def _guard(decisions: List[Decision], i: int, reason: str) -> None:
+    """Retain the block at ``i`` for ``reason`` unless something other than its score decided it."""
     d = decisions[i]
-    if d.reason == "score":
+    if d.reason in SCORED:
         decisions[i] = d._replace(action="retain", reason=reason)
 
 
@@ -1144,8 +1156,9 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     recent blocks and a provider's compaction (HELD_OVER_BUDGET) always stay verbatim,
     and so does any unit holding one. The system prompt comes next, block by block in
     order: each stays verbatim while it fits, one that does not is paged while its stub
-    fits, and one whose stub does not fit either is evicted (the budget holds). A unit (a tool call and its results) competes as one piece: its
-    tokens summed, its R the best of its members. With ``results_apart`` it competes
+    fits, and one whose stub does not fit either is evicted (the budget holds). A unit (a
+    tool call and its results) competes as one piece: its tokens summed, its R the best of
+    its members. With ``results_apart`` it competes
     as two: its call (with what else is not a tool result, plus the stubs of its
     results) and its results, which can be kept verbatim only with the call; a call
     kept without its results has them paged in place (observation masking), so
@@ -1177,7 +1190,9 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     the task statement and stays verbatim while it fits; its results compete apart, as with
     ``results_apart``, so at worst they are paged in place and the request still ends on them.
     Paged whole, the unit's stub would end the request on an assistant turn: a prefill, which
-    Anthropic refuses when extended thinking is on.
+    Anthropic refuses when extended thinking is on.  An open round trip holding a picture or file
+    cannot be paged in place: it is claimed whole at that point while it fits, else evicted whole.
+    With ``results_apart`` too, a unit holding one competes whole.
 
     ``worth`` (position -> factor, default 1: see _Scorer._rare_names) scales a group's value
     per token by its members' highest factor.
@@ -1239,7 +1254,8 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
         value = rs[best] * max(worth.get(i, 1.0) for i in members) if worth else rs[best]
         opened = units is not None and units[members[0]] in open_units
         first = 0 if task else 2  # the task statement comes first of all, then an open round trip's call
-        apart = (results_apart or opened) and len(members) > 1 and members[0] not in floored
+        whole = any(i in unpageable for i in members)  # a picture's unit: kept whole or evicted, never split
+        apart = (results_apart or opened) and len(members) > 1 and members[0] not in floored and not whole
         results = [i for i in members if roles[i] == "tool"] if apart else []  # type: ignore[index]
         call = [i for i in members if roles[i] != "tool"] if results else []  # type: ignore[index]
         if results and call and not opened and sum(tokens[i] for i in results) < MASK_RESULT_SHARE * budget:
@@ -1253,9 +1269,9 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
             size = sum(tokens[i] for i in results)
             pieces.append((first, -value / max(size, 1) ** SIZE_POWER, -turns[best], -best, results, extra, head,
                            members))
-        else:
-            pieces.append((first, -value / max(cost, 1) ** SIZE_POWER, -turns[best], -best, members,
-                           cost - floored.get(members[0], 0), None, members))
+        else:  # an open round trip holding a picture is claimed whole, where its call would have been
+            pieces.append((1 if opened and first else first, -value / max(cost, 1) ** SIZE_POWER, -turns[best],
+                           -best, members, cost - floored.get(members[0], 0), None, members))
     pieces.sort(key=lambda c: c[:4])
     verbatim = set()
     for *_, members, cost, needs, _group in pieces:
@@ -1379,6 +1395,8 @@ def _block_problem(index: int, raw: object) -> Optional[str]:
         _check_quotable(raw["id"], f"{where}.id")
     except PagerError as exc:
         return str(exc)
+    if raw["id"] == LIST_EMPTY_WORD:
+        return f'{where}.id "{LIST_EMPTY_WORD}" is the word Liminate reads as no entry: a contract can\'t list it'
     return None
 
 
@@ -1459,7 +1477,7 @@ class _Scorer:
         self._guards: Dict[int, str] = {}     # why it must stay: "pinned", "system" or "task"
         self._floors: set = set()             # a human's message: paged at worst, never evicted
         self._archived: set = set()           # before a compaction boundary: paged, costs nothing
-        self._unpageable: Dict[int, str] = {}  # position -> why a stub would lose it ("media", "unstorable"): never paged
+        self._unpageable: Dict[int, str] = {}  # position -> why a stub would lose it (UNPAGEABLE_KINDS, UNSTORABLE)
         self._units: Dict[int, str] = {}      # blocks sharing a unit (a tool call and its results)
         self._stubs: set = set()              # arrived as a page stub, scored on its stored text
         # The text of each block that may end up paged, else None: a block is sure to be
@@ -1547,7 +1565,7 @@ class _Scorer:
                 and (tokens is None or (type(tokens) is int and 0 <= tokens <= _MAX_COUNT))
                 and (unit is None or type(unit) is str) and (protected is None or type(protected) is str)
                 and 0 <= turn <= _MAX_COUNT and role and block_id and block_id.isascii()
-                and not _FORBIDDEN_RE.search(block_id)):
+                and not _FORBIDDEN_RE.search(block_id) and block_id != LIST_EMPTY_WORD):
             problem = _block_problem(index, raw)
             if problem is not None:
                 raise PagerError(problem)
@@ -1624,8 +1642,8 @@ class _Scorer:
             self._floors.add(position)
         elif protected == ARCHIVED:
             self._archived.add(position)
-        if kind == "media":
-            self._unpageable[position] = "media"
+        if kind in UNPAGEABLE_KINDS:
+            self._unpageable[position] = kind
 
     def add_all(self, first: int, blocks: List[object]) -> None:
         """Validate and record ``blocks``, the blocks at ``blocks[first:]``, one at a time."""
@@ -2088,8 +2106,8 @@ class _LastRequest:
         if type(raw) is not dict or raw.get("role") != "user" or not isinstance(raw.get("text"), str):
             return
         protected = raw.get("protected")
-        if protected == ARCHIVED or raw.get("kind") == "media":
-            return  # not text anybody wrote: a picture's label, or before a compaction boundary
+        if protected == ARCHIVED or raw.get("kind") in UNPAGEABLE_KINDS:
+            return  # not text anybody wrote: a picture's or carried part's label, or before a compaction boundary
         text: Optional[str] = raw["text"]
         if raw.get("stub") is True:
             page = self.pages(str(raw.get("id"))) if self.pages is not None else None
@@ -3224,7 +3242,9 @@ OPENAI_MARKER_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
 RESPONSES_CALLS = {"function_call": ("function_call_output",),
                    "custom_tool_call": ("custom_tool_call_output",),
                    "local_shell_call": ("local_shell_call_output", "function_call_output"),
-                   "computer_call": ("computer_call_output",)}
+                   "computer_call": ("computer_call_output",),
+                   "shell_call": ("shell_call_output",),  # the hosted shell and apply_patch tools of GPT-5.1
+                   "apply_patch_call": ("apply_patch_call_output",)}
 RESPONSES_OUTPUTS = frozenset(t for outs in RESPONSES_CALLS.values() for t in outs)
 RESPONSES_ITEM_TYPES = frozenset({"message", "reasoning", "item_reference", "web_search_call",
                                   "file_search_call", "image_generation_call", "compaction",
@@ -3400,6 +3420,9 @@ ANTHROPIC_IMAGE_PIXELS_PER_TOKEN = 750
 ANTHROPIC_IMAGE_MAX = 1600
 OPENAI_IMAGE_BASE, OPENAI_IMAGE_TILE, OPENAI_IMAGE_MAX = 85, 170, 85 + 170 * 6
 MEDIA_BYTES_PER_TOKEN = 750  # unknown dimensions: about a token per 750 bytes of picture data
+# Picture parts: Anthropic's, Chat's, Responses' input, and a computer-use call's screenshot output
+# (Responses ``computer_screenshot``: an ``image_url`` string, counted by OpenAI's rule).
+IMAGE_PART_TYPES = ("image", "image_url", "input_image", "computer_screenshot")
 _B64_HEAD = 4096  # base64 characters decoded at a time while looking for the dimensions
 
 
@@ -3534,7 +3557,7 @@ def _media_tokens(part: Any) -> int:
         return 0
     kind = part.get("type")
     data, detail = _media_data(part)
-    if kind in ("image", "image_url", "input_image"):
+    if kind in IMAGE_PART_TYPES:
         anthropic = kind == "image"
         size = _image_size(data) if data else None
         if size is not None:
@@ -3553,7 +3576,7 @@ def _media_tokens(part: Any) -> int:
 def _media_label(part: Dict[str, Any]) -> str:
     """Return the short text a picture/document/file part is scored and shown by."""
     kind = part.get("type")
-    if kind in ("image", "image_url", "input_image"):
+    if kind in IMAGE_PART_TYPES:
         data, _ = _media_data(part)
         size = _image_size(data) if data else None
         shape = f" {size[0]}x{size[1]}" if size else ""
@@ -3568,8 +3591,7 @@ def _media_label(part: Dict[str, Any]) -> str:
     return f"[file: {name}]" if isinstance(name, str) and name else "[file]"
 
 
-MEDIA_PART_TYPES = frozenset({"image", "image_url", "input_image", "input_audio", "audio", "document",
-                              "file", "input_file"})
+MEDIA_PART_TYPES = frozenset(IMAGE_PART_TYPES) | {"input_audio", "audio", "document", "file", "input_file"}
 
 
 def _part_text(part: Any) -> str:
@@ -3833,6 +3855,10 @@ HARNESS_PREFIXES = SUMMARY_PREFIXES + INSTRUCTION_PREFIXES + (
 # Part types the pager knows beyond text, media, calls, results and thinking (carried as they are).
 KNOWN_OTHER_PARTS = frozenset({"server_tool_use", "compaction", "refusal", "container_upload",
                                "search_result"}) | RESPONSES_ITEM_TYPES
+# Parts carried as they are whose text says what they hold: a refusal, a server tool's or MCP call
+# (name and input).  Any other such part (a web search's results, a code run's output object, a
+# hosted tool's item) is read by a label only: block kind OPAQUE, never paged, like a picture.
+WHOLE_TEXT_PARTS = frozenset({"refusal", "server_tool_use", "mcp_tool_use"})
 
 
 def _is_instruction(msg: _Msg, part: _Part) -> bool:
@@ -3928,10 +3954,20 @@ def _media_inside(value: Any) -> List[Any]:
     return []
 
 
+def _is_compaction_part(part: _Part) -> bool:
+    """Return True for a provider's compaction (an Anthropic ``compaction`` block, a Responses or
+    Codex ``compaction`` item): the model's whole past before it, in a form only the provider reads."""
+    return part.kind == "other" and isinstance(part.raw, dict) and part.raw.get("type") == COMPACTION
+
+
 def _part_kind_of_block(part: _Part) -> Optional[str]:
-    """Return the block kind the engine sees: ``media`` for a picture/file or a result holding one."""
+    """Return the block kind the engine sees: ``media`` for a picture/file or a result holding one,
+    ``opaque`` for a part carried as it is whose text is only a label (see WHOLE_TEXT_PARTS)."""
     if part.kind == "media":
         return "media"
+    if part.kind == "other" and isinstance(part.raw, dict) and part.raw.get("type") not in WHOLE_TEXT_PARTS \
+            and not _is_compaction_part(part):
+        return OPAQUE
     if part.kind == "result" and isinstance(part.raw, dict):
         inner = part.raw.get("content", part.raw.get("output"))
         if _media_inside(inner):
@@ -3959,12 +3995,6 @@ def _part_tokens(part: _Part) -> Optional[int]:
         if media:
             return ids + estimate_tokens(part.text) + sum(_media_tokens(m) for m in media)
     return ids + estimate_tokens(part.text) if ids else None
-
-
-def _is_compaction_part(part: _Part) -> bool:
-    """Return True for a provider's compaction (an Anthropic ``compaction`` block, a Responses or
-    Codex ``compaction`` item): the model's whole past before it, in a form only the provider reads."""
-    return part.kind == "other" and isinstance(part.raw, dict) and part.raw.get("type") == COMPACTION
 
 
 def _unknown_types(msgs: List[_Msg]) -> Dict[str, int]:
@@ -4050,7 +4080,7 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
                 task_seen = True
             elif id(part) in floors:
                 protected = floors[id(part)]
-                kind = kind if kind == "media" else protected  # an attachment stays media: never paged
+                kind = kind if kind in UNPAGEABLE_KINDS else protected  # an attachment stays media: never paged
             if part.stub_id is None:
                 part.tokens = _part_tokens(part)
             else:
@@ -4749,6 +4779,8 @@ def _responses_msg(item: Any, where: str) -> _Msg:
             text = f"{item.get('name')}({item.get('arguments')})"
         elif kind == "custom_tool_call":
             text = f"{item.get('name')}({item.get('input')})"
+        elif kind == "apply_patch_call":  # its patch is under "operation", not "action"
+            text = f"apply_patch({_compact_json(item.get('operation'))})"
         elif kind == "local_shell_call":
             action = item.get("action") if isinstance(item.get("action"), dict) else {}
             command = action.get("command")

@@ -45,6 +45,10 @@ Sources, cited per rule with these tags (facts only; no text is copied):
              (Azure/azure-sdk-for-python#46092), "Unknown parameter: 'input[1].metadata'"
              (microsoft/agent-framework#2203: message items hold only their typed keys). Assistant message parts are output_text or
              refusal, as ResponseOutputMessageParam types them (input parts are for the other roles).
+  [ORT-DOC]  OpenRouter "Reasoning tokens" guide (openrouter.ai/docs/use-cases/reasoning-tokens,
+             "preserving reasoning blocks"): an OpenAI-compatible Chat body sent to OpenRouter carries
+             the model's `reasoning_details` (and `reasoning`) on assistant messages, passed back
+             unmodified; a body sent there is valid with them.
 
 Known limits (documented, not checkable from the body alone): a signature is checked for
 presence, not validity; "message provided without its required preceding reasoning item" needs
@@ -262,7 +266,8 @@ CHAT_PARTS = {"system": frozenset({"text"}), "developer": frozenset({"text"}), "
 CHAT_KEYS = {"system": frozenset({"role", "content", "name"}), "developer": frozenset({"role", "content", "name"}),
              "user": frozenset({"role", "content", "name"}), "function": frozenset({"role", "content", "name"}),
              "tool": frozenset({"role", "content", "tool_call_id"}),
-             "assistant": frozenset({"role", "content", "name", "tool_calls", "function_call", "refusal", "audio"})}
+             "assistant": frozenset({"role", "content", "name", "tool_calls", "function_call", "refusal", "audio"})
+             | {"reasoning", "reasoning_details"}}  # [ORT-DOC]: what OpenRouter's clients send back
 
 
 def _chat_messages(value: Any) -> Optional[List[Any]]:

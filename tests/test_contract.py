@@ -8,7 +8,7 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from conftest import ASSET, NOW, ROOT, replay
+from conftest import ASSET, NOW, ROOT, liminate_module, replay
 
 GOLDEN = ROOT / "tests" / "golden"
 
@@ -234,14 +234,14 @@ def test_refused_contract_is_left_byte_identical(pager, cli, tmp_path):
     assert contract.read_bytes() == damaged
 
 
-# --- ids: anything but a quote or a line break ---
+# --- ids: anything but a quote, a line break or the one word Liminate lists as nothing ---
 
 _LINE_BREAKS = '"\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029'
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=_LINE_BREAKS),
-                        min_size=1, max_size=30), min_size=1, max_size=6, unique=True))
+                        min_size=1, max_size=30).filter(lambda i: i != "none"), min_size=1, max_size=6, unique=True))
 def test_arbitrary_unicode_ids_pass_the_check_and_replay(ids):
     import pager
     history = {"intent_ir": ["pager"], "blocks": [
@@ -251,6 +251,25 @@ def test_arbitrary_unicode_ids_pass_the_check_and_replay(ids):
     _, values = replay(text)
     for d in plan.decisions:
         assert d.block in values[pager.LIST_OF_ACTION[d.action]]
+
+
+def test_the_id_none_is_refused_because_the_interpreter_lists_it_as_nothing(cli, tmp_path):
+    """The real interpreter reads a list holding only "none" as empty (the next add replaces it) and
+    fails ``remove "none"``: a block with that id could not be recorded, so the pass refuses it with
+    one line, writing nothing."""
+    import pager
+    result = liminate_module().run('about "t"\nremember a list called retained-blocks\n'
+                                   'add "none" to retained-blocks because "x"\nadd "b" to retained-blocks because "x"\n')
+    assert result.symbol_table["retained-blocks"].value == ["b"]
+    history = tmp_path / "h.json"
+    history.write_text(json.dumps({"intent_ir": ["x"], "blocks": [
+        {"id": "b1", "turn": 1, "role": "user", "text": "x"}, {"id": "none", "turn": 1, "role": "user", "text": "y"}]}))
+    done = cli("--history", history, "--contract", tmp_path / "c.limn", "--now", NOW)
+    assert done.code == 2 and not (tmp_path / "c.limn").exists()
+    assert done.err.strip().splitlines() == [f'pager: error: {history}: blocks[1].id "none" is the word Liminate '
+                                             "reads as no entry: a contract can't list it"]
+    with pytest.raises(pager.PagerError, match="blocks\\[0\\].id"):
+        pager.plan_pass({"blocks": [{"id": "none", "turn": 0, "role": "user", "text": "t"}]})
 
 
 @pytest.mark.parametrize("bad", ['a"b', "a\nb", "a\rb", "a\x0bb", "a\x0cb", "a\x1cb", "a\x85b", "a\u2028b"])

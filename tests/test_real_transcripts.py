@@ -738,3 +738,105 @@ def test_codexs_own_item_metadata_stays_out_of_the_request(cli, tmp_path):
     assert "internal_chat_message_metadata_passthrough" not in json.dumps(emitted)
     assert CHECKS["responses"](emitted) == []
     assert (s2["format"], s2["new"], s2["moved"]) == ("responses", 0, 0)
+
+
+def test_a_picture_ending_the_conversation_in_a_tool_result_stays_with_its_call(cli, tmp_path):
+    """The open round trip's result is a picture (a URL image a tool returned): a default pass keeps
+    it with its call (it is recent), so the request still ends on the result; under a budget the unit
+    is kept whole while it fits and else evicted whole, never paged (a stub would lose the picture)."""
+    url = {"type": "image", "source": {"type": "url", "url": "https://example.com/logo.png"}}
+    body = {"model": "m", "max_tokens": 9, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "What is shown in the image from get_image?"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "I'll fetch the image."},
+                                          {"type": "tool_use", "id": "toolu_1", "name": "get_image", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [url]}]}]}
+    (tmp_path / "b.json").write_text(json.dumps(body))
+    result, summary = run(cli, tmp_path / "b.json", tmp_path / "c.limn", NOW, "--emit", tmp_path / "o.json")
+    emitted = json.loads((tmp_path / "o.json").read_text())
+    actions = {r["block"]: (r["action"], r["reason"]) for r in result.records}
+    assert actions["toolu_1:result"] == ("retain", "recent") and actions["toolu_1"][0] == "retain"
+    assert emitted["messages"] == body["messages"] and ends_on_results(emitted, "anthropic")
+    for budget, kept in ((1700, "retain"), (500, "evict")):
+        result, summary = run(cli, tmp_path / "b.json", tmp_path / f"{budget}.limn", NOW, "--budget", str(budget),
+                              "--emit", tmp_path / f"{budget}.json")
+        actions = {r["block"]: r["action"] for r in result.records}
+        assert actions["toolu_1:result"] == actions["toolu_1"] == kept and summary["tokens_after"] <= budget
+        assert api_rules.problems_anthropic(json.loads((tmp_path / f"{budget}.json").read_text())) == []
+
+
+def test_a_part_read_by_a_label_only_is_never_paged(cli, tmp_path):
+    """A part carried as it is whose text is a label (a server tool's fetched document, a hosted web
+    search) is kind "opaque": kept whole or evicted with its unit, never paged, because the store
+    could give back only the label.  A server tool's call, whose text is its name and input, is not."""
+    page = "Pydantic AI is a Python agent framework. " * 500  # about 5,000 tokens
+    body = {"model": "m", "max_tokens": 9, "messages": [
+        {"role": "user", "content": "Summarise ai.pydantic.dev"},
+        {"role": "assistant", "content": [
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_fetch", "input": {"url": "https://ai.pydantic.dev"}},
+            {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_1", "content": {
+                "type": "web_fetch_result", "url": "https://ai.pydantic.dev", "content": {
+                    "type": "document", "title": "Pydantic AI",
+                    "source": {"type": "text", "media_type": "text/plain", "data": page}}}},
+            {"type": "text", "text": "It is a Python agent framework."}]},
+        {"role": "user", "content": "Which page of the docs covers the fetch tool?"}]}
+    (tmp_path / "b.json").write_text(json.dumps(body))
+    result, summary = run(cli, tmp_path / "b.json", tmp_path / "c.limn", NOW, "--budget", "2000",
+                          "--emit", tmp_path / "o.json")
+    records = {r["block"]: r for r in result.records}
+    fetched = [r for r in result.records if r["kind"] == "opaque"]
+    assert len(fetched) == 1 and fetched[0]["tokens"] > 4000 and fetched[0]["action"] == "evict"
+    assert [r["kind"] for r in result.records if r["block"] != fetched[0]["block"]].count("opaque") == 0
+    assert summary["tokens_after"] <= 2000 and summary["page"] == 0
+    emitted = json.loads((tmp_path / "o.json").read_text())
+    assert api_rules.problems_anthropic(emitted) == [] and "srvtoolu_1" not in json.dumps(emitted)
+    assert records[fetched[0]["block"]]["reason"] in ("opaque", "budget-evicted", "unit srvtoolu_1")
+    # A hosted web search item of a Responses history is opaque too.
+    items = [{"type": "message", "role": "user", "content": "Find the release notes."},
+             {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "notes"}},
+             {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Found them."}]}]
+    (tmp_path / "r.json").write_text(json.dumps(items))
+    result, _ = run(cli, tmp_path / "r.json", tmp_path / "r.limn", NOW)
+    assert [r["kind"] for r in result.records if r["role"] == "assistant"][0] == "opaque"
+
+
+def test_shell_and_apply_patch_calls_pair_with_their_outputs(cli, pager, tmp_path):
+    """The Responses API's hosted shell and apply_patch tools: shell_call is answered by
+    shell_call_output and apply_patch_call by apply_patch_call_output (same call_id).  Each pair
+    is one unit, so no budget keeps one without the other; the patch is the call's text."""
+    patch = {"type": "update_file", "path": "src/totals.py", "diff": "@@\n-return a\n+return round(a, 2)\n"}
+    items = [{"type": "message", "role": "user", "content": "Round the totals in src/totals.py"}]
+    for n in range(12):
+        items += [{"type": "shell_call", "id": f"sh_{n}", "call_id": f"call_s{n}", "status": "completed",
+                   "action": {"commands": [f"sed -n {n},+40p src/totals.py"]}},
+                  {"type": "shell_call_output", "call_id": f"call_s{n}", "status": "completed",
+                   "output": [{"stdout": f"line {n}: total = a + b\n" * 60, "stderr": "",
+                               "outcome": {"type": "exit", "exit_code": 0}}]}]
+    items += [{"type": "apply_patch_call", "id": "ap_1", "call_id": "call_p", "status": "completed", "operation": patch},
+              {"type": "apply_patch_call_output", "call_id": "call_p", "status": "completed", "output": "Done."},
+              {"type": "message", "role": "user", "content": "Now run the tests."}]
+    conv = pager.load(json.dumps(items), "responses")
+    by_id = {b["id"]: b for b in conv.blocks}
+    assert by_id["call_p"]["unit"] == by_id["call_p:result"]["unit"] is not None
+    assert "src/totals.py" in by_id["call_p"]["text"] and "round(a, 2)" in by_id["call_p"]["text"]
+    assert by_id["call_s3"]["unit"] == by_id["call_s3:result"]["unit"] is not None
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(items))
+    first, s1, again, s2, emitted, added = round_trip(cli, tmp_path, path, ["--budget", "1500"])
+    assert s1["tokens_after"] <= 1500 and s1["evict"] + s1["page"] > 0
+    assert api_rules.problems_responses(emitted) == [] and (s2["new"], s2["moved"]) == (0, 0)
+    calls = {i["call_id"] for i in emitted if i.get("type") in ("shell_call", "apply_patch_call")}
+    outputs = {i["call_id"] for i in emitted if i.get("type") in ("shell_call_output", "apply_patch_call_output")}
+    assert calls == outputs
+
+
+def test_a_computer_use_screenshot_counts_as_a_picture(pager):
+    """A computer_call_output's computer_screenshot is a picture: counted by OpenAI's tile rule, and
+    the result holding it is media (never paged), not a 10-token label."""
+    shot = {"type": "computer_screenshot", "image_url": "data:image/png;base64," + png(1024, 768)}
+    items = [{"type": "message", "role": "user", "content": "Open the settings page."},
+             {"type": "computer_call", "id": "cu_1", "call_id": "call_c", "status": "completed",
+              "action": {"type": "screenshot"}, "pending_safety_checks": []},
+             {"type": "computer_call_output", "call_id": "call_c", "output": shot}]
+    result = next(b for b in pager.load(json.dumps(items), "responses").blocks if b["id"] == "call_c:result")
+    assert result["kind"] == "media" and result["text"].startswith("[image 1024x768,")
+    assert result["tokens"] >= 85 + 170 * 4  # 1024 x 768 fits as 1024 x 768 -> 768 short side: 4 tiles
