@@ -2079,6 +2079,37 @@ class _WorkNotes:
         return list(found)[:WORK_KEYWORDS]
 
 
+_COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>", re.S)
+# Claude Code's own commands whose arguments set the harness up, not ask the agent for anything
+# (``/compact <what the summary should keep>``, ``/model <name>``): never a human's request.
+HARNESS_COMMANDS = frozenset("""
+    /add-dir /agents /bashes /clear /compact /config /context /cost /doctor /exit /export /help /hooks /ide
+    /login /logout /mcp /memory /model /output-style /permissions /privacy-settings /release-notes /resume
+    /rewind /status /statusline /terminal-setup /todos /upgrade /usage /vim""".split())
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+
+
+def _typed_command(text: str) -> Optional[str]:
+    """Return what a human typed as a slash command with arguments, "/name arguments", read from the
+    tags Claude Code writes for it; None for other text, for a command without arguments and for
+    one of HARNESS_COMMANDS.
+
+    Example:
+        >>> _typed_command("<command-name>/review</command-name><command-args>the totals patch</command-args>")
+        '/review the totals patch'
+    """
+    if not text.lstrip().startswith(("<command-message>", "<command-name>")):
+        return None
+    args = _COMMAND_ARGS.search(text)
+    if args is None or not args.group(1).strip():
+        return None
+    name = _COMMAND_NAME.search(text)
+    command = name.group(1).strip() if name else ""
+    if command in HARNESS_COMMANDS:
+        return None
+    return (command + " " if command else "") + args.group(1).strip()
+
+
 def _human_text(protected: object, kind: object) -> bool:
     """Return True for a block of text a human wrote: marked "task" or "human" by a transcript
     reader (see human_requests), and not what the human attached (kind "media").
@@ -2114,6 +2145,7 @@ class _LastRequest:
             text = page.text if page is not None else None
         if text is None:
             return
+        text = _typed_command(text) or text  # a slash command's words, not its tags
         found = (text, str(raw.get("id")), raw.get("turn") if _is_int(raw.get("turn")) else 0)
         if _human_text(protected, raw.get("kind")):
             self.human = found
@@ -3880,7 +3912,8 @@ def _is_human(msg: _Msg, part: _Part) -> bool:
     """
     if msg.role != "user" or msg.harness or msg.item or part.kind != "text" or part.stub_id is not None:
         return False
-    return not part.text.lstrip().startswith(HARNESS_PREFIXES)
+    # A slash command's tags are the harness's, but the arguments after it are what the human typed.
+    return not part.text.lstrip().startswith(HARNESS_PREFIXES) or _typed_command(part.text) is not None
 
 
 def _is_pager_note(msg: _Msg) -> bool:
@@ -3890,8 +3923,11 @@ def _is_pager_note(msg: _Msg) -> bool:
 
 
 def _number_turns(msgs: List[_Msg]) -> None:
-    """Number turns by the human's messages: each opens the next turn; the rest join the current one.
+    """Number turns by the human's requests: each opens the next turn; the rest join the current one.
 
+    A request is a text part a human wrote, not a message: the Anthropic body a pass writes merges
+    consecutive user messages (a slash command and the request after it), and the turns must not
+    change when it is read back.
     A message holding a stub takes the turn its stub recorded (the stub stands where the message
     was), so a later pass numbers every block as the pass that paged it did.  The human's messages
     are never evicted (they are paged at worst), so the count survives a pass.
@@ -3902,8 +3938,12 @@ def _number_turns(msgs: List[_Msg]) -> None:
             part.human = _is_human(msg, part)
         msg.human = any(p.human for p in msg.parts)
         if msg.human and not any(p.stub_id is not None for p in msg.parts):
-            turn += 1  # the request opens its turn, whatever part of it comes first
+            turn += 1  # the first request opens its turn, whatever part of it comes first
+            first = True
             for part in msg.parts:
+                if part.human and not first:
+                    turn += 1  # a further request merged into the same message
+                first = first and not part.human
                 part.turn = turn
         else:
             for part in msg.parts:
@@ -5631,6 +5671,9 @@ _FORMATS["codex"] = _Format(
 SWE_AGENT_EXTRA_KEYS = ("agent", "message_type", "thought", "action", "is_demo", "tool_call_ids", "cache_control",
                         "thinking_blocks")
 SWE_AGENT_MARKS = ("agent", "message_type")  # on every message SWE-agent writes
+# How SWE-agent's default demonstration template opens: its demonstration is a user message the
+# harness wrote (``is_demo`` in a .traj; the words alone once written back as Chat messages).
+SWE_AGENT_DEMO_PREAMBLE = "Here is a demonstration of how to correctly accomplish this task."
 
 
 def _is_swe_agent_value(value: Any) -> bool:
@@ -5647,6 +5690,29 @@ def _is_swe_agent_value(value: Any) -> bool:
             or any(k in m for m in history for k in SWE_AGENT_MARKS))
 
 
+def _swe_agent_harness(messages: List[Any], demos: Container[int] = ()) -> set:
+    """Return the positions of the user messages SWE-agent's harness wrote among Chat ``messages``.
+
+    The task is the first user message that is not a demonstration (position in ``demos``, or
+    opening with SWE_AGENT_DEMO_PREAMBLE) nor the pager's own text (a stub, the omitted-part
+    note); every other user message is the harness's: demonstrations, and each command's output
+    after the task.  The same rule reads a .traj and its written-back form (a pass's --emit output,
+    which has no ``is_demo`` left), so a round trip finds the same task.
+    """
+    harness: set = set()
+    task_seen = False
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or msg.get("role") != "user":
+            continue
+        content = msg.get("content")
+        text = content if isinstance(content, str) else ""
+        if task_seen or i in demos or text.startswith((SWE_AGENT_DEMO_PREAMBLE, OMITTED_NOTE)) or _stub_lines(text):
+            harness.add(i)
+        else:
+            task_seen = True
+    return harness
+
+
 def _swe_agent_messages(history: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], set]:
     """Return the history as Chat Completions messages, and the positions of those the harness wrote.
 
@@ -5654,11 +5720,11 @@ def _swe_agent_messages(history: List[Dict[str, Any]]) -> Tuple[List[Dict[str, A
     (``tool_call_ids``) becomes one tool message per id: the content on the first, a pointer to
     it on the others.  SWE-agent writes as the user: its demonstrations (``is_demo``), the task
     (the first other user message) and, without function calling, every command's output after
-    it.  So the task is the only user message a human's words fill; the rest are the harness's.
+    it.  So the task is the only user message a human's words fill; the rest are the harness's
+    (see _swe_agent_harness).
     """
     out: List[Dict[str, Any]] = []
-    harness: set = set()
-    task_seen = False
+    demos: set = set()
     for msg in history:
         clean = {k: v for k, v in msg.items() if k not in SWE_AGENT_EXTRA_KEYS}
         ids = msg.get("tool_call_ids")
@@ -5672,13 +5738,10 @@ def _swe_agent_messages(history: List[Dict[str, Any]]) -> Tuple[List[Dict[str, A
             continue
         if msg.get("role") == "assistant" and not msg.get("tool_calls"):
             clean.pop("tool_calls", None)  # SWE-agent writes an empty list; the API rejects it
-        if msg.get("role") == "user":
-            if msg.get("is_demo") is True or task_seen:
-                harness.add(len(out))
-            else:
-                task_seen = True
+        if msg.get("role") == "user" and msg.get("is_demo") is True:
+            demos.add(len(out))
         out.append(clean)
-    return out, harness
+    return out, _swe_agent_harness(out, demos)
 
 
 def _load_swe_agent(value: Any) -> Conversation:
@@ -5690,6 +5753,13 @@ def _load_swe_agent(value: Any) -> Conversation:
     conv.fmt = "swe-agent"
     conv.other_lines = {k: 1 for k in value if k != "history"}
     return conv
+
+
+def _load_swe_agent_written_back(value: Any) -> Conversation:
+    """Return the Conversation of a SWE-agent session's written-back form (Chat Completions messages,
+    a pass's --emit output), its user messages told apart by SWE-agent's rule (_swe_agent_harness)."""
+    messages = value.get("messages") if isinstance(value, dict) else value
+    return _load_openai(value, _swe_agent_harness(messages if isinstance(messages, list) else []))
 
 
 _FORMATS["swe-agent"] = _Format(
@@ -5939,7 +6009,10 @@ def _open_history(path: str, fmt: str, recorded: Optional[str] = None) -> _Readi
             fmt = _agreed_format(text, detect_format(text), recorded)
         if fmt == "pager":
             return _Reading("pager", detected, source, None)
-        conv = load(text, fmt)
+        if recorded == "swe-agent" and fmt == _FORMATS[recorded].emits_as:
+            conv = _load_swe_agent_written_back(_parse_json(text))  # the harness's messages stay the harness's
+        else:
+            conv = load(text, fmt)
     except PagerError as exc:
         raise PagerError(f"{source.name}: {exc}") from None
     blocks = []

@@ -840,3 +840,57 @@ def test_a_computer_use_screenshot_counts_as_a_picture(pager):
     result = next(b for b in pager.load(json.dumps(items), "responses").blocks if b["id"] == "call_c:result")
     assert result["kind"] == "media" and result["text"].startswith("[image 1024x768,")
     assert result["tokens"] >= 85 + 170 * 4  # 1024 x 768 fits as 1024 x 768 -> 768 short side: 4 tiles
+
+
+def test_a_slash_commands_arguments_are_what_the_human_typed(cli, pager, tmp_path):
+    """Claude Code writes "/apply-grant help me apply..." as tags (<command-name>, <command-args>)
+    and then the skill's body as an isMeta line: the arguments are the human's request (the task,
+    the intent), the tags' words are not in the intent, and the skill body is the harness's."""
+    command = ("<command-message>apply-grant</command-message>\n<command-name>/apply-grant</command-name>\n"
+               "<command-args>help me apply for the agentic engineering grant</command-args>")
+    lines = [cc("user", "u1", None, command),
+             cc("user", "u2", "u1", [{"type": "text", "text": "Base directory for this skill: /skills/apply-grant\n"
+                                                                "Fill in telemetry_tier from config.json"}], isMeta=True),
+             cc("assistant", "a1", "u2", [{"type": "text", "text": "Reading the grant page."}],
+                message_id="x")]
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    conv = pager.load(path.read_text(), "claude-code")
+    assert [r["text"] for r in pager.human_requests(conv)] == [command]
+    assert pager._typed_command(command) == "/apply-grant help me apply for the agentic engineering grant"
+    assert pager._typed_command("<command-name>/clear</command-name>\n<command-args></command-args>") is None
+    # /compact's arguments tell the summary what to keep: the harness's, like /model's.
+    assert pager._typed_command("<command-name>/compact</command-name><command-args>keep the plan</command-args>") is None
+    _, summary = run(cli, path, tmp_path / "c.limn", NOW)
+    assert summary["intent_source"].startswith("last human message")
+    assert {"agentic", "grant", "engineering"} <= set(summary["intent"])
+    assert not {"command", "args", "telemetry_tier", "skill"} & set(summary["intent"])
+
+
+def test_a_plain_text_swe_agent_trajectory_round_trips(cli, pager, tmp_path):
+    """Without function calling every command's output is a user message; written back as Chat
+    messages they have no SWE-agent marks left, so the next pass (the contract says swe-agent)
+    reads them by the same rule: the same task, the same turns and ids, nothing new or moved."""
+    history = [{"role": "system", "content": "You are an autonomous programmer.", "agent": "primary"},
+               {"role": "user", "content": pager.SWE_AGENT_DEMO_PREAMBLE + "\n--- DEMONSTRATION ---\n"
+                + "ls\nfile.py\n" * 300, "agent": "primary", "is_demo": True},
+               {"role": "user", "content": "ISSUE: Pixel Representation should be optional.", "agent": "primary"}]
+    for n in range(10):
+        history += [{"role": "assistant", "content": f"Step {n}.\n```\nopen dataset_{n}.py\n```", "agent": "primary",
+                     "thought": "t", "action": f"open dataset_{n}.py\n"},
+                    {"role": "user", "content": f"[File: dataset_{n}.py (40 lines)]\n" + "x = 1\n" * 40
+                     + "(Open file: dataset.py)\nbash-$", "agent": "primary"}]
+    path = tmp_path / "t.traj"
+    path.write_text(json.dumps({"history": history, "info": {}, "trajectory": []}))
+    for flags in ([], ["--budget", "2000"]):
+        folder = tmp_path / ("b" if flags else "d")
+        folder.mkdir()
+        first, s1, again, s2, emitted, added = round_trip(cli, folder, path, flags)
+        assert s1["format"] == "swe-agent" and api_rules.problems_chat(emitted) == []
+        assert (s2["new"], s2["moved"]) == (0, 0), flags
+        assert s2["intent"] == s1["intent"] and "pixel" in " ".join(s1["intent"])
+        # Every block keeps its turn: the outputs did not become a human's turns on the re-read.
+        turns = {r["block"]: r["turn"] for r in first.records}
+        assert {r["block"]: r["turn"] for r in again.records} == {r["block"]: turns[r["block"]] for r in again.records}
+        assert max(r["turn"] for r in first.records) == 1  # one human turn: the task
+        assert added.startswith("remember a value called last-pager-pass")
