@@ -4156,12 +4156,29 @@ def _is_responses_value(value: Any) -> bool:
                                         for x in value)
 
 
+_SERVER_TOOL_VERSION = re.compile(r"_\d{8}$")  # an Anthropic server tool's type: web_search_20250305
+
+
+def _says_anthropic(body: Dict[str, Any]) -> bool:
+    """Return True if a chat request body's own keys are the Messages API's: a top-level ``system``,
+    a tool with an ``input_schema`` or a dated server tool type, or a ``tool_choice`` object of
+    Anthropic's shape (``{"type": "auto" | "any" | "tool" | "none"}``; OpenAI's names a function)."""
+    if "system" in body:
+        return True
+    tools = body.get("tools")
+    if isinstance(tools, list) and any(isinstance(t, dict) and ("input_schema" in t or (
+            isinstance(t.get("type"), str) and _SERVER_TOOL_VERSION.search(t["type"]))) for t in tools):
+        return True
+    choice = body.get("tool_choice")
+    return isinstance(choice, dict) and choice.get("type") in ("auto", "any", "tool", "none") and "function" not in choice
+
+
 def _chat_messages(value: Any) -> Optional[Tuple[List[Any], bool]]:
-    """Return (messages, whether a top-level system is given) for a chat-shaped value, else None."""
+    """Return (messages, whether the body says it is an Anthropic request) for a chat-shaped value, else None."""
     if isinstance(value, dict):
         if isinstance(value.get("blocks"), list) or _is_responses_value(value):
             return None
-        return (value["messages"], "system" in value) if isinstance(value.get("messages"), list) else None
+        return (value["messages"], _says_anthropic(value)) if isinstance(value.get("messages"), list) else None
     if _is_item_list(value) and not _is_responses_value(value) and all("role" in x for x in value):
         return value, False
     return None
@@ -4172,9 +4189,9 @@ def _str_in(value: Any, names: Container[str]) -> bool:
     return isinstance(value, str) and value in names
 
 
-def _chat_kind(messages: List[Any], has_system: bool) -> str:
+def _chat_kind(messages: List[Any], anthropic_body: bool) -> str:
     """Return ``anthropic`` or ``openai`` for a chat message list (rule 3 of detect_format)."""
-    if has_system:
+    if anthropic_body:
         return "anthropic"
     anthropic = False
     for msg in messages:
@@ -5787,7 +5804,9 @@ def detect_format(text: str) -> str:
          with a Codex line type (or an older rollout's header, state line or bare item) counts for ``codex``; a line with a string ``type`` and one of uuid, parentUuid,
          sessionId, leafUuid, messageId counts for ``claude-code``.  More lines wins; a tie goes
          to the kind of the first counted line.  No counted line -> PagerError.
-      3. Chat: a top-level ``system`` key -> ``anthropic``; else any OpenAI-only role
+      3. Chat: a body whose own keys are Anthropic's (a top-level ``system``, a tool with an
+         ``input_schema`` or a dated server tool type, an Anthropic ``tool_choice``: _says_anthropic)
+         -> ``anthropic``; else any OpenAI-only role
          (system, developer, tool, function), field (tool_calls, tool_call_id, function_call)
          or part type (image_url, input_audio, file, refusal) -> ``openai``; else any
          Anthropic-only block type (tool_use, tool_result, thinking, image, document, compaction,

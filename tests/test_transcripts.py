@@ -106,6 +106,16 @@ def test_detect_fixture_golden(name, fmt):
     ([{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}], "openai"),
     ([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}]}],
      "openai"),
+    # Plain text messages fit both APIs: the body's own keys tell an Anthropic request apart.
+    ({"max_tokens": 9, "messages": [{"role": "user", "content": "hi"}],
+      "tools": [{"name": "f", "input_schema": {"type": "object"}}]}, "anthropic"),
+    ({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "code_execution_20250522",
+                                                                 "name": "code_execution"}]}, "anthropic"),
+    ({"messages": [{"role": "user", "content": "hi"}], "tool_choice": {"type": "auto"}}, "anthropic"),
+    ({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "auto",
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "openai"),
+    ({"messages": [{"role": "user", "content": "hi"}],
+      "tool_choice": {"type": "function", "function": {"name": "f"}}}, "openai"),
 ])
 def test_detect_rules(value, fmt):
     assert detect_format(json.dumps(value)) == fmt
