@@ -1178,11 +1178,13 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
 
     A block in ``floors`` (a human's message) is never evicted while its stub fits: its stub is
     spoken for first (newest first), and it is kept verbatim when that fits; a block kept for
-    the reason "task" (the task statement) likewise, before any other, and it is the first to be
-    kept verbatim.  When the stubs of the floors alone would pass the budget, the oldest whose
-    stubs do not fit compete like any other block: the budget holds.  A unit holding a block in ``unpageable`` (a picture
-    or file) is kept verbatim or evicted, never paged; a floor that is one (a human's attachment)
-    claims its whole size, after the floors that have stubs.  A block paged for a compaction boundary
+    the reason "task" (the task statement) likewise, before any other but the human's last
+    message (the request the model answers next, whose stub is spoken for first of all), and it
+    is the first to be kept verbatim.  When the stubs of the floors alone would pass the budget,
+    the oldest whose stubs do not fit compete like any other block: the budget holds.  A unit
+    holding a block in ``unpageable`` (a picture or file) is kept verbatim or evicted, never
+    paged; a floor that is one (a human's attachment) claims its whole size, after the floors
+    that have stubs.  A block paged for a compaction boundary
     (reason "compacted") is not in the context and costs nothing.
 
     A unit in ``open_units`` is the open round trip: the conversation ends on its results, and
@@ -1229,15 +1231,17 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
             for i in members:
                 decide(i, *(("page", "budget-paged") if stubs is not None else ("evict", "budget-evicted")))
         left -= whole
-    # Floors speak for their stubs first: the task statement, then a human's messages newest
-    # first, while their stubs fit, then what a human attached (whole: a picture has no stub).
-    # The budget is a promise too: a floor whose stub no longer fits (hundreds of requests
-    # under a small budget) competes like any other block.
+    # Floors speak for their stubs first: the human's last message (the request the model answers
+    # next), the task statement, then a human's other messages newest first, while their stubs fit,
+    # then what a human attached (whole: a picture has no stub).  The budget is a promise too: a
+    # floor whose stub no longer fits (hundreds of requests under a small budget) competes like
+    # any other block.
     floored: Dict[int, int] = {}  # a floored group's first member -> its stub's cost, spoken for up front
-    claims = sorted(((0 if any(reasons[i] == "task" for i in members) else
-                      2 if any(i in unpageable for i in members) else 1, -members[-1], members)
-                     for members in live if any(reasons[i] == "task" or i in floors for i in members)),
-                    key=lambda claim: claim[:2])
+    human = [members for members in live if any(reasons[i] == "task" or i in floors for i in members)]
+    last = max((members[-1] for members in human if not any(i in unpageable for i in members)), default=None)
+    claims = sorted(((0 if members[-1] == last else 1 if any(reasons[i] == "task" for i in members) else
+                      3 if any(i in unpageable for i in members) else 2, -members[-1], members)
+                     for members in human), key=lambda claim: claim[:2])
     for *_, members in claims:
         whole = sum(tokens[i] for i in members)
         stubs = whole if any(i in unpageable for i in members) else min(sum(stub_tokens[i] for i in members), whole)

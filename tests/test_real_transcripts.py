@@ -894,3 +894,28 @@ def test_a_plain_text_swe_agent_trajectory_round_trips(cli, pager, tmp_path):
         assert {r["block"]: r["turn"] for r in again.records} == {r["block"]: turns[r["block"]] for r in again.records}
         assert max(r["turn"] for r in first.records) == 1  # one human turn: the task
         assert added.startswith("remember a value called last-pager-pass")
+
+
+def test_the_request_the_model_answers_next_is_claimed_before_the_task(cli, tmp_path):
+    """Under a budget too small for both, the human's last message (the question the model answers
+    next) keeps its place and the task statement gives way: a request ending on the task alone would
+    have the model answer the first request again (a recorded Chat body, at --budget 80)."""
+    task = "David Nguyen is a sophomore majoring in computer science with a GPA of 3.8. " * 4  # 76 tokens
+    body = {"model": "m", "messages": [
+        {"role": "user", "content": task},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "extract_student_info", "arguments": json.dumps({"name": "David Nguyen", "gpa": 3.8,
+                                                                     "major": "computer science"})}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "{\"gpa_verified\": true}"},
+        {"role": "user", "content": "Can you summarize the student's academic performance?"}]}
+    (tmp_path / "b.json").write_text(json.dumps(body))
+    result, summary = run(cli, tmp_path / "b.json", tmp_path / "c.limn", NOW, "--budget", "80",
+                          "--emit", tmp_path / "o.json")
+    emitted = json.loads((tmp_path / "o.json").read_text())
+    assert summary["tokens_after"] <= 80 and api_rules.problems_chat(emitted) == []
+    assert emitted["messages"][-1] == body["messages"][-1]
+    # With room for both, both stay: the task statement whole.
+    result, summary = run(cli, tmp_path / "b.json", tmp_path / "d.limn", NOW, "--budget", "400",
+                          "--emit", tmp_path / "p.json")
+    kept = json.loads((tmp_path / "p.json").read_text())["messages"]
+    assert kept[0] == body["messages"][0] and kept[-1] == body["messages"][-1]
