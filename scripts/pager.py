@@ -3630,8 +3630,16 @@ def _media_label(part: Dict[str, Any]) -> str:
 MEDIA_PART_TYPES = frozenset(IMAGE_PART_TYPES) | {"input_audio", "audio", "document", "file", "input_file"}
 
 
+LABEL_FIELD_CHARS = 200  # an unknown part's label names its string fields up to this many characters
+
+
 def _part_text(part: Any) -> str:
-    """Return readable text of one content part; media become short labels (see _media_label)."""
+    """Return readable text of one content part; media become short labels (see _media_label).
+
+    A part of a type the pager does not know is labelled by its type and, when they are short,
+    its string fields (a Claude Code tool search's ``tool_reference`` reads "[tool_reference:
+    WebSearch]"), so a page of it gives back what it named.
+    """
     if isinstance(part, str):
         return part
     if not isinstance(part, dict):
@@ -3644,7 +3652,11 @@ def _part_text(part: Any) -> str:
         return str(part.get("refusal", ""))
     if isinstance(kind, str) and kind in MEDIA_PART_TYPES:
         return _media_label(part)
-    return f"[{kind}]" if isinstance(kind, str) else _compact_json(part)
+    if not isinstance(kind, str):
+        return _compact_json(part)
+    named = [v for k, v in part.items() if k != "type" and isinstance(v, str) and v.strip()]
+    short = named and sum(map(len, named)) <= LABEL_FIELD_CHARS
+    return f"[{kind}: {', '.join(named)}]" if short else f"[{kind}]"
 
 
 def _flatten(content: Any) -> str:
