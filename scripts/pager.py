@@ -5072,7 +5072,7 @@ def _anthropic_parts(content: Any, where: str, repairs: List[str],
             text = raw.get("thinking") if kind == "thinking" else REDACTED_THINKING
             parts.append(_Part("thinking", raw, w, text=text if isinstance(text, str) else "",
                                pos=pos))
-        elif kind == "server_tool_use":
+        elif kind in ("server_tool_use", "mcp_tool_use"):  # answered in the same turn by its *_tool_result
             text = f"{raw.get('name')}({_compact_json(raw.get('input', {}))})"
             parts.append(_Part("other", raw, w, text=text, link=raw.get("id"), pos=pos))
         elif kind.endswith("_tool_result") and isinstance(raw.get("tool_use_id"), str):

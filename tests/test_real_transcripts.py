@@ -936,3 +936,22 @@ def test_an_unknown_part_is_labelled_by_what_it_names(pager):
                  {"type": "blob", "data": "x" * 500}]}])]
     blocks = {b["id"]: b for b in pager.load("\n".join(lines) + "\n", "claude-code").blocks}
     assert blocks["toolu_1:result"]["text"] == "[tool_reference: WebSearch]\n[tool_reference: WebFetch]\n[blob]"
+
+
+def test_an_mcp_call_reads_as_its_name_and_input_and_shares_a_unit_with_its_result(pager):
+    """Anthropic's MCP connector writes mcp_tool_use and its mcp_tool_result in one assistant turn:
+    the call reads like a server tool's (name and input, pageable text), the result is opaque, and
+    the two are one unit, so no budget keeps the result without its call."""
+    body = {"model": "m", "max_tokens": 9, "messages": [
+        {"role": "user", "content": "Search GitHub for pydantic-ai."},
+        {"role": "assistant", "content": [
+            {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "search_repositories", "server_name": "github",
+             "input": {"query": "pydantic-ai in:name"}},
+            {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_1", "is_error": False,
+             "content": [{"type": "text", "text": "{\"total_count\": 461}"}]},
+            {"type": "text", "text": "There are 461 matches."}]}]}
+    blocks = pager.load(json.dumps(body), "anthropic").blocks
+    call = next(b for b in blocks if b["text"].startswith("search_repositories("))
+    result = next(b for b in blocks if b["kind"] == "opaque")
+    assert call["text"] == 'search_repositories({"query":"pydantic-ai in:name"})' and call["kind"] is None
+    assert call["unit"] is not None and call["unit"] == result["unit"]
