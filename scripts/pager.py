@@ -2029,6 +2029,9 @@ def _intent_from_ir(value: object) -> Intent:
 
 # A name in code: letters, digits and "_" joined by ".", "/", ":" or "-" (a path, Foo.bar, file.py:12).
 _CODE_NAME = re.compile(r"[A-Za-z0-9_]+(?:[./:\-][A-Za-z0-9_]+)+|\w*[a-z0-9][A-Z]\w*|\w+_\w+|\w*(?:Error|Exception)\b")
+# A JSON escape for a line break or a tab, as a tool call's arguments hold them ("...)\n_TEL_TIER=..."):
+# read as the space it stands for, or "n_tel_tier" would pass for a name.
+_JSON_BREAK = re.compile(r"\\[nrt]")
 
 
 class _WorkNotes:
@@ -2076,7 +2079,7 @@ class _WorkNotes:
         found: Dict[str, None] = {}
         for step in reversed(self.work):
             for role, text in step:
-                names = [m.group() for m in _CODE_NAME.finditer(text)]
+                names = [m.group() for m in _CODE_NAME.finditer(_JSON_BREAK.sub(" ", text))]
                 for keyword in intent_keywords(names):
                     if len(keyword) > 2 and not keyword.isdigit():
                         found.setdefault(keyword, None)

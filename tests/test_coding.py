@@ -87,6 +87,17 @@ def test_the_intent_draws_on_the_recent_work_when_the_human_says_little(pager):
     assert alone["more"].own == 1.0 and by_id["more"].own < 0.5
 
 
+def test_a_calls_escaped_line_breaks_do_not_make_names_of_the_work(pager):
+    """A tool call's text is its arguments as JSON, where a script's line breaks are ``\\n``: the
+    names after them are read as written (``_session_id``), not glued to the escape's ``n``."""
+    script = json.dumps({"command": "_TEL_TIER=$(cat ~/.superstack/config.json)\n_SESSION_ID=$(uuidgen)"})
+    history = {"blocks": [{"id": "u", "turn": 1, "role": "user", "text": "go on"},
+                          {"id": "c", "turn": 1, "role": "assistant", "unit": "tool:c", "text": f"Bash({script})"}]}
+    keywords = pager.plan_pass(history).keywords
+    assert "_session_id" in keywords and "superstack" in keywords
+    assert not {"n_session_id", "n_tel_tier"} & set(keywords)
+
+
 def test_work_steps_zero_keeps_the_last_user_message_alone(pager):
     plan = pager.plan_pass(_session(), pager.Params(work_steps=0))
     assert plan.intent_source == "last user message" and plan.keywords == ["continue"]
