@@ -609,6 +609,22 @@ def _two_ends(text: str, chars: int = WORK_TEXT_CHARS) -> str:
 
 
 _NAME_RE = re.compile(r"\w{%d,}" % NAME_MIN_CHARS)
+# A JSON escape for a line break or a tab, as a tool call's arguments hold them ("...)\n_TEL_TIER=..."):
+# read as the spaces it stands for, or "n_tel_tier" would pass for a name.
+_JSON_BREAK = re.compile(r"\\[nrt]")
+
+
+def _unescaped_breaks(text: str) -> str:
+    r"""Return ``text`` with each JSON line-break or tab escape as two spaces (its length kept): the one
+    rule for reading names out of a tool call's JSON arguments (matching, rare names, the recent work).
+
+    Example:
+        >>> _unescaped_breaks('{"cmd": "a=1\\nb_c=2"}')
+        '{"cmd": "a=1  b_c=2"}'
+    """
+    return _JSON_BREAK.sub("  ", text) if "\\" in text else text
+
+
 _NAMES: Dict[str, str] = {}  # one copy of each name: a session repeats its names in many blocks
 
 
@@ -623,7 +639,7 @@ def _names_of(text: str) -> Tuple[str, ...]:
     """
     shared = _NAMES
     found = {shared.setdefault(t, t) if len(shared) < _STEMS_MAX else t
-             for t in _NAME_RE.findall(_two_ends(text).lower()) if t not in STOP_WORDS}
+             for t in _NAME_RE.findall(_unescaped_breaks(_two_ends(text)).lower()) if t not in STOP_WORDS}
     return tuple(found)
 
 
@@ -1595,7 +1611,7 @@ class _Scorer:
                 self._floors.add(position)  # paged under a floor: still never evicted
         matched: Tuple[str, ...] = ()
         if self.terms:
-            lowered = text.lower()
+            lowered = _unescaped_breaks(text.lower())
             if self.weighted:
                 found = _hits(lowered, self._needles)
             else:
@@ -2029,9 +2045,6 @@ def _intent_from_ir(value: object) -> Intent:
 
 # A name in code: letters, digits and "_" joined by ".", "/", ":" or "-" (a path, Foo.bar, file.py:12).
 _CODE_NAME = re.compile(r"[A-Za-z0-9_]+(?:[./:\-][A-Za-z0-9_]+)+|\w*[a-z0-9][A-Z]\w*|\w+_\w+|\w*(?:Error|Exception)\b")
-# A JSON escape for a line break or a tab, as a tool call's arguments hold them ("...)\n_TEL_TIER=..."):
-# read as the space it stands for, or "n_tel_tier" would pass for a name.
-_JSON_BREAK = re.compile(r"\\[nrt]")
 
 
 class _WorkNotes:
@@ -2079,7 +2092,7 @@ class _WorkNotes:
         found: Dict[str, None] = {}
         for step in reversed(self.work):
             for role, text in step:
-                names = [m.group() for m in _CODE_NAME.finditer(_JSON_BREAK.sub(" ", text))]
+                names = [m.group() for m in _CODE_NAME.finditer(_unescaped_breaks(text))]
                 for keyword in intent_keywords(names):
                     if len(keyword) > 2 and not keyword.isdigit():
                         found.setdefault(keyword, None)
@@ -3370,6 +3383,9 @@ class _Format(NamedTuple):
     units: Optional[Callable[[List[_Msg]], None]]           # units beyond call-and-result
     write: Callable[[Conversation, Dict[str, Tuple[str, Optional[str]]]], Any]  # apply directives
     check: Callable[[Any], List[str]]                         # the API's rules: what it would reject
+    # Its written-back form (``emits_as``) read as this format's session, when that form alone loses
+    # what tells its messages apart (SWE-agent's command outputs are user messages); None: as emitted.
+    read_back: Optional[Callable[[Any], Conversation]] = None
 
 
 # The registry: format name -> _Format, filled by the format sections below, in FORMATS order.
@@ -5800,7 +5816,8 @@ def _load_swe_agent_written_back(value: Any) -> Conversation:
 
 _FORMATS["swe-agent"] = _Format(
     "swe-agent", emits_as="openai", jsonl=False, detect=_is_swe_agent_value, detect_line=None,
-    read=_load_swe_agent, pair=_pair_openai, units=None, write=_emit_openai, check=_validate_openai)
+    read=_load_swe_agent, pair=_pair_openai, units=None, write=_emit_openai, check=_validate_openai,
+    read_back=_load_swe_agent_written_back)
 
 
 # --- the registry's entry points ---
@@ -6047,8 +6064,9 @@ def _open_history(path: str, fmt: str, recorded: Optional[str] = None) -> _Readi
             fmt = _agreed_format(text, detect_format(text), recorded)
         if fmt == "pager":
             return _Reading("pager", detected, source, None)
-        if recorded == "swe-agent" and fmt == _FORMATS[recorded].emits_as:
-            conv = _load_swe_agent_written_back(_parse_json(text))  # the harness's messages stay the harness's
+        spec = _FORMATS.get(recorded) if recorded is not None else None
+        if spec is not None and spec.read_back is not None and fmt == spec.emits_as:
+            conv = spec.read_back(_parse_json(text))  # the session's own reading of its written-back form
         else:
             conv = load(text, fmt)
     except PagerError as exc:

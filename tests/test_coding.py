@@ -93,9 +93,13 @@ def test_a_calls_escaped_line_breaks_do_not_make_names_of_the_work(pager):
     script = json.dumps({"command": "_TEL_TIER=$(cat ~/.superstack/config.json)\n_SESSION_ID=$(uuidgen)"})
     history = {"blocks": [{"id": "u", "turn": 1, "role": "user", "text": "go on"},
                           {"id": "c", "turn": 1, "role": "assistant", "unit": "tool:c", "text": f"Bash({script})"}]}
-    keywords = pager.plan_pass(history).keywords
-    assert "_session_id" in keywords and "superstack" in keywords
-    assert not {"n_session_id", "n_tel_tier"} & set(keywords)
+    plan = pager.plan_pass(history)
+    assert "_session_id" in plan.keywords and "superstack" in plan.keywords
+    assert not {"n_session_id", "n_tel_tier"} & set(plan.keywords)
+    # the same rule reads the call's text when it is matched: the name after the escape is found there
+    call = next(d for d in plan.decisions if d.block == "c")
+    assert "_session_id" in call.matched
+    assert pager._names_of(f"Bash({script})") and "n_session_id" not in pager._names_of(f"Bash({script})")
 
 
 def test_work_steps_zero_keeps_the_last_user_message_alone(pager):
