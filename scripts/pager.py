@@ -4208,12 +4208,32 @@ def _says_anthropic(body: Dict[str, Any]) -> bool:
     return isinstance(choice, dict) and choice.get("type") in ("auto", "any", "tool", "none") and "function" not in choice
 
 
-def _chat_messages(value: Any) -> Optional[Tuple[List[Any], bool]]:
-    """Return (messages, whether the body says it is an Anthropic request) for a chat-shaped value, else None."""
+# Request parameters only the Messages API has (Chat Completions names them otherwise: ``stop``,
+# ``reasoning_effort``), and the model family it serves. Weaker than _says_anthropic: an
+# OpenAI-compatible server may accept one of them too, so a message's own OpenAI marker outweighs them.
+ANTHROPIC_ONLY_PARAMS = ("stop_sequences", "top_k", "anthropic_version", "anthropic_beta")
+ANTHROPIC_MODEL_PREFIX = "claude-"
+
+
+def _hints_anthropic(body: Dict[str, Any]) -> bool:
+    """Return True if a chat request body carries a parameter only the Messages API has, an
+    Anthropic ``thinking`` setting (``{"type": "enabled" | "disabled" | "adaptive"}``) or a
+    ``claude-*`` model name (an OpenAI-compatible router names it ``anthropic/claude-*``)."""
+    thinking = body.get("thinking")
+    model = body.get("model")
+    return (any(k in body for k in ANTHROPIC_ONLY_PARAMS)
+            or (isinstance(thinking, dict) and thinking.get("type") in ("enabled", "disabled", "adaptive"))
+            or (isinstance(model, str) and model.startswith(ANTHROPIC_MODEL_PREFIX)))
+
+
+def _chat_messages(value: Any) -> Optional[Tuple[List[Any], Optional[bool]]]:
+    """Return (messages, what the body's keys say) for a chat-shaped value, else None: True for an
+    Anthropic request (_says_anthropic), None for a hint of one (_hints_anthropic), else False."""
     if isinstance(value, dict):
-        if isinstance(value.get("blocks"), list) or _is_responses_value(value):
+        if isinstance(value.get("blocks"), list) or _is_responses_value(value) or \
+                not isinstance(value.get("messages"), list):
             return None
-        return (value["messages"], _says_anthropic(value)) if isinstance(value.get("messages"), list) else None
+        return value["messages"], True if _says_anthropic(value) else None if _hints_anthropic(value) else False
     if _is_item_list(value) and not _is_responses_value(value) and all("role" in x for x in value):
         return value, False
     return None
@@ -4224,8 +4244,9 @@ def _str_in(value: Any, names: Container[str]) -> bool:
     return isinstance(value, str) and value in names
 
 
-def _chat_kind(messages: List[Any], anthropic_body: bool) -> str:
-    """Return ``anthropic`` or ``openai`` for a chat message list (rule 3 of detect_format)."""
+def _chat_kind(messages: List[Any], anthropic_body: Optional[bool]) -> str:
+    """Return ``anthropic`` or ``openai`` for a chat message list (rule 3 of detect_format);
+    ``anthropic_body`` is what the body's keys say (see _chat_messages)."""
     if anthropic_body:
         return "anthropic"
     anthropic = False
@@ -4241,7 +4262,7 @@ def _chat_kind(messages: List[Any], anthropic_body: bool) -> str:
                 return "openai"
             if kind in ANTHROPIC_MARKER_BLOCKS or (kind or "").endswith(ANTHROPIC_MARKER_SUFFIX):
                 anthropic = True
-    return "anthropic" if anthropic else "openai"
+    return "anthropic" if anthropic or anthropic_body is None else "openai"
 
 
 def _is_chat(kind: str) -> Callable[[Any], bool]:
@@ -5846,7 +5867,10 @@ def detect_format(text: str) -> str:
          (system, developer, tool, function), field (tool_calls, tool_call_id, function_call)
          or part type (image_url, input_audio, file, refusal) -> ``openai``; else any
          Anthropic-only block type (tool_use, tool_result, thinking, image, document, compaction,
-         mcp_tool_use, a server tool's ``*_tool_result``...) -> ``anthropic``; else (plain user/assistant text fits both) -> ``openai``.
+         mcp_tool_use, a server tool's ``*_tool_result``...) -> ``anthropic``; else (plain
+         user/assistant text fits both) a body hinting at Anthropic (stop_sequences, top_k, an
+         Anthropic ``thinking`` setting, a ``claude-*`` model: _hints_anthropic) -> ``anthropic``;
+         else -> ``openai``.
     Each entry's ``detect`` and ``detect_line`` say this for its format; no two accept the same value.
 
     Example:

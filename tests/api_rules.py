@@ -45,6 +45,12 @@ Sources, cited per rule with these tags (facts only; no text is copied):
              (Azure/azure-sdk-for-python#46092), "Unknown parameter: 'input[1].metadata'"
              (microsoft/agent-framework#2203: message items hold only their typed keys). Assistant message parts are output_text or
              refusal, as ResponseOutputMessageParam types them (input parts are for the other roles).
+  [OC-REC]   Chat Completions requests recorded with their 200 responses from api.openai.com
+             (pydantic/logfire tests/otel_integrations/cassettes/test_litellm/
+             test_litellm_instrumentation.yaml, sent by LiteLLM; Mirascope/mirascope
+             python/tests/e2e/output/cassettes/test_call_with_tools/openai_gpt_5_mini_completions):
+             an assistant message sent back with the response's `annotations` list, and a tool
+             message with a `name`, are accepted, though the request types do not list them.
   [ORT-DOC]  OpenRouter "Reasoning tokens" guide (openrouter.ai/docs/use-cases/reasoning-tokens,
              "preserving reasoning blocks"): an OpenAI-compatible Chat body sent to OpenRouter carries
              the model's `reasoning_details` (and `reasoning`) on assistant messages, passed back
@@ -265,9 +271,10 @@ CHAT_PARTS = {"system": frozenset({"text"}), "developer": frozenset({"text"}), "
 # Keys each role's message may carry [OC-SDK], [OC-ERR] additional properties rejected.
 CHAT_KEYS = {"system": frozenset({"role", "content", "name"}), "developer": frozenset({"role", "content", "name"}),
              "user": frozenset({"role", "content", "name"}), "function": frozenset({"role", "content", "name"}),
-             "tool": frozenset({"role", "content", "tool_call_id"}),
+             "tool": frozenset({"role", "content", "tool_call_id", "name"}),  # name: [OC-REC]
              "assistant": frozenset({"role", "content", "name", "tool_calls", "function_call", "refusal", "audio"})
-             | {"reasoning", "reasoning_details"}}  # [ORT-DOC]: what OpenRouter's clients send back
+             | {"reasoning", "reasoning_details"}  # [ORT-DOC]: what OpenRouter's clients send back
+             | {"annotations"}}  # [OC-REC]: the response message's annotations, sent back
 
 
 def _chat_messages(value: Any) -> Optional[List[Any]]:

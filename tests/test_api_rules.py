@@ -147,6 +147,9 @@ C_VALID = {
                                                                "custom": {"name": "patch", "input": "diff"}}]},
                          tool("c")],
     "body with messages": {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+    "annotations sent back, named tool message (recorded 200s)": [
+        {"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [CALL], "annotations": []},
+        {"role": "tool", "tool_call_id": "call_1", "name": "ls", "content": "out"}],
 }
 
 C_INVALID = {

@@ -116,6 +116,18 @@ def test_detect_fixture_golden(name, fmt):
       "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "openai"),
     ({"messages": [{"role": "user", "content": "hi"}],
       "tool_choice": {"type": "function", "function": {"name": "f"}}}, "openai"),
+    # Weaker hints (a parameter only the Messages API has, its thinking setting, a claude-* model)
+    # decide plain text; a message's own OpenAI marker outweighs them.
+    ({"max_tokens": 9, "model": "claude-sonnet-4-0", "thinking": {"type": "disabled"},
+      "messages": [{"role": "user", "content": "hi"}]}, "anthropic"),
+    ({"model": "claude-3-opus-20240229", "max_tokens": 30, "messages": [{"role": "user", "content": "hi"}]},
+     "anthropic"),
+    ({"stop_sequences": ["x"], "messages": [{"role": "user", "content": "hi"}]}, "anthropic"),
+    ({"model": "anthropic/claude-3-opus", "messages": [{"role": "user", "content": "hi"}]}, "openai"),
+    ({"model": "claude-3-opus", "messages": [{"role": "system", "content": "s"},
+                                             {"role": "user", "content": "hi"}]}, "openai"),
+    ({"thinking": {"type": "enabled"}, "messages": [{"role": "assistant", "content": "a",
+                                                      "tool_calls": []}]}, "openai"),
 ])
 def test_detect_rules(value, fmt):
     assert detect_format(json.dumps(value)) == fmt
