@@ -384,6 +384,16 @@ def test_intent_is_the_last_message_a_human_wrote(pager):
     assert [r["text"] for r in requests] == ["Fix the invoice rounding."]
     plan = pager.plan_pass({"blocks": pager.conversation_blocks(conv)})
     assert plan.intent_source == "last human message" and plan.intent_block == requests[0]["id"]
+    # mini-swe-agent sends each command's output back as a user message: not the human's either.
+    mini = pager.load(json.dumps([
+        {"role": "system", "content": "You can run bash."},
+        {"role": "user", "content": "Please solve this issue: division by zero in tests/missing_colon.py"},
+        {"role": "assistant", "content": "```bash\ncat tests/missing_colon.py\n```"},
+        {"role": "user", "content": "<returncode>0</returncode>\n<output>\ndef division(a, b)\n</output>"}]), "openai")
+    requests = pager.human_requests(mini)
+    assert [r["text"][:25] for r in requests] == ["Please solve this issue: "]
+    assert pager.plan_pass({"blocks": pager.conversation_blocks(mini)}).intent_block == requests[0]["id"]
+    assert {b["turn"] for b in mini.blocks if b["role"] != "system"} == {1}
     meta = pager.load(cc("user", "m1", None, "Base for this skill", isMeta=True) + "\n"
                       + cc("user", "u1", "m1", "Real request"), "claude-code")
     assert [r["text"] for r in pager.human_requests(meta)] == ["Real request"]
