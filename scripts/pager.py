@@ -2103,9 +2103,10 @@ _COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>", re.S)
 # Claude Code's own commands whose arguments set the harness up, not ask the agent for anything
 # (``/compact <what the summary should keep>``, ``/model <name>``): never a human's request.
 HARNESS_COMMANDS = frozenset("""
-    /add-dir /agents /bashes /clear /compact /config /context /cost /doctor /exit /export /help /hooks /ide
-    /login /logout /mcp /memory /model /output-style /permissions /privacy-settings /release-notes /resume
-    /rewind /status /statusline /terminal-setup /todos /upgrade /usage /vim""".split())
+    /add-dir /agents /bashes /bug /clear /compact /config /context /cost /doctor /exit /export /feedback /help
+    /hooks /ide /install-github-app /login /logout /mcp /memory /model /output-style /permissions /plugin
+    /privacy-settings /release-notes /reload-plugins /rename /resume /rewind /sandbox /stats /status
+    /statusline /terminal-setup /theme /todos /upgrade /usage /vim""".split())
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
 
 

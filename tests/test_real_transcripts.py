@@ -873,6 +873,8 @@ def test_a_slash_commands_arguments_are_what_the_human_typed(cli, pager, tmp_pat
     assert pager._typed_command("<command-name>/clear</command-name>\n<command-args></command-args>") is None
     # /compact's arguments tell the summary what to keep: the harness's, like /model's.
     assert pager._typed_command("<command-name>/compact</command-name><command-args>keep the plan</command-args>") is None
+    # Managing plugins is the harness's business too (a real session held only such commands).
+    assert pager._typed_command("<command-name>/plugin</command-name>\n<command-args>install x@y</command-args>") is None
     _, summary = run(cli, path, tmp_path / "c.limn", NOW)
     assert summary["intent_source"].startswith("last human message")
     assert {"agentic", "grant", "engineering"} <= set(summary["intent"])
