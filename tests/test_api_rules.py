@@ -313,8 +313,8 @@ def test_real_recorded_requests_are_valid(path):
 @pytest.mark.parametrize("path", real_requests(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_real_request_broken_by_dropping_an_answer_is_caught(path):
     """Removing the last tool answer (where the request has one) and going on must be reported."""
-    body = json.loads(path.read_text(encoding="utf-8"))
-    seq = body.get("messages") if "messages" in body else body.get("input")
+    body = json.loads(path.read_text(encoding="utf-8"))  # a request body, or a bare message list
+    seq = body if isinstance(body, list) else body.get("messages") if "messages" in body else body.get("input")
     answers = [i for i, m in enumerate(seq) if m.get("role") == "tool" or m.get("type") == "function_call_output"
                or (isinstance(m.get("content"), list)
                    and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in m["content"]))]
