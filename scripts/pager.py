@@ -4229,16 +4229,15 @@ def _hints_anthropic(body: Dict[str, Any]) -> bool:
             or (isinstance(model, str) and model.startswith(ANTHROPIC_MODEL_PREFIX)))
 
 
-def _chat_messages(value: Any) -> Optional[Tuple[List[Any], Optional[bool]]]:
-    """Return (messages, what the body's keys say) for a chat-shaped value, else None: True for an
-    Anthropic request (_says_anthropic), None for a hint of one (_hints_anthropic), else False."""
+def _chat_messages(value: Any) -> Optional[Tuple[List[Any], Dict[str, Any]]]:
+    """Return (messages, the request body around them: empty for a bare list) for a chat-shaped value, else None."""
     if isinstance(value, dict):
         if isinstance(value.get("blocks"), list) or _is_responses_value(value) or \
                 not isinstance(value.get("messages"), list):
             return None
-        return value["messages"], True if _says_anthropic(value) else None if _hints_anthropic(value) else False
+        return value["messages"], value
     if _is_item_list(value) and not _is_responses_value(value) and all("role" in x for x in value):
-        return value, False
+        return value, {}
     return None
 
 
@@ -4247,10 +4246,9 @@ def _str_in(value: Any, names: Container[str]) -> bool:
     return isinstance(value, str) and value in names
 
 
-def _chat_kind(messages: List[Any], anthropic_body: Optional[bool]) -> str:
-    """Return ``anthropic`` or ``openai`` for a chat message list (rule 3 of detect_format);
-    ``anthropic_body`` is what the body's keys say (see _chat_messages)."""
-    if anthropic_body:
+def _chat_kind(messages: List[Any], body: Dict[str, Any]) -> str:
+    """Return ``anthropic`` or ``openai`` for a chat message list in a request ``body`` (rule 3 of detect_format)."""
+    if _says_anthropic(body):
         return "anthropic"
     anthropic = False
     for msg in messages:
@@ -4265,7 +4263,7 @@ def _chat_kind(messages: List[Any], anthropic_body: Optional[bool]) -> str:
                 return "openai"
             if kind in ANTHROPIC_MARKER_BLOCKS or (kind or "").endswith(ANTHROPIC_MARKER_SUFFIX):
                 anthropic = True
-    return "anthropic" if anthropic or anthropic_body is None else "openai"
+    return "anthropic" if anthropic or _hints_anthropic(body) else "openai"
 
 
 def _is_chat(kind: str) -> Callable[[Any], bool]:
