@@ -4532,6 +4532,36 @@ def _openai_parts(msg: Dict[str, Any], where: str) -> Tuple[List[_Part], bool]:
     return parts, False
 
 
+# An assistant message's reasoning as OpenAI-compatible servers send it back beside the content:
+# DeepSeek, Moonshot and vLLM name it ``reasoning_content``, OpenRouter ``reasoning`` (text) and
+# ``reasoning_details`` (entries of text, summary or encrypted data).  All of it is sent, so all of
+# it is one part: counted, paged or evicted with the message's tool calls (see _openai_units).
+CHAT_REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
+
+
+def _chat_reasoning(raw: Dict[str, Any], where: str) -> Optional[_Part]:
+    """Return the reasoning fields of an assistant message as one ``reasoning`` part, else None.
+
+    Its text is every readable string in them (an encrypted entry's data is not text).
+
+    Example:
+        >>> _chat_reasoning({"role": "assistant", "reasoning_content": "Check the docs."}, "m").text
+        'Check the docs.'
+    """
+    fields = {k: raw[k] for k in CHAT_REASONING_FIELDS if raw.get(k) not in (None, "", [])}
+    if not fields:
+        return None
+    texts: List[str] = []
+    for value in fields.values():
+        for entry in value if isinstance(value, list) else [value]:
+            if isinstance(entry, str):
+                texts.append(entry)
+            elif isinstance(entry, dict):
+                texts += [entry[k] for k in ("text", "summary") if isinstance(entry.get(k), str)]
+    text = "\n".join(t for t in texts if t.strip()) or "[reasoning]"
+    return _Part("reasoning", fields, f"{where}.{next(iter(fields))}", text=text)
+
+
 def _load_openai(value: Any, harness: Container[int] = ()) -> Conversation:
     """Return the Conversation for an OpenAI Chat Completions message list or request body.
 
@@ -4568,6 +4598,9 @@ def _load_openai(value: Any, harness: Container[int] = ()) -> Conversation:
         content = raw.get("content")
         # An empty text part was skipped: the raw content must not be written back as is.
         repaired = isinstance(content, list) and len(parts) < len(content)
+        reasoning = _chat_reasoning(raw, where) if role == "assistant" else None
+        if reasoning is not None:
+            parts.insert(0, reasoning)
         calls = raw.get("tool_calls") if role == "assistant" else None
         if calls is not None:
             if not isinstance(calls, list):
@@ -4633,6 +4666,18 @@ def _pair_openai(msgs: List[_Msg], repairs: List[str]) -> None:
     close()
 
 
+def _openai_units(msgs: List[_Msg]) -> None:
+    """Put an assistant message's reasoning and its tool calls (with their results) in one unit:
+    the servers that send reasoning back want it with the calls it led to."""
+    for msg in msgs:
+        if msg.role == "assistant" and msg.parts and msg.parts[0].kind == "reasoning" and \
+                any(p.kind == "call" for p in msg.parts):
+            unit = f"turn:{msg.parts[0].bid}"
+            for part in msg.parts:
+                if part.kind in ("reasoning", "call"):
+                    part.unit = unit
+
+
 def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
     """Return the OpenAI message list (or request body) with decisions applied."""
     out = []
@@ -4643,11 +4688,18 @@ def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[st
             if verb in ("retain", MASK):
                 out.append(_result_piece(msg.raw, verb, text))
             continue
-        texts = [p for p in msg.parts if p.kind != "call"]
+        texts = [p for p in msg.parts if p.kind not in ("call", "reasoning")]
         calls = [p for p in msg.parts if p.kind == "call"]
         pieces, touched = _rebuild(_Msg(msg.role, msg.where, msg.raw, texts), effective,
                                    lambda s: {"type": "text", "text": s})
         kept_calls = [p for p in calls if effective[p.bid][0] == "retain"]
+        unsent: Container[str] = ()  # the reasoning fields left out (see CHAT_REASONING_FIELDS)
+        if msg.parts and msg.parts[0].kind == "reasoning":
+            verb, stub = effective[msg.parts[0].bid]
+            if verb != "retain":
+                touched, unsent = True, msg.parts[0].raw
+            if verb == "page":
+                pieces.insert(0, stub)
         for call in calls:
             verb, stub = effective[call.bid]
             if verb != "retain":
@@ -4657,10 +4709,11 @@ def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[st
         if not (touched or msg.repaired):
             out.append(msg.raw)
             continue
-        if not pieces and not kept_calls:
+        thought = msg.parts and msg.parts[0].kind == "reasoning" and not unsent  # its reasoning is sent
+        if not pieces and not kept_calls and not thought:
             continue
         if not pieces:
-            content = None
+            content = None if kept_calls else ""  # reasoning alone still needs a content
         elif isinstance(msg.raw.get("content"), list) or len(pieces) > 1:
             # Separate parts: a stub joined to other text would not be found by the next load.
             content = [{"type": "text", "text": p} if isinstance(p, str) else p for p in pieces]
@@ -4670,7 +4723,7 @@ def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[st
         for key, value in msg.raw.items():
             if key == "content":
                 new["content"] = content
-            elif key not in ("tool_calls", "function_call"):
+            elif key not in ("tool_calls", "function_call") and key not in unsent:
                 new[key] = value
         new.setdefault("content", content)
         tool_calls = [p.raw for p in kept_calls if p.key != LEGACY_FUNCTION_KEY]
@@ -4771,7 +4824,7 @@ def _validate_openai(obj: Any) -> List[str]:
 
 _FORMATS["openai"] = _Format(
     "openai", emits_as="openai", jsonl=False, detect=_is_chat("openai"), detect_line=None,
-    read=_load_openai, pair=_pair_openai, units=None, write=_emit_openai, check=_validate_openai)
+    read=_load_openai, pair=_pair_openai, units=_openai_units, write=_emit_openai, check=_validate_openai)
 
 
 # --- responses: Responses API input items ---

@@ -50,7 +50,10 @@ Sources, cited per rule with these tags (facts only; no text is copied):
              test_litellm_instrumentation.yaml, sent by LiteLLM; Mirascope/mirascope
              python/tests/e2e/output/cassettes/test_call_with_tools/openai_gpt_5_mini_completions):
              an assistant message sent back with the response's `annotations` list, and a tool
-             message with a `name`, are accepted, though the request types do not list them.
+             message with a `name`, are accepted, though the request types do not list them. An
+             OpenAI-compatible server's own reasoning field goes back the same way: Moonshot's
+             `reasoning_content` (tmc/langchaingo llms/openai/testdata/
+             TestMoonshot_MultiTurnToolCallWithReasoning.httprr, answered 200).
   [ORT-DOC]  OpenRouter "Reasoning tokens" guide (openrouter.ai/docs/use-cases/reasoning-tokens,
              "preserving reasoning blocks"): an OpenAI-compatible Chat body sent to OpenRouter carries
              the model's `reasoning_details` (and `reasoning`) on assistant messages, passed back
@@ -274,7 +277,7 @@ CHAT_KEYS = {"system": frozenset({"role", "content", "name"}), "developer": froz
              "tool": frozenset({"role", "content", "tool_call_id", "name"}),  # name: [OC-REC]
              "assistant": frozenset({"role", "content", "name", "tool_calls", "function_call", "refusal", "audio"})
              | {"reasoning", "reasoning_details"}  # [ORT-DOC]: what OpenRouter's clients send back
-             | {"annotations"}}  # [OC-REC]: the response message's annotations, sent back
+             | {"annotations", "reasoning_content"}}  # [OC-REC]: what the response carried, sent back
 
 
 def _chat_messages(value: Any) -> Optional[List[Any]]:

@@ -148,7 +148,8 @@ C_VALID = {
                          tool("c")],
     "body with messages": {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
     "annotations sent back, named tool message (recorded 200s)": [
-        {"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [CALL], "annotations": []},
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "tool_calls": [CALL], "annotations": [], "reasoning_content": "think"},
         {"role": "tool", "tool_call_id": "call_1", "name": "ls", "content": "out"}],
 }
 

@@ -970,3 +970,38 @@ def test_an_mcp_call_reads_as_its_name_and_input_and_shares_a_unit_with_its_resu
     result = next(b for b in blocks if b["kind"] == "opaque")
     assert call["text"] == 'search_repositories({"query":"pydantic-ai in:name"})' and call["kind"] is None
     assert call["unit"] is not None and call["unit"] == result["unit"]
+
+
+def test_chat_reasoning_fields_count_and_travel_with_their_calls(cli, pager, tmp_path):
+    """An OpenAI-compatible server's reasoning sent back on an assistant message (Moonshot's and
+    DeepSeek's reasoning_content, OpenRouter's reasoning_details) is all sent, so all of it counts:
+    one block, in one unit with the calls it led to, kept as the fields it was or paged whole."""
+    thinking = "weighing the forecast sources " * 1500  # about 11,000 tokens
+    call = {"id": "get_weather:0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+    body = {"model": "kimi-k2-thinking", "messages": [
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {"role": "assistant", "content": "", "reasoning_content": thinking, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "get_weather:0", "name": "get_weather", "content": "sunny, 21 C"},
+        {"role": "user", "content": "And tomorrow?"}]}
+    conv = pager.load(json.dumps(body), "openai")
+    reasoning = next(b for b in conv.blocks if b["text"] == thinking)
+    assert reasoning["unit"] == next(b for b in conv.blocks if b["id"] == "get_weather:0")["unit"]
+    (tmp_path / "h.json").write_text(json.dumps(body))
+    _, s1 = run(cli, tmp_path / "h.json", tmp_path / "c.limn", NOW, "--budget", "2000", "--emit", tmp_path / "o.json")
+    emitted = json.loads((tmp_path / "o.json").read_text())
+    assert s1["tokens_before"] > pager.estimate_tokens(thinking)  # the reasoning counts
+    assert s1["tokens_after"] <= 2000 and len(json.dumps(emitted)) / 4 < 2000  # by its own count and by size
+    assert api_rules.problems_chat(emitted) == []
+    assert not any("reasoning_content" in m for m in emitted["messages"])
+    _, s2 = run(cli, tmp_path / "o.json", tmp_path / "c.limn", LATER, "--budget", "2000")
+    assert (s2["new"], s2["moved"]) == (0, 0)
+    recalled = cli("recall", reasoning["id"], "--contract", tmp_path / "c.limn", "--json")
+    assert json.loads(recalled.out)["recalled"][0]["text"] == thinking
+    # With room, the reasoning goes back as the fields it was: OpenRouter's details, encrypted entry and all.
+    details = [{"type": "reasoning.text", "text": "Add them.", "index": 0},
+               {"type": "reasoning.encrypted", "data": "Q" * 300, "format": "google-gemini-v1", "index": 1}]
+    small = dict(body, messages=[body["messages"][0], dict(body["messages"][1], reasoning_content=None,
+                                                           reasoning_details=details), *body["messages"][2:]])
+    (tmp_path / "s.json").write_text(json.dumps(small))
+    run(cli, tmp_path / "s.json", tmp_path / "d.limn", NOW, "--budget", "8000", "--emit", tmp_path / "p.json")
+    assert json.loads((tmp_path / "p.json").read_text()) == small
