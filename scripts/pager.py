@@ -4053,6 +4053,9 @@ def _part_kind_of_block(part: _Part) -> Optional[str]:
     return None
 
 
+TEXT_PART_KEYS = ("type", "text", "cache_control")  # a text part's own keys (cache_control: a marker, not content)
+
+
 def _part_tokens(part: _Part) -> Optional[int]:
     """Return a part's token count when its text is not its whole size, else None.
 
@@ -4062,6 +4065,11 @@ def _part_tokens(part: _Part) -> Optional[int]:
     characters and more), so a part with one counts it beside its text.
     """
     ids = estimate_tokens(part.key) if part.key and part.kind in ("call", "result") else 0
+    if part.kind == "text" and isinstance(part.raw, dict):
+        # What a text part carries beside its text is sent with it (an Anthropic block's citations,
+        # a Responses output_text's annotations): counted as its JSON.
+        extra = {k: v for k, v in part.raw.items() if k not in TEXT_PART_KEYS and v not in (None, "", [], {})}
+        return estimate_tokens(part.text) + estimate_tokens(_compact_json(extra)) if extra else None
     if part.kind == "media":
         return _media_tokens(part.raw)
     if part.kind == "other" and isinstance(part.raw, dict):

@@ -1005,3 +1005,26 @@ def test_chat_reasoning_fields_count_and_travel_with_their_calls(cli, pager, tmp
     (tmp_path / "s.json").write_text(json.dumps(small))
     run(cli, tmp_path / "s.json", tmp_path / "d.limn", NOW, "--budget", "8000", "--emit", tmp_path / "p.json")
     assert json.loads((tmp_path / "p.json").read_text()) == small
+
+
+def test_what_a_text_part_carries_beside_its_text_counts(cli, pager, tmp_path):
+    """An Anthropic text block's citations (and a Responses output_text's annotations) are sent
+    with the text, so they count: the budget holds by the size of what is written."""
+    cited = [{"type": "char_location", "cited_text": "a long cited passage " * 300, "document_index": 0,
+              "document_title": "Spec", "start_char_index": 0, "end_char_index": 6300}] * 3
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [
+        {"role": "user", "content": "Summarise the spec."},
+        {"role": "assistant", "content": [{"type": "text", "text": "It says X.", "citations": cited}]},
+        {"role": "user", "content": "What else?"}]}
+    conv = pager.load(json.dumps(body), "anthropic")
+    answer = next(b for b in conv.blocks if b["text"] == "It says X.")
+    assert answer["tokens"] > pager.estimate_tokens(json.dumps(cited)) * 0.9
+    (tmp_path / "h.json").write_text(json.dumps(body))
+    _, summary = run(cli, tmp_path / "h.json", tmp_path / "c.limn", NOW, "--budget", "2000", "--emit", tmp_path / "o.json")
+    emitted = json.loads((tmp_path / "o.json").read_text())
+    assert summary["tokens_after"] <= 2000 and len(json.dumps(emitted)) / 4 < 2000
+    assert api_rules.problems_anthropic(emitted) == []
+    # An empty annotations list or a null citations field is nothing sent: no cost beyond the text.
+    plain = pager.load(json.dumps({"input": [{"role": "assistant", "type": "message", "content": [
+        {"type": "output_text", "text": "Done.", "annotations": [], "logprobs": []}]}]}), "responses")
+    assert plain.blocks[0]["tokens"] in (None, pager.estimate_tokens("Done."))
