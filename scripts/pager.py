@@ -3601,9 +3601,10 @@ def _media_tokens(part: Any) -> int:
     Pictures: by their dimensions (read from the base64 header) with Anthropic's rule for an
     Anthropic ``image`` part and OpenAI's tile rule for ``image_url`` / ``input_image``; from
     the data size when the dimensions are unknown (at most the provider's most for one
-    picture; a URL or file id with no data counts as that most).  Documents, files and audio:
-    from the data size (a token per 3 bytes of a PDF's text layer is not knowable here), at
-    least the picture maximum when nothing else is known.
+    picture; a URL or file id with no data counts as that most).  An Anthropic document of plain
+    text (or of custom content blocks) counts its text.  Other documents, files and audio: from
+    the data size (a token per 3 bytes of a PDF's text layer is not knowable here), at least the
+    picture maximum when nothing else is known.
 
     Example:
         >>> _media_tokens({"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}})
@@ -3612,6 +3613,17 @@ def _media_tokens(part: Any) -> int:
     if not isinstance(part, dict):
         return 0
     kind = part.get("type")
+    source = part.get("source")
+    if kind == "document" and isinstance(source, dict) and source.get("type") in ("text", "content"):
+        # A plain-text document is charged as its text, a custom-content one as its blocks.
+        inner = source.get("data") if source["type"] == "text" else source.get("content")
+        tokens = estimate_tokens(" ".join(str(part.get(k) or "") for k in ("title", "context")))
+        for block in inner if isinstance(inner, list) else [{"type": "text", "text": inner}]:
+            if isinstance(block, dict) and block.get("type") in IMAGE_PART_TYPES:
+                tokens += _media_tokens(block)
+            elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                tokens += estimate_tokens(block["text"])
+        return tokens
     data, detail = _media_data(part)
     if kind in IMAGE_PART_TYPES:
         anthropic = kind == "image"

@@ -857,6 +857,19 @@ def test_a_computer_use_screenshot_counts_as_a_picture(pager):
     assert result["tokens"] >= 85 + 170 * 4  # 1024 x 768 fits as 1024 x 768 -> 768 short side: 4 tiles
 
 
+def test_a_plain_text_document_counts_its_text(pager):
+    """Anthropic charges a plain-text document (and a custom-content one) as its text: 40,000
+    characters are about 10,000 tokens, not the 1,600 a picture is capped at."""
+    text = "the service level agreement says " * 1200
+    doc = {"type": "document", "title": "SLA", "source": {"type": "text", "media_type": "text/plain", "data": text}}
+    custom = {"type": "document", "source": {"type": "content", "content": [{"type": "text", "text": text}]}}
+    body = {"messages": [{"role": "user", "content": [doc, {"type": "text", "text": "Summarise."}]},
+                         {"role": "assistant", "content": "Done."},
+                         {"role": "user", "content": [custom, {"type": "text", "text": "And this one?"}]}]}
+    media = [b for b in pager.load(json.dumps(body), "anthropic").blocks if b["kind"] == "media"]
+    assert len(media) == 2 and all(b["tokens"] >= pager.estimate_tokens(text) for b in media)
+
+
 def test_a_slash_commands_arguments_are_what_the_human_typed(cli, pager, tmp_path):
     """Claude Code writes "/apply-grant help me apply..." as tags (<command-name>, <command-args>)
     and then the skill's body as an isMeta line: the arguments are the human's request (the task,
