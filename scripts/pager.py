@@ -1483,7 +1483,7 @@ class _Scorer:
         self._render_stub: Callable[..., str] = stub_text  # also without a budget: see _keep_small
         self.stub_text = stub_text if params.budget is not None else None
         self.with_index = with_index  # a page also costs its line in the emitted page index
-        self.reserve = reserve        # ids seen -> budget tokens spoken for outside them (the index's rest)
+        self.reserve = reserve        # ids seen -> budget tokens spoken for outside them (the index's rest, tool definitions)
         # One entry per decision (block positions minus skipped page-index blocks), by column.
         self._ids: List[str] = []
         self._turns = array.array("q")
@@ -3366,6 +3366,7 @@ class Conversation:
     other_lines: Dict[str, int] = dataclasses.field(default_factory=dict)    # non-conversation lines by type
     unknown_parts: Dict[str, int] = dataclasses.field(default_factory=dict)  # parts of types the pager does not know
     archived: int = 0  # blocks before a compaction boundary: stored as pages, never emitted
+    definitions_tokens: int = 0  # a request body's tool definitions: sent with every request, never paged
     _msgs: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
     _head: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
     _shell: Any = dataclasses.field(default=None, repr=False)
@@ -4132,6 +4133,19 @@ def _archive_blocks(archive: List[_Msg], used: set) -> List[Dict[str, Any]]:
             for msg in archive for part in msg.parts if part.stub_id is None]
 
 
+# What a request body sends beside its messages, on every request, and the pager never pages: its
+# tool definitions (and Chat's older ``functions``).  The provider charges them as input, so under a
+# budget they are spoken for before any block (see _Scorer.reserve).
+DEFINITION_KEYS = ("tools", "functions")
+
+
+def _definitions_tokens(shell: Any) -> int:
+    """Return the tokens of the tool definitions a request body ``shell`` carries (0 for none)."""
+    if not isinstance(shell, dict):
+        return 0
+    return sum(estimate_tokens(_compact_json(shell[key])) for key in DEFINITION_KEYS if shell.get(key))
+
+
 def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: List[str],
             skipped: int = 0, archive: Optional[List[_Msg]] = None) -> Conversation:
     """Pair calls with results, repair, name and group the parts (as ``fmt``'s entry says); return the Conversation.
@@ -4198,6 +4212,7 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
                         repairs=repairs, _msgs=kept, _head=head, _shell=shell)
     conv.archived = len(archived)
     conv.unknown_parts = _unknown_types(kept + (archive or []))
+    conv.definitions_tokens = _definitions_tokens(shell)
     return conv
 
 
@@ -7550,8 +7565,9 @@ class Pager:
             settings = (tuple(intent.keywords), params.similarity, params.stub_words, params.budget)
             if settings != self._cache_key:
                 self._cache, self._cache_key = {}, settings
+            definitions = conv.definitions_tokens if conv is not None else 0
             scorer = _CachedScorer(self._cache, self.token_counter, intent.keywords, params, pages, stub_text,
-                                   False, None, current)
+                                   False, (lambda seen: definitions) if definitions else None, current)
             scorer.previous = self._actions  # the last pass's directives: with params.target they stand
             scorer.use_work(intent.work)
             scorer.add_all(0, blocks)
@@ -7998,7 +8014,8 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
         plan = _load_and_plan(source, params, store.get if store is not None else None,
                              lambda page, newer=None, edge=0: make_stub(
                                  page, _recall_hint(page.block, args.contract, args.store), newer, edge),
-                             args.with_index, lambda seen: _index_reserve(args, locked, store, seen), given,
+                             args.with_index, lambda seen: _index_reserve(args, locked, store, seen)
+                             + (conv.definitions_tokens if conv is not None else 0), given,
                              previous, _settling(locked.state if locked is not None else
                                                  contract_state(args.contract), params, args))
         # The store's path is recorded when it was chosen, so recall and index find it; the
@@ -8046,7 +8063,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
                "estimated_context_tokens": plan.tokens_before}
     if conv is not None:
         summary.update({**conv.recorded, "other_lines": conv.other_lines, "unknown_parts": conv.unknown_parts,
-                        "archived": conv.archived})
+                        "archived": conv.archived, "definitions_tokens": conv.definitions_tokens})
     rho = plan.pressure()
     if rho is not None:
         summary.update({"budget": params.budget, "tokens_before": plan.tokens_before,
@@ -8055,7 +8072,9 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
         if plan.compacted is not None:
             summary["compacted"] = plan.compacted
         if rho[1] > 1.0:
-            stderr.write(f"pager: warning: protected blocks alone take {plan.tokens_after} tokens, over the "
+            fixed = conv.definitions_tokens if conv is not None else 0
+            stderr.write(f"pager: warning: protected blocks alone take {plan.tokens_after} tokens"
+                         f"{f' ({fixed} of them tool definitions)' if fixed else ''}, over the "
                          f"budget of {params.budget}; everything else was paged or evicted\n")
         kinds, actions = _column(plan.decisions, "kind"), _column(plan.decisions, "action")
         summary["floors_evicted"] = sum(1 for kind, action in zip(kinds, actions)

@@ -1041,3 +1041,27 @@ def test_what_a_text_part_carries_beside_its_text_counts(cli, pager, tmp_path):
     plain = pager.load(json.dumps({"input": [{"role": "assistant", "type": "message", "content": [
         {"type": "output_text", "text": "Done.", "annotations": [], "logprobs": []}]}]}), "responses")
     assert plain.blocks[0]["tokens"] in (None, pager.estimate_tokens("Done."))
+
+
+def test_a_bodys_tool_definitions_are_spoken_for_under_a_budget(cli, pager, tmp_path):
+    """A request body's tool definitions go with every request and are never paged: under --budget
+    they are counted first, so the whole request, definitions and all, fits; when they alone pass
+    the budget the summary says so."""
+    tools = [{"name": f"tool_{i}", "description": "does one thing with many options " * 60,
+              "input_schema": {"type": "object", "properties": {"x": {"type": "string"}}}} for i in range(10)]
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "system": "Be brief.", "tools": tools, "messages": [
+        {"role": "user", "content": "Plan the migration. " * 40}, {"role": "assistant", "content": "Step one. " * 300},
+        {"role": "user", "content": "What comes next?"}]}
+    conv = pager.load(json.dumps(body), "anthropic")
+    assert conv.definitions_tokens == pager.estimate_tokens(json.dumps(tools, separators=(",", ":")))
+    (tmp_path / "h.json").write_text(json.dumps(body))
+    _, fits = run(cli, tmp_path / "h.json", tmp_path / "c.limn", NOW, "--budget", "6000", "--emit", tmp_path / "o.json")
+    emitted = json.loads((tmp_path / "o.json").read_text())
+    assert fits["definitions_tokens"] == conv.definitions_tokens and not fits["over_budget"]
+    assert fits["tokens_after"] <= 6000 and len(json.dumps(emitted)) / 4 <= 6000 * 1.05
+    assert emitted["tools"] == tools and "What comes next?" in json.dumps(emitted["messages"][-1])
+    result, over = run(cli, tmp_path / "h.json", tmp_path / "d.limn", NOW, "--budget", "2000")
+    assert over["over_budget"] and "tool definitions" in result.err
+    # The library counts them the same way.
+    report = pager.Pager(6000).compact(body).report
+    assert conv.definitions_tokens < report.tokens_after <= 6000
