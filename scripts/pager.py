@@ -4066,7 +4066,8 @@ def _part_kind_of_block(part: _Part) -> Optional[str]:
     return None
 
 
-TEXT_PART_KEYS = ("type", "text", "cache_control")  # a text part's own keys (cache_control: a marker, not content)
+# A text part's own keys: its text (a refusal part's is "refusal"), its type, a cache marker.
+TEXT_PART_KEYS = ("type", "text", "refusal", "cache_control")
 
 
 def _part_tokens(part: _Part) -> Optional[int]:
@@ -4630,6 +4631,12 @@ def _load_openai(value: Any, harness: Container[int] = ()) -> Conversation:
             msgs.append(_Msg(role, where, raw, [part], item=True))
             continue
         parts, is_string = _openai_parts(raw, where)
+        refusal = raw.get("refusal") if role == "assistant" else None
+        if isinstance(refusal, str) and refusal.strip():
+            # A refusal the response gave beside its content (null): the assistant's turn, read as
+            # the refusal part the content may hold instead (see _emit_openai).
+            parts.append(_text_part(where + ".refusal", {"type": "refusal", "refusal": refusal}, refusal,
+                                    len(parts) + 1))
         content = raw.get("content")
         # An empty text part was skipped: the raw content must not be written back as is.
         repaired = isinstance(content, list) and len(parts) < len(content)
@@ -4735,6 +4742,8 @@ def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[st
                 touched, unsent = True, msg.parts[0].raw
             if verb == "page":
                 pieces.insert(0, stub)
+        if touched and isinstance(msg.raw.get("refusal"), str):  # kept, it is a refusal part of the content now
+            unsent = (*unsent, "refusal")
         for call in calls:
             verb, stub = effective[call.bid]
             if verb != "retain":
@@ -4749,7 +4758,8 @@ def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[st
             continue
         if not pieces:
             content = None if kept_calls else ""  # reasoning alone still needs a content
-        elif isinstance(msg.raw.get("content"), list) or len(pieces) > 1:
+        elif isinstance(msg.raw.get("content"), list) or len(pieces) > 1 or \
+                (isinstance(pieces[0], dict) and "text" not in pieces[0]):
             # Separate parts: a stub joined to other text would not be found by the next load.
             content = [{"type": "text", "text": p} if isinstance(p, str) else p for p in pieces]
         else:

@@ -1065,3 +1065,22 @@ def test_a_bodys_tool_definitions_are_spoken_for_under_a_budget(cli, pager, tmp_
     # The library counts them the same way.
     report = pager.Pager(6000).compact(body).report
     assert conv.definitions_tokens < report.tokens_after <= 6000
+
+
+def test_a_chat_refusal_beside_null_content_is_the_assistants_turn(cli, pager, tmp_path):
+    """OpenAI returns a refusal as {"content": null, "refusal": "..."}, and clients send that message
+    back as it came: it is the assistant's turn, not an empty message to drop."""
+    body = {"model": "gpt-4o", "messages": [
+        {"role": "user", "content": "Write the exploit."},
+        {"role": "assistant", "content": None, "refusal": "I can't help with that, but I can explain the fix."},
+        {"role": "user", "content": "Explain the fix then."}]}
+    conv = pager.load(json.dumps(body), "openai")
+    assert not conv.repairs and [b["role"] for b in conv.blocks] == ["user", "assistant", "user"]
+    assert pager.emit(conv, {}) == body  # untouched: written back as it came
+    refusal = conv.blocks[1]["id"]
+    paged = pager.emit(conv, {refusal: "page"})["messages"][1]
+    assert "refusal" not in paged and api_rules.problems_chat(pager.emit(conv, {refusal: "page"})) == []
+    (tmp_path / "h.json").write_text(json.dumps(body))
+    run(cli, tmp_path / "h.json", tmp_path / "c.limn", NOW, "--emit", tmp_path / "o.json")
+    _, again = run(cli, tmp_path / "o.json", tmp_path / "c.limn", LATER)
+    assert (again["new"], again["moved"]) == (0, 0)
