@@ -3331,6 +3331,7 @@ class _Part:
     source: Optional["_Part"] = None  # for a stub line: the text part holding the lines
     turn: int = 0                  # the turn it belongs to (see _number_turns)
     human: bool = False            # a text a human wrote (see _is_human)
+    carried: int = 0               # tokens its message sends beside it (a Chat reply's annotations)
 
 
 @dataclasses.dataclass(eq=False)
@@ -4070,8 +4071,8 @@ def _part_kind_of_block(part: _Part) -> Optional[str]:
 TEXT_PART_KEYS = ("type", "text", "refusal", "cache_control")
 
 
-def _part_tokens(part: _Part) -> Optional[int]:
-    """Return a part's token count when its text is not its whole size, else None.
+def _own_tokens(part: _Part) -> Optional[int]:
+    """Return a part's own token count when its text is not its whole size, else None.
 
     Pictures and files count what the provider charges for them; a part the pager carries as it
     is (kind "other") counts its JSON.  A tool call and a tool
@@ -4095,6 +4096,15 @@ def _part_tokens(part: _Part) -> Optional[int]:
         if media:
             return ids + estimate_tokens(part.text) + sum(_media_tokens(m) for m in media)
     return ids + estimate_tokens(part.text) if ids else None
+
+
+def _part_tokens(part: _Part) -> Optional[int]:
+    """Return a part's token count when its text is not its whole size, else None: what
+    _own_tokens says, plus what its message carries beside it (``carried``)."""
+    own = _own_tokens(part)
+    if not part.carried:
+        return own
+    return (own if own is not None else estimate_tokens(part.text)) + part.carried
 
 
 def _unknown_types(msgs: List[_Msg]) -> Dict[str, int]:
@@ -4573,6 +4583,10 @@ def _openai_parts(msg: Dict[str, Any], where: str) -> Tuple[List[_Part], bool]:
 # ``reasoning_details`` (entries of text, summary or encrypted data).  All of it is sent, so all of
 # it is one part: counted, paged or evicted with the message's tool calls (see _openai_units).
 CHAT_REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
+# What a Chat reply's message says about its content as the response gave it: a refusal (read as a
+# refusal part) and url-citation annotations (positions in that content).  Written back as they came
+# while the message is untouched, else left out (a kept refusal goes back as a part of the content).
+CHAT_REPLY_FIELDS = ("refusal", "annotations")
 
 
 def _chat_reasoning(raw: Dict[str, Any], where: str) -> Optional[_Part]:
@@ -4637,6 +4651,9 @@ def _load_openai(value: Any, harness: Container[int] = ()) -> Conversation:
             # the refusal part the content may hold instead (see _emit_openai).
             parts.append(_text_part(where + ".refusal", {"type": "refusal", "refusal": refusal}, refusal,
                                     len(parts) + 1))
+        annotations = raw.get("annotations") if role == "assistant" else None
+        if annotations and parts:  # a search model's url citations: sent with the reply while it is untouched
+            next((p for p in parts if p.kind == "text"), parts[0]).carried = estimate_tokens(_compact_json(annotations))
         content = raw.get("content")
         # An empty text part was skipped: the raw content must not be written back as is.
         repaired = isinstance(content, list) and len(parts) < len(content)
@@ -4742,8 +4759,8 @@ def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[st
                 touched, unsent = True, msg.parts[0].raw
             if verb == "page":
                 pieces.insert(0, stub)
-        if touched and isinstance(msg.raw.get("refusal"), str):  # kept, it is a refusal part of the content now
-            unsent = (*unsent, "refusal")
+        if touched:  # what described the content as it came: a refusal (kept, a part of it now), annotations
+            unsent = (*unsent, *CHAT_REPLY_FIELDS)
         for call in calls:
             verb, stub = effective[call.bid]
             if verb != "retain":

@@ -1084,3 +1084,21 @@ def test_a_chat_refusal_beside_null_content_is_the_assistants_turn(cli, pager, t
     run(cli, tmp_path / "h.json", tmp_path / "c.limn", NOW, "--emit", tmp_path / "o.json")
     _, again = run(cli, tmp_path / "o.json", tmp_path / "c.limn", LATER)
     assert (again["new"], again["moved"]) == (0, 0)
+
+
+def test_a_chat_replys_annotations_count_while_they_are_sent(pager):
+    """A search model's reply carries url-citation annotations beside its content: sent back with
+    the message as it came, so they count with its text; once the text changes they are left out."""
+    notes = [{"type": "url_citation", "url_citation": {"url": f"https://docs.example.com/page/{i}",
+                                                       "title": f"Release notes, part {i}", "start_index": 0,
+                                                       "end_index": 9}} for i in range(30)]
+    body = {"model": "gpt-4o-search-preview", "messages": [
+        {"role": "user", "content": "What changed in the release?"},
+        {"role": "assistant", "content": "Two things.", "annotations": notes},
+        {"role": "user", "content": "Thanks."}]}
+    conv = pager.load(json.dumps(body), "openai")
+    reply = conv.blocks[1]
+    assert reply["tokens"] >= pager.estimate_tokens(json.dumps(notes, separators=(",", ":")))
+    assert pager.emit(conv, {}) == body
+    paged = pager.emit(conv, {reply["id"]: "page"})
+    assert "annotations" not in paged["messages"][1] and api_rules.problems_chat(paged) == []
