@@ -4753,14 +4753,14 @@ def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[st
                                    lambda s: {"type": "text", "text": s})
         kept_calls = [p for p in calls if effective[p.bid][0] == "retain"]
         unsent: Container[str] = ()  # the reasoning fields left out (see CHAT_REASONING_FIELDS)
+        thought = False  # its reasoning is sent
         if msg.parts and msg.parts[0].kind == "reasoning":
             verb, stub = effective[msg.parts[0].bid]
-            if verb != "retain":
+            thought = verb == "retain"
+            if not thought:
                 touched, unsent = True, msg.parts[0].raw
             if verb == "page":
                 pieces.insert(0, stub)
-        if touched:  # what described the content as it came: a refusal (kept, a part of it now), annotations
-            unsent = (*unsent, *CHAT_REPLY_FIELDS)
         for call in calls:
             verb, stub = effective[call.bid]
             if verb != "retain":
@@ -4770,7 +4770,8 @@ def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[st
         if not (touched or msg.repaired):
             out.append(msg.raw)
             continue
-        thought = msg.parts and msg.parts[0].kind == "reasoning" and not unsent  # its reasoning is sent
+        # What described the content as it came: a refusal (kept, a part of the content now), annotations.
+        unsent = (*unsent, *CHAT_REPLY_FIELDS)
         if not pieces and not kept_calls and not thought:
             continue
         if not pieces:

@@ -1102,3 +1102,24 @@ def test_a_chat_replys_annotations_count_while_they_are_sent(pager):
     assert pager.emit(conv, {}) == body
     paged = pager.emit(conv, {reply["id"]: "page"})
     assert "annotations" not in paged["messages"][1] and api_rules.problems_chat(paged) == []
+
+
+def test_a_changed_chat_reply_keeps_its_kept_reasoning_and_writes_a_refusal_once(pager):
+    """A reply rebuilt because one of its parts changed still sends the reasoning that was kept, and
+    writes a kept refusal once (as a content part), not also as the message-level field."""
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in (1, 2)]
+    refused = {"messages": [
+        {"role": "user", "content": "Go."},
+        {"role": "assistant", "content": None, "refusal": "Not that one.", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "c1", "content": "one"}, {"role": "tool", "tool_call_id": "c2", "content": "two"},
+        {"role": "user", "content": "Next."}]}
+    reply = pager.emit(pager.load(json.dumps(refused), "openai"), {"c2": "evict", "c2:result": "evict"})["messages"][1]
+    assert "refusal" not in reply and reply["content"] == [{"type": "refusal", "refusal": "Not that one."}]
+    assert [c["id"] for c in reply["tool_calls"]] == ["c1"]
+    thought = {"messages": [{"role": "user", "content": "Go."},
+                            {"role": "assistant", "content": "Done thinking aloud.", "reasoning_content": "Weigh it."},
+                            {"role": "user", "content": "Next."}]}
+    conv = pager.load(json.dumps(thought), "openai")
+    text = next(b["id"] for b in conv.blocks if b["text"] == "Done thinking aloud.")
+    reply = pager.emit(conv, {text: "evict"})["messages"][1]
+    assert reply["reasoning_content"] == "Weigh it." and reply["content"] == ""
