@@ -139,6 +139,13 @@ UNSTORABLE = "unstorable"
 SMALL = "small"  # a pass without a budget keeps a block its stub would not shorten (paging it saves nothing)
 OPAQUE = "opaque"  # block kind: a part the pager carries as it is and reads by a label only
 UNPAGEABLE_KINDS = ("media", OPAQUE)  # block kinds a stub would lose: kept whole or evicted, never paged
+# Block kind of a user-role text the harness wrote that only the log's metadata tells apart (Claude
+# Code ``isMeta``: a plugin's SDK prompt, a skill body).  The API body a pass writes back cannot carry
+# that mark, so the contract's directive carries it (its reason opens with HARNESS_MARK) and a pass
+# reading the written-back form marks the same text again (ContractState.harness): the text stays
+# the harness's, not a human's request, and the turns and ids stay as they were.
+HARNESS = "harness"
+HARNESS_MARK = HARNESS + "; "
 # Reasons of a directive the block's own score decided (a block of those kinds, or an unstorable
 # text, that would have been paged is evicted instead): what a guard such as "recent" overrides.
 SCORED = ("score", UNSTORABLE) + UNPAGEABLE_KINDS
@@ -948,7 +955,8 @@ class Decision(NamedTuple):
     def rationale(self) -> str:
         """Return the score parts, as written after ``because`` in the contract."""
         parts = self._score_parts()
-        return parts if self.reason == "score" else f"{self.reason}; {parts}"
+        parts = parts if self.reason == "score" else f"{self.reason}; {parts}"
+        return HARNESS_MARK + parts if self.kind == HARNESS else parts
 
     def _score_parts(self) -> str:
         """Return R and its parts; when the neighbour's credit set sim, say so and give the block's own."""
@@ -2420,6 +2428,8 @@ class ContractState:
     directives: Dict[str, str] = dataclasses.field(default_factory=dict)  # block id -> action
     declared: set = dataclasses.field(default_factory=set)                # list names declared
     values: Dict[str, object] = dataclasses.field(default_factory=dict)   # named values
+    # Content ids (a block id up to any ``~``) of texts a directive called the harness's (HARNESS_MARK).
+    harness: set = dataclasses.field(default_factory=set)
     empty: bool = True          # the file holds no statement at all (an ``about`` may open it)
     needs_newline: bool = False  # the last line has no line end; the append starts with one
 
@@ -2452,6 +2462,8 @@ class ContractState:
                 if current is not None:
                     raise PagerError(f"block {_show(block)} is already in {LIST_OF_ACTION[current]}")
                 self.directives[block] = action
+                if quoted[1].startswith(HARNESS_MARK):
+                    self.harness.add(block.split("~", 1)[0])
             else:
                 if current != action:
                     raise PagerError(f"block {_show(block)} is not in {name}")
@@ -2512,6 +2524,8 @@ def _statement_batches(plan: PassPlan, state: ContractState, now: str,
                                         ("R", "similarity", "own", "neighbour", "recency", "delta_t"))
     known = state.directives
     list_of = LIST_OF_ACTION
+    kinds = _column(decisions, "kind")
+    marked = HARNESS in kinds
     for start in range(0, len(blocks), _BATCH_BLOCKS):
         stop = min(start + _BATCH_BLOCKS, len(blocks))
         if known:
@@ -2538,6 +2552,10 @@ def _statement_batches(plan: PassPlan, state: ContractState, now: str,
             because[k] = _RATIONALE_NB_S % (r3[k], sim3[k], f"{owns[i]:.3f}", rec3[k], dt[k])
         for k in compress(range(len(because)), flagged):  # a protection, a unit or the budget decided
             because[k] = f"{reasons[changed[k]]}; {because[k]}"
+        if marked:  # the harness wrote the text (see HARNESS)
+            for k in range(len(because)):
+                if kinds[changed[k]] == HARNESS:
+                    because[k] = HARNESS_MARK + because[k]
         if known:
             lines: List[str] = []
             for i, why in zip(changed, because):
@@ -3331,6 +3349,7 @@ class _Part:
     source: Optional["_Part"] = None  # for a stub line: the text part holding the lines
     turn: int = 0                  # the turn it belongs to (see _number_turns)
     human: bool = False            # a text a human wrote (see _is_human)
+    harness: bool = False          # a user text only metadata marks as the harness's (block kind HARNESS)
     carried: int = 0               # tokens its message sends beside it (a Chat reply's annotations)
 
 
@@ -3387,8 +3406,10 @@ class _Format(NamedTuple):
     write: Callable[[Conversation, Dict[str, Tuple[str, Optional[str]]]], Any]  # apply directives
     check: Callable[[Any], List[str]]                         # the API's rules: what it would reject
     # Its written-back form (``emits_as``) read as this format's session, when that form alone loses
-    # what tells its messages apart (SWE-agent's command outputs are user messages); None: as emitted.
-    read_back: Optional[Callable[[Any], Conversation]] = None
+    # what tells its messages apart (SWE-agent's command outputs are user messages; Claude Code's
+    # isMeta prompts), given the content ids the contract recorded as the harness's (see HARNESS);
+    # None: as emitted.
+    read_back: Optional[Callable[[Any, Container[str]], Conversation]] = None
 
 
 # The registry: format name -> _Format, filled by the format sections below, in FORMATS order.
@@ -3962,7 +3983,8 @@ def _is_human(msg: _Msg, part: _Part) -> bool:
     Judged per text part, not per message: the Anthropic body a pass writes merges a user's
     words into the user message before them (tool results, a paged note).
     """
-    if msg.role != "user" or msg.harness or msg.item or part.kind != "text" or part.stub_id is not None:
+    if msg.role != "user" or msg.harness or part.harness or msg.item or part.kind != "text" \
+            or part.stub_id is not None:
         return False
     # A slash command's tags are the harness's, but the arguments after it are what the human typed.
     return not part.text.lstrip().startswith(HARNESS_PREFIXES) or _typed_command(part.text) is not None
@@ -3990,13 +4012,15 @@ def _number_turns(msgs: List[_Msg]) -> None:
             part.human = _is_human(msg, part)
         msg.human = any(p.human for p in msg.parts)
         if msg.human and not any(p.stub_id is not None for p in msg.parts):
-            turn += 1  # the first request opens its turn, whatever part of it comes first
-            first = True
+            # Each request opens the next turn.  Before the first, what the harness wrote (a tool
+            # result, its text: lines of their own before the pass merged them) stays in the turn
+            # before; anything else (a picture the human attached) opens the new one.
+            ahead = True
             for part in msg.parts:
-                if part.human and not first:
-                    turn += 1  # a further request merged into the same message
-                first = first and not part.human
-                part.turn = turn
+                if part.human:
+                    turn += 1
+                    ahead = False
+                part.turn = turn + 1 if ahead and part.kind not in ("text", "result") else turn
         else:
             for part in msg.parts:
                 if part.stub_id is not None:
@@ -4158,19 +4182,27 @@ def _definitions_tokens(shell: Any) -> int:
 
 
 def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: List[str],
-            skipped: int = 0, archive: Optional[List[_Msg]] = None) -> Conversation:
+            skipped: int = 0, archive: Optional[List[_Msg]] = None,
+            harness_texts: Container[str] = ()) -> Conversation:
     """Pair calls with results, repair, name and group the parts (as ``fmt``'s entry says); return the Conversation.
 
     The pager's own note is dropped (the writer puts it back where it is needed); turns are
     numbered by the human's messages; the first human message's text is the task statement
     (``protected="task"``), every other human message's text ``protected="human"`` (the
     engine pages such a block at worst, never evicts it).  ``archive`` holds the messages before
-    a compaction boundary: their blocks (``protected="archived"``) come last.
+    a compaction boundary: their blocks (``protected="archived"``) come last.  ``harness_texts``
+    holds the content ids of user texts a contract recorded as the harness's (see HARNESS).
     """
     spec = _FORMATS[fmt]
     msgs = [m for m in msgs if not _is_pager_note(m)]
     for msg in head + msgs:
         _expand_stubs(msg)
+    if harness_texts:
+        for msg in msgs:
+            for part in msg.parts:
+                if msg.role == "user" and part.kind == "text" and part.stub_id is None \
+                        and _content_id(msg.role, part.kind, part.text) in harness_texts:
+                    part.harness = True
     _number_turns(msgs)
     if spec.pair is not None:
         spec.pair(msgs, repairs)
@@ -4204,6 +4236,8 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
             elif id(part) in floors:
                 protected = floors[id(part)]
                 kind = kind if kind in UNPAGEABLE_KINDS else protected  # an attachment stays media: never paged
+            elif part.harness:
+                kind = HARNESS
             if part.stub_id is None:
                 part.tokens = _part_tokens(part)
             else:
@@ -4612,10 +4646,11 @@ def _chat_reasoning(raw: Dict[str, Any], where: str) -> Optional[_Part]:
     return _Part("reasoning", fields, f"{where}.{next(iter(fields))}", text=text)
 
 
-def _load_openai(value: Any, harness: Container[int] = ()) -> Conversation:
+def _load_openai(value: Any, harness: Container[int] = (), harness_texts: Container[str] = ()) -> Conversation:
     """Return the Conversation for an OpenAI Chat Completions message list or request body.
 
-    ``harness`` holds the positions of user messages the harness wrote (no human's words).
+    ``harness`` holds the positions of user messages the harness wrote (no human's words);
+    ``harness_texts`` the content ids of texts a contract recorded as the harness's (see _finish).
     """
     if isinstance(value, dict) and isinstance(value.get("messages"), list):
         shell, messages = value, value["messages"]
@@ -4684,7 +4719,7 @@ def _load_openai(value: Any, harness: Container[int] = ()) -> Conversation:
                                key=LEGACY_FUNCTION_KEY))
         msgs.append(_Msg(role, where, raw, _sole(parts, len(parts)), string_content=is_string,
                          repaired=repaired, harness=i in harness))
-    return _finish("openai", msgs, [], shell, repairs)
+    return _finish("openai", msgs, [], shell, repairs, harness_texts=harness_texts)
 
 
 def _pair_openai(msgs: List[_Msg], repairs: List[str]) -> None:
@@ -5290,8 +5325,11 @@ def _anthropic_units(msgs: List[_Msg]) -> None:
                     part.unit = unit
 
 
-def _load_anthropic(value: Any) -> Conversation:
-    """Return the Conversation for an Anthropic Messages request body (or message list)."""
+def _load_anthropic(value: Any, harness_texts: Container[str] = ()) -> Conversation:
+    """Return the Conversation for an Anthropic Messages request body (or message list).
+
+    ``harness_texts``: the content ids of texts a contract recorded as the harness's (see _finish).
+    """
     if isinstance(value, dict) and isinstance(value.get("messages"), list):
         shell, messages = value, value["messages"]
     elif isinstance(value, list):
@@ -5322,7 +5360,7 @@ def _load_anthropic(value: Any) -> Conversation:
         parts, is_string = _anthropic_parts(content, where + ".content", repairs)
         count = 1 if is_string else len(content)
         msgs.append(_Msg(role, where, raw, _sole(parts, count), string_content=is_string))
-    return _finish("anthropic", msgs, head, shell, repairs)
+    return _finish("anthropic", msgs, head, shell, repairs, harness_texts=harness_texts)
 
 
 def _as_blocks(content: Any) -> List[Any]:
@@ -5685,6 +5723,9 @@ def _claude_messages(lines: List[Tuple[int, Dict[str, Any]]], repairs: List[str]
         start = counts.get(id(msg), 0)
         parts, is_string = _anthropic_parts(content, where, repairs, start)
         counts[id(msg)] = start + (1 if is_string else len(content))
+        if obj.get("isMeta") and not obj.get("isCompactSummary"):
+            for part in parts:
+                part.harness = part.kind == "text"  # only this line's metadata says so (see HARNESS)
         msg.parts.extend(parts)
         msg.string_content = is_string and counts[id(msg)] == 1
     for msg in msgs:
@@ -5744,7 +5785,8 @@ def _load_claude_code(text: str) -> Conversation:
 
 _FORMATS["claude-code"] = _Format(
     "claude-code", emits_as="anthropic", jsonl=True, detect=None, detect_line=_is_claude_line,
-    read=_load_claude_code, pair=_pair_anthropic, units=_anthropic_units, write=_emit_anthropic, check=_validate_anthropic)
+    read=_load_claude_code, pair=_pair_anthropic, units=_anthropic_units, write=_emit_anthropic, check=_validate_anthropic,
+    read_back=_load_anthropic)
 
 
 # --- codex: Codex CLI rollouts (JSONL), written back as responses ---
@@ -5945,11 +5987,11 @@ def _load_swe_agent(value: Any) -> Conversation:
     return conv
 
 
-def _load_swe_agent_written_back(value: Any) -> Conversation:
+def _load_swe_agent_written_back(value: Any, harness_texts: Container[str] = ()) -> Conversation:
     """Return the Conversation of a SWE-agent session's written-back form (Chat Completions messages,
     a pass's --emit output), its user messages told apart by SWE-agent's rule (_swe_agent_harness)."""
     messages = value.get("messages") if isinstance(value, dict) else value
-    return _load_openai(value, _swe_agent_harness(messages if isinstance(messages, list) else []))
+    return _load_openai(value, _swe_agent_harness(messages if isinstance(messages, list) else []), harness_texts)
 
 
 _FORMATS["swe-agent"] = _Format(
@@ -6179,10 +6221,12 @@ def _agreed_format(text: str, detected: str, recorded: Optional[str]) -> str:
                      f"but this history looks like {detected}; pass --format to say which, or use another contract")
 
 
-def _open_history(path: str, fmt: str, recorded: Optional[str] = None) -> _Reading:
+def _open_history(path: str, fmt: str, recorded: Optional[str] = None,
+                  harness_texts: Container[str] = ()) -> _Reading:
     """Return the Reading of the history at ``path`` in format ``fmt`` ('auto' detects it).
 
-    ``recorded`` is the format the contract recorded for the session (see _agreed_format).
+    ``recorded`` is the format the contract recorded for the session (see _agreed_format), and
+    ``harness_texts`` the texts it recorded as the harness's (ContractState.harness).
     """
     source = _HistorySource(path)
     if fmt == "pager" or (fmt == "auto" and _is_pager_history(source)):
@@ -6207,7 +6251,7 @@ def _open_history(path: str, fmt: str, recorded: Optional[str] = None) -> _Readi
             return _Reading("pager", detected, source, None)
         spec = _FORMATS.get(recorded) if recorded is not None else None
         if spec is not None and spec.read_back is not None and fmt == spec.emits_as:
-            conv = spec.read_back(_parse_json(text))  # the session's own reading of its written-back form
+            conv = spec.read_back(_parse_json(text), harness_texts)  # the session's reading of its written-back form
         else:
             conv = load(text, fmt)
     except PagerError as exc:
@@ -8183,7 +8227,7 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     earlier = _state_of(args.contract, text) if text is not None else None
     recorded = earlier.values.get("pager-format") if earlier is not None else None
     recorded = recorded if isinstance(recorded, str) else None
-    reading = _open_history(args.history, args.format, recorded)
+    reading = _open_history(args.history, args.format, recorded, earlier.harness if earlier is not None else ())
     if args.with_index and reading.conversation is not None:
         raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
                          "'pager.py index'")

@@ -1123,3 +1123,47 @@ def test_a_changed_chat_reply_keeps_its_kept_reasoning_and_writes_a_refusal_once
     text = next(b["id"] for b in conv.blocks if b["text"] == "Done thinking aloud.")
     reply = pager.emit(conv, {text: "evict"})["messages"][1]
     assert reply["reasoning_content"] == "Weigh it." and reply["content"] == ""
+
+
+def test_an_ismeta_prompt_stays_the_harnesss_once_written_back(cli, pager, tmp_path):
+    """A plugin's SDK prompt is a user line Claude Code marks ``isMeta``, with no known opening.  The
+    Anthropic body a pass writes cannot carry the mark, so the contract's directive does ("harness;")
+    and the next pass marks the same text again: it does not become a human's request, the turns and
+    the ids of repeated texts stay, and a human's message merged beside it stays the human's."""
+    observe = "Hello memory agent, keep observing the primary session and record what it learns. " * 6
+    switch = "--- MODE SWITCH: PROGRESS SUMMARY --- wrap the whole answer in summary tags. " * 6
+    lines = [cc("user", "u1", None, "Why does the looper register the input channel twice?"),
+             cc("assistant", "a1", "u1", [{"type": "text", "text": "Looking at view_root_impl."}], message_id="x1"),
+             cc("user", "u2", "a1", observe, isMeta=True),
+             cc("assistant", "a2", "u2", [{"type": "text", "text": "Noted."}], message_id="x2"),
+             cc("user", "u3", "a2", switch, isMeta=True),
+             cc("user", "u4", "u3", "Also check the choreographer path."),
+             cc("assistant", "a3", "u4", [{"type": "text", "text": "Noted."}], message_id="x3")]
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    conv = pager.load(path.read_text(), "claude-code")
+    assert [r["text"] for r in pager.human_requests(conv)] == [
+        "Why does the looper register the input channel twice?", "Also check the choreographer path."]
+    for flags in ([], ["--budget", "2000"]):
+        folder = tmp_path / ("b" if flags else "d")
+        folder.mkdir()
+        first, s1, again, s2, emitted, added = round_trip(cli, folder, path, flags)
+        # The two prompts are the harness's: so the records and the contract's directives say.
+        prompts = [r for r in first.records if r["kind"] == "harness"]
+        assert len(prompts) == 2 and all(r["role"] == "user" for r in prompts)
+        contract = (folder / "c.limn").read_text(encoding="utf-8")
+        for record in prompts:
+            assert any(line.startswith(f'add "{record["block"]}" to ') and 'because "harness; ' in line
+                       for line in contract.splitlines())
+        # Written back, the kept prompt and the human's message after it share one user message.
+        if prompts[1]["action"] == "retain":
+            merged = [m["content"] for m in emitted["messages"] if m["role"] == "user"
+                      and "choreographer" in json.dumps(m["content"])]
+            assert len(merged) == 1 and [p["text"][:9] for p in merged[0]] == ["--- MODE ", "Also chec"]
+        assert s2["format"] == "anthropic" and (s2["new"], s2["moved"]) == (0, 0), flags
+        assert added == f'remember a value called last-pager-pass with "{LATER.replace("Z", "+00:00")}"\n'
+        turns = {r["block"]: (r["turn"], r["kind"]) for r in first.records}
+        assert [(r["block"], r["turn"], r["kind"]) for r in again.records if turns[r["block"]] != (r["turn"], r["kind"])] == [], flags
+        assert {r["block"] for r in again.records} == {r["block"] for r in first.records if r["action"] != "evict"}
+        assert max(t for t, _ in turns.values()) == 2  # two human turns, not four
+        assert "choreographer" in s1["intent"] and s1["intent_turn"] == 2
