@@ -3590,6 +3590,12 @@ def _openai_image_tokens(size: Tuple[int, int], detail: Any) -> int:
     return OPENAI_IMAGE_BASE + OPENAI_IMAGE_TILE * tiles
 
 
+# An assistant message's spoken reply in Chat Completions (audio output): ``{"id"}`` as clients send it
+# back, the whole response object (data, transcript) as some echo it.  Read as one ``media`` part
+# {"type": "audio", "audio": <the field>} (see _reply_audio): kept whole or evicted, never paged.
+CHAT_AUDIO_FIELD = "audio"
+
+
 def _media_data(part: Dict[str, Any]) -> Tuple[Optional[str], Any]:
     """Return (base64 data or None, OpenAI detail) of a picture, document, file or audio part.
 
@@ -3607,7 +3613,7 @@ def _media_data(part: Dict[str, Any]) -> Tuple[Optional[str], Any]:
     if not isinstance(url, str):
         inner = part.get("file") if isinstance(part.get("file"), dict) else part
         url = inner.get("file_data")
-        audio = part.get("input_audio")
+        audio = part.get("input_audio", part.get(CHAT_AUDIO_FIELD))
         if not isinstance(url, str) and isinstance(audio, dict):
             url = audio.get("data")
             return (url if isinstance(url, str) else None), None
@@ -3673,7 +3679,9 @@ def _media_label(part: Dict[str, Any]) -> str:
         shape = f" {size[0]}x{size[1]}" if size else ""
         return f"[image{shape}, {_media_tokens(part)} tokens]"
     if kind in ("input_audio", "audio"):
-        return "[audio]"
+        reply = part.get(CHAT_AUDIO_FIELD)
+        transcript = reply.get("transcript") if isinstance(reply, dict) else None
+        return f"[audio: {transcript}]" if isinstance(transcript, str) and transcript.strip() else "[audio]"
     if kind == "document":
         title = part.get("title")
         return f"[document: {title}]" if isinstance(title, str) and title else "[document]"
@@ -3683,6 +3691,25 @@ def _media_label(part: Dict[str, Any]) -> str:
 
 
 MEDIA_PART_TYPES = frozenset(IMAGE_PART_TYPES) | {"input_audio", "audio", "document", "file", "input_file"}
+
+
+def _reply_audio(raw: Dict[str, Any], where: str, pos: int) -> Optional[_Part]:
+    """Return an assistant message's spoken reply (CHAT_AUDIO_FIELD) as a ``media`` part, else None.
+
+    Its text names the transcript when the message carries one; it counts what the provider
+    charges for audio (_media_tokens: from the data when sent, else the most for unknown media).
+    """
+    audio = raw.get(CHAT_AUDIO_FIELD)
+    if not isinstance(audio, dict) or not audio:
+        return None
+    voice = {"type": "audio", CHAT_AUDIO_FIELD: audio}
+    return _Part("media", voice, f"{where}.{CHAT_AUDIO_FIELD}", text=_media_label(voice), pos=pos)
+
+
+def _is_reply_audio(part: _Part) -> bool:
+    """Return True for the part _reply_audio read (a message field, not a content part)."""
+    return part.kind == "media" and isinstance(part.raw, dict) and CHAT_AUDIO_FIELD in part.raw \
+        and part.raw.get("type") == "audio"
 
 
 LABEL_FIELD_CHARS = 200  # an unknown part's label names its string fields up to this many characters
@@ -4036,12 +4063,14 @@ def _floor_parts(msgs: List[_Msg]) -> Dict[int, str]:
     """Return id(part) -> "summary" or "conclusion" for the parts a pass pages at worst.
 
     A compaction summary's text, and each assistant's conclusion: the last text part the
-    assistant wrote before the human's next message (or the end).
+    assistant wrote before the human's next message (or the end); a spoken reply, which no stub
+    can stand for, is kept whole.
     """
     found: Dict[int, str] = {}
     last: Optional[_Part] = None
     for msg in msgs:
-        texts = [p for p in msg.parts if p.kind == "text" and p.stub_id is None]
+        # An assistant's words: its text, or its spoken reply (Chat audio output, kept whole).
+        texts = [p for p in msg.parts if (p.kind == "text" or _is_reply_audio(p)) and p.stub_id is None]
         if msg.human:
             if last is not None:
                 found[id(last)] = "conclusion"
@@ -4686,6 +4715,9 @@ def _load_openai(value: Any, harness: Container[int] = (), harness_texts: Contai
             # the refusal part the content may hold instead (see _emit_openai).
             parts.append(_text_part(where + ".refusal", {"type": "refusal", "refusal": refusal}, refusal,
                                     len(parts) + 1))
+        voice = _reply_audio(raw, where, len(parts) + 1) if role == "assistant" else None
+        if voice is not None:
+            parts.append(voice)
         annotations = raw.get("annotations") if role == "assistant" else None
         if annotations and parts:  # a search model's url citations: sent with the reply while it is untouched
             next((p for p in parts if p.kind == "text"), parts[0]).carried = estimate_tokens(_compact_json(annotations))
@@ -4782,7 +4814,8 @@ def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[st
             if verb in ("retain", MASK):
                 out.append(_result_piece(msg.raw, verb, text))
             continue
-        texts = [p for p in msg.parts if p.kind not in ("call", "reasoning")]
+        voice = next((p for p in msg.parts if _is_reply_audio(p)), None)
+        texts = [p for p in msg.parts if p.kind not in ("call", "reasoning") and p is not voice]
         calls = [p for p in msg.parts if p.kind == "call"]
         pieces, touched = _rebuild(_Msg(msg.role, msg.where, msg.raw, texts), effective,
                                    lambda s: {"type": "text", "text": s})
@@ -4796,6 +4829,9 @@ def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[st
                 touched, unsent = True, msg.parts[0].raw
             if verb == "page":
                 pieces.insert(0, stub)
+        spoken = voice is not None and effective[voice.bid][0] == "retain"  # its audio is sent (never paged)
+        if voice is not None and not spoken:
+            touched, unsent = True, (*unsent, CHAT_AUDIO_FIELD)
         for call in calls:
             verb, stub = effective[call.bid]
             if verb != "retain":
@@ -4807,10 +4843,10 @@ def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[st
             continue
         # What described the content as it came: a refusal (kept, a part of the content now), annotations.
         unsent = (*unsent, *CHAT_REPLY_FIELDS)
-        if not pieces and not kept_calls and not thought:
+        if not pieces and not kept_calls and not thought and not spoken:
             continue
         if not pieces:
-            content = None if kept_calls else ""  # reasoning alone still needs a content
+            content = None if kept_calls or spoken else ""  # reasoning alone still needs a content
         elif isinstance(msg.raw.get("content"), list) or len(pieces) > 1 or \
                 (isinstance(pieces[0], dict) and "text" not in pieces[0]):
             # Separate parts: a stub joined to other text would not be found by the next load.
@@ -4910,7 +4946,7 @@ def _validate_openai(obj: Any) -> List[str]:
         legacy_open = isinstance(msg.get("function_call"), dict)
         content = msg.get("content")
         if content in (None, "", []):
-            if not (open_ids or legacy_open or msg.get("refusal")):
+            if not (open_ids or legacy_open or msg.get("refusal") or msg.get(CHAT_AUDIO_FIELD)):
                 problems.append(f"{where} is an empty assistant message without tool_calls")
         else:
             problem = _content_problem(content, where)

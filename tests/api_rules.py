@@ -54,6 +54,11 @@ Sources, cited per rule with these tags (facts only; no text is copied):
              OpenAI-compatible server's own reasoning field goes back the same way: Moonshot's
              `reasoning_content` (tmc/langchaingo llms/openai/testdata/
              TestMoonshot_MultiTurnToolCallWithReasoning.httprr, answered 200).
+  [OC-AUDIO] An assistant turn whose reply was spoken (audio output) goes back as the assistant
+             message param's `audio: {"id": ...}` (openai-python `chat_completion_assistant_message_param.py`,
+             "Data about a previous audio response from the model"), with no content: the API
+             looks the reply up by that id (community.openai.com thread 1046769: a 400 "Assistant
+             audio ... not found", param `messages[2].audio.id`, once the id expired).
   [ORT-DOC]  OpenRouter "Reasoning tokens" guide (openrouter.ai/docs/use-cases/reasoning-tokens,
              "preserving reasoning blocks"): an OpenAI-compatible Chat body sent to OpenRouter carries
              the model's `reasoning_details` (and `reasoning`) on assistant messages, passed back
@@ -301,8 +306,11 @@ def _chat_message_problems(i: int, msg: Any) -> List[str]:
         out.append(f"{where}: keys {extra} are not {role} message fields")
     content = msg.get("content")
     if role == "assistant":
-        if content is None and not msg.get("tool_calls") and not msg.get("function_call"):
-            out.append(f"{where}: assistant message without content, tool_calls or function_call")
+        audio = msg.get("audio")  # [OC-AUDIO]
+        if audio is not None and not (isinstance(audio, dict) and isinstance(audio.get("id"), str)):
+            out.append(f"{where}: audio must be an object with the id of an earlier audio reply")
+        if content is None and not msg.get("tool_calls") and not msg.get("function_call") and not audio:
+            out.append(f"{where}: assistant message without content, tool_calls, function_call or audio")
     elif role == "function":
         if not isinstance(msg.get("name"), str):
             out.append(f"{where}: function message without a name")

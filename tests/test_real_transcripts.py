@@ -1167,3 +1167,45 @@ def test_an_ismeta_prompt_stays_the_harnesss_once_written_back(cli, pager, tmp_p
         assert {r["block"] for r in again.records} == {r["block"] for r in first.records if r["action"] != "evict"}
         assert max(t for t, _ in turns.values()) == 2  # two human turns, not four
         assert "choreographer" in s1["intent"] and s1["intent_turn"] == 2
+
+
+def test_a_chat_spoken_reply_is_the_assistants_turn(cli, pager, tmp_path):
+    """With audio output an assistant's reply is a message field, ``audio``: clients send back
+    {"content": null, "audio": {"id"}}, some the whole response object (data, transcript).  It is
+    the assistant's turn, not an empty message to drop: one block (kind media, never paged) that
+    counts what audio costs, kept whole as the turn's conclusion by a default pass, and left out
+    with its field when a budget evicts it."""
+    data = base64.b64encode(b"RIFF" + b"\0" * 29996).decode()
+    body = {"model": "gpt-4o-audio-preview", "modalities": ["text", "audio"], "messages": [
+        {"role": "user", "content": "Is a golden retriever a good family dog?"},
+        {"role": "assistant", "content": None, "refusal": None, "audio": {"id": "audio_1"}},
+        {"role": "user", "content": "Why do you say they are loyal?"},
+        {"role": "assistant", "content": "Here is why.", "audio": {
+            "id": "audio_2", "data": data, "expires_at": 1733621847,
+            "transcript": "They bond closely with their family and follow them around."}},
+        {"role": "user", "content": "And with small children?"}]}
+    conv = pager.load(json.dumps(body), "openai")
+    assert not conv.repairs and [(b["role"], b["kind"]) for b in conv.blocks] == [
+        ("user", "task"), ("assistant", "media"), ("user", "human"), ("assistant", None),
+        ("assistant", "media"), ("user", "human")]
+    first, second = conv.blocks[1], conv.blocks[4]
+    assert first["tokens"] == pager.ANTHROPIC_IMAGE_MAX  # an id alone: the most for unknown media
+    assert second["tokens"] == 30000 // 3 and "follow them around" in second["text"]  # from its data
+    assert pager.emit(conv, {}) == body  # untouched: written back as it came
+    # Evicted, the field goes; a message left with nothing goes too; the rest stays valid.
+    out = pager.emit(conv, {first["id"]: "evict", second["id"]: "evict"})
+    assert [m.get("audio") for m in out["messages"]] == [None] * 4
+    assert out["messages"][2] == {"role": "assistant", "content": "Here is why."}
+    assert api_rules.problems_chat(out) == []
+    (tmp_path / "h.json").write_text(json.dumps(body))
+    first_pass, summary = run(cli, tmp_path / "h.json", tmp_path / "c.limn", NOW, "--emit", tmp_path / "o.json")
+    assert {r["block"]: r["action"] for r in first_pass.records}[first["id"]] == "retain"
+    assert json.loads((tmp_path / "o.json").read_text())["messages"][1]["audio"] == {"id": "audio_1"}
+    _, again = run(cli, tmp_path / "o.json", tmp_path / "c.limn", LATER)
+    assert (again["new"], again["moved"]) == (0, 0)
+    records, summary = run(cli, tmp_path / "h.json", tmp_path / "b.limn", NOW, "--budget", "2000",
+                           "--emit", tmp_path / "b.json")
+    emitted = json.loads((tmp_path / "b.json").read_text())
+    assert summary["tokens_after"] <= 2000 and api_rules.problems_chat(emitted) == []
+    assert {r["block"]: r["action"] for r in records.records}[second["id"]] == "evict"
+    assert "audio_2" not in json.dumps(emitted)
