@@ -5041,8 +5041,12 @@ def _responses_units(msgs: List[_Msg]) -> None:
                     part.unit = unit
 
 
-def _responses_msg(item: Any, where: str) -> _Msg:
-    """Return the _Msg for one Responses input item."""
+def _responses_msg(item: Any, where: str, repairs: List[str]) -> _Msg:
+    """Return the _Msg for one Responses input item.
+
+    An assistant message's ``input_text`` part (a client that typed its own replies as input) is
+    sent back as ``output_text``: the API refuses input parts in an assistant message.
+    """
     if not isinstance(item, dict):
         raise PagerError(f"{where} must be an object (got {_type_name(item)})")
     kind = item.get("type")
@@ -5061,19 +5065,25 @@ def _responses_msg(item: Any, where: str) -> _Msg:
         if not isinstance(content, list):
             raise PagerError(f"{where}.content must be a string or an array of parts (got {_type_name(content)})")
         parts = []
+        retyped = False
         for j, raw in enumerate(content):
             w = f"{where}.content[{j}]"
             if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
                 raise PagerError(f"{w} must be an object with a type")
             text = _part_text(raw)
+            if role == "assistant" and raw["type"] == "input_text":
+                raw = dict(raw, type="output_text")
+                retyped = True
             if raw["type"] in TEXT_PART_TYPES or raw["type"] == "refusal":
                 if text.strip():
                     parts.append(_text_part(w, raw, text, j + 1))
             else:
                 kind = "media" if raw["type"] in MEDIA_PART_TYPES else "other"
                 parts.append(_Part(kind, raw, w, text=text, pos=j + 1))
+        if retyped:
+            repairs.append(f"{where} is an assistant message with input_text parts; sent as output_text")
         return _Msg(role, where, item, _sole(parts, len(content)), mid=item.get("id"),
-                    repaired=len(parts) < len(content))
+                    repaired=retyped or len(parts) < len(content))
     call_id = item.get("call_id")
     if kind in RESPONSES_CALLS and isinstance(call_id, str):
         if kind == "function_call":
@@ -5124,8 +5134,9 @@ def _load_responses(value: Any) -> Conversation:
     else:
         raise PagerError("responses input must be an item array or an object with an input "
                           "array")
-    msgs = [_responses_msg(item, f"input[{i}]") for i, item in enumerate(items)]
-    return _finish("responses", msgs, head, shell, [])
+    repairs: List[str] = []
+    msgs = [_responses_msg(item, f"input[{i}]", repairs) for i, item in enumerate(items)]
+    return _finish("responses", msgs, head, shell, repairs)
 
 
 def _emit_responses(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
@@ -5914,12 +5925,13 @@ def _load_codex(text: str) -> Conversation:
                            "content": [{"type": "input_text", "text": summary}]}))
     if not items:
         raise PagerError("codex rollout has no conversation items (response_item lines or bare items): nothing to page")
-    msgs = [_responses_msg(_codex_item(item), where) for where, item in items]
+    repairs: List[str] = []
+    msgs = [_responses_msg(_codex_item(item), where, repairs) for where, item in items]
     for msg in msgs:
         if msg.where.endswith("payload.message"):
             msg.harness = msg.summary = True  # the compaction summary: the harness's words
-    old = [_responses_msg(_codex_item(item), where) for where, item in archive]
-    conv = _finish("codex", msgs, [], None, [], skipped, old or None)
+    old = [_responses_msg(_codex_item(item), where, []) for where, item in archive]  # never sent again
+    conv = _finish("codex", msgs, [], None, repairs, skipped, old or None)
     conv.other_lines = other
     if usage:
         conv.recorded = {"recorded_context_tokens": usage[-1], "recorded_baseline_tokens": usage[0]}

@@ -1209,3 +1209,24 @@ def test_a_chat_spoken_reply_is_the_assistants_turn(cli, pager, tmp_path):
     assert summary["tokens_after"] <= 2000 and api_rules.problems_chat(emitted) == []
     assert {r["block"]: r["action"] for r in records.records}[second["id"]] == "evict"
     assert "audio_2" not in json.dumps(emitted)
+
+
+def test_an_assistant_input_text_part_goes_back_as_output_text(cli, pager, tmp_path):
+    """A client that types its own earlier replies as input parts (req_llm recorded one: the API
+    answered 400, "Supported values are: 'output_text' and 'refusal'") gets the request repaired:
+    the part goes back as output_text, the repair is reported, and the round trip is stable."""
+    body = {"model": "gpt-5-mini", "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "Respond with a single word 'Hi'."}]},
+        {"role": "assistant", "content": [{"type": "input_text", "text": "Hi"}]},
+        {"role": "user", "content": [{"type": "input_text", "text": "Hi again"}]}]}
+    assert api_rules.problems_responses(body) != []  # what the API refused
+    conv = pager.load(json.dumps(body), "responses")
+    assert conv.repairs == ["input[1] is an assistant message with input_text parts; sent as output_text"]
+    out = pager.emit(conv, {})
+    assert out["input"][1] == {"role": "assistant", "content": [{"type": "output_text", "text": "Hi"}]}
+    assert out["input"][0] == body["input"][0] and api_rules.problems_responses(out) == []
+    (tmp_path / "h.json").write_text(json.dumps(body))
+    _, first = run(cli, tmp_path / "h.json", tmp_path / "c.limn", NOW, "--emit", tmp_path / "o.json")
+    assert first["repairs"] == conv.repairs
+    _, again = run(cli, tmp_path / "o.json", tmp_path / "c.limn", LATER)
+    assert (again["new"], again["moved"], again["repairs"]) == (0, 0, [])
