@@ -4130,9 +4130,12 @@ def _own_tokens(part: _Part) -> Optional[int]:
     Pictures and files count what the provider charges for them; a part the pager carries as it
     is (kind "other") counts its JSON.  A tool call and a tool
     result each also send the call id that pairs them (Codex and Responses ids run to 30
-    characters and more), so a part with one counts it beside its text.
+    characters and more), so a part with one counts it beside its text; so does a Responses
+    reasoning item its own id.
     """
     ids = estimate_tokens(part.key) if part.key and part.kind in ("call", "result") else 0
+    if part.kind == "reasoning" and isinstance(part.raw, dict) and isinstance(part.raw.get("id"), str):
+        ids = estimate_tokens(part.raw["id"])  # a Responses reasoning item's id (rs_ and 50 characters)
     if part.kind == "text" and isinstance(part.raw, dict):
         # What a text part carries beside its text is sent with it (an Anthropic block's citations,
         # a Responses output_text's annotations): counted as its JSON.

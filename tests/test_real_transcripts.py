@@ -1230,3 +1230,18 @@ def test_an_assistant_input_text_part_goes_back_as_output_text(cli, pager, tmp_p
     assert first["repairs"] == conv.repairs
     _, again = run(cli, tmp_path / "o.json", tmp_path / "c.limn", LATER)
     assert (again["new"], again["moved"], again["repairs"]) == (0, 0, [])
+
+
+def test_a_reasoning_items_id_counts_beside_its_text(pager):
+    """A Responses reasoning item goes back with its id (rs_ and 50 characters; an old Codex rollout
+    holds 143 such items): the budget counts it, as it counts a call's id."""
+    rid = "rs_03a7232a4a5a3a1e0168c202b0e2408194b0cec21f4d37f4a0"
+    items = [{"type": "message", "role": "user", "content": "Add the task."},
+             {"type": "reasoning", "id": rid, "summary": [{"type": "summary_text", "text": "Plan the task."}]},
+             {"type": "function_call", "call_id": "call_1", "name": "pwd", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "call_1", "output": "/repo"},
+             {"type": "reasoning", "summary": []},
+             {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Added."}]}]
+    blocks = pager.load(json.dumps(items), "responses").blocks
+    assert blocks[1]["tokens"] == pager.estimate_tokens("Plan the task.") + pager.estimate_tokens(rid)
+    assert blocks[-2]["text"] == "[reasoning]" and blocks[-2]["tokens"] is None  # no id: its text is its size
