@@ -140,7 +140,7 @@ SMALL = "small"  # a pass without a budget keeps a block its stub would not shor
 OPAQUE = "opaque"  # block kind: a part the pager carries as it is and reads by a label only
 UNPAGEABLE_KINDS = ("media", OPAQUE)  # block kinds a stub would lose: kept whole or evicted, never paged
 # Block kind of a user-role text the harness wrote that only the log's metadata tells apart (Claude
-# Code ``isMeta``: a plugin's SDK prompt, a skill body).  The API body a pass writes back cannot carry
+# Code ``isMeta``: a plugin's SDK prompt, a skill body; a SWE-agent demonstration, ``is_demo``).  The API body a pass writes back cannot carry
 # that mark, so the contract's directive carries it (its reason opens with HARNESS_MARK) and a pass
 # reading the written-back form marks the same text again (ContractState.harness): the text stays
 # the harness's, not a human's request, and the turns and ids stay as they were.
@@ -5973,11 +5973,21 @@ def _is_swe_agent_value(value: Any) -> bool:
             or any(k in m for m in history for k in SWE_AGENT_MARKS))
 
 
-def _swe_agent_harness(messages: List[Any], demos: Container[int] = ()) -> set:
+def _user_text_ids(msg: Dict[str, Any]) -> List[str]:
+    """Return the content ids of a Chat user message's text parts (as _finish names their blocks)."""
+    try:
+        parts, _ = _openai_parts(msg, "")
+    except PagerError:
+        return []
+    return [_content_id("user", "text", part.text) for part in parts if part.kind == "text"]
+
+
+def _swe_agent_harness(messages: List[Any], demos: Container[int] = (), harness_texts: Container[str] = ()) -> set:
     """Return the positions of the user messages SWE-agent's harness wrote among Chat ``messages``.
 
-    The task is the first user message that is not a demonstration (position in ``demos``, or
-    opening with SWE_AGENT_DEMO_PREAMBLE) nor the pager's own text (a stub, the omitted-part
+    The task is the first user message that is not a demonstration (position in ``demos``,
+    opening with SWE_AGENT_DEMO_PREAMBLE, or a text the contract recorded as the harness's:
+    ``harness_texts``, see _load_swe_agent) nor the pager's own text (a stub, the omitted-part
     note); every other user message is the harness's: demonstrations, and each command's output
     after the task.  The same rule reads a .traj and its written-back form (a pass's --emit output,
     which has no ``is_demo`` left), so a round trip finds the same task.
@@ -5989,7 +5999,8 @@ def _swe_agent_harness(messages: List[Any], demos: Container[int] = ()) -> set:
             continue
         content = msg.get("content")
         text = content if isinstance(content, str) else ""
-        if task_seen or i in demos or text.startswith((SWE_AGENT_DEMO_PREAMBLE, OMITTED_NOTE)) or _stub_lines(text):
+        if task_seen or i in demos or text.startswith((SWE_AGENT_DEMO_PREAMBLE, OMITTED_NOTE)) or _stub_lines(text) \
+                or (harness_texts and any(cid in harness_texts for cid in _user_text_ids(msg))):
             harness.add(i)
         else:
             task_seen = True
@@ -5997,7 +6008,7 @@ def _swe_agent_harness(messages: List[Any], demos: Container[int] = ()) -> set:
 
 
 def _swe_agent_messages(history: List[Dict[str, Any]]) -> Tuple[List[Dict[str, Any]], set]:
-    """Return the history as Chat Completions messages, and the positions of those the harness wrote.
+    """Return the history as Chat Completions messages, and the positions of its demonstrations.
 
     SWE-agent's own keys are left out; a tool message answering several calls
     (``tool_call_ids``) becomes one tool message per id: the content on the first, a pointer to
@@ -6024,15 +6035,18 @@ def _swe_agent_messages(history: List[Dict[str, Any]]) -> Tuple[List[Dict[str, A
         if msg.get("role") == "user" and msg.get("is_demo") is True:
             demos.add(len(out))
         out.append(clean)
-    return out, _swe_agent_harness(out, demos)
+    return out, demos
 
 
 def _load_swe_agent(value: Any) -> Conversation:
     """Return the Conversation for a SWE-agent trajectory: its ``history``, read as Chat Completions messages."""
     if not _is_swe_agent_value(value):
         raise PagerError("swe-agent input must be a trajectory object with a history list of role messages")
-    messages, harness = _swe_agent_messages(value["history"])
-    conv = _load_openai(messages, harness)
+    messages, demos = _swe_agent_messages(value["history"])
+    # A demonstration's text is the harness's by its mark (``is_demo``), which the written-back
+    # form loses: its blocks take kind HARNESS, so the contract carries the mark.
+    texts = {cid for i in demos for cid in _user_text_ids(messages[i])}
+    conv = _load_openai(messages, _swe_agent_harness(messages, demos), texts)
     conv.fmt = "swe-agent"
     conv.other_lines = {k: 1 for k in value if k != "history"}
     return conv
@@ -6042,7 +6056,8 @@ def _load_swe_agent_written_back(value: Any, harness_texts: Container[str] = ())
     """Return the Conversation of a SWE-agent session's written-back form (Chat Completions messages,
     a pass's --emit output), its user messages told apart by SWE-agent's rule (_swe_agent_harness)."""
     messages = value.get("messages") if isinstance(value, dict) else value
-    return _load_openai(value, _swe_agent_harness(messages if isinstance(messages, list) else []), harness_texts)
+    return _load_openai(value, _swe_agent_harness(messages if isinstance(messages, list) else [], (), harness_texts),
+                        harness_texts)
 
 
 _FORMATS["swe-agent"] = _Format(

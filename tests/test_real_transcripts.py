@@ -1245,3 +1245,32 @@ def test_a_reasoning_items_id_counts_beside_its_text(pager):
     blocks = pager.load(json.dumps(items), "responses").blocks
     assert blocks[1]["tokens"] == pager.estimate_tokens("Plan the task.") + pager.estimate_tokens(rid)
     assert blocks[-2]["text"] == "[reasoning]" and blocks[-2]["tokens"] is None  # no id: its text is its size
+
+
+def test_a_swe_agent_demonstration_in_its_own_words_stays_the_harnesss(cli, pager, tmp_path):
+    """A configuration may open its demonstrations with its own words, not SWE-agent's preamble:
+    only ``is_demo`` tells them apart, and the Chat messages a pass writes back lose it.  The
+    contract carries the mark (kind harness), so the next pass finds the same task."""
+    history = [{"role": "system", "content": "You are an autonomous programmer.", "agent": "primary"},
+               {"role": "user", "content": "A solved issue, for reference:\n" + "open parser.py\nedit 3:4\n" * 40,
+                "agent": "primary", "is_demo": True},
+               {"role": "user", "content": "ISSUE: the lexer drops a trailing comma.", "agent": "primary"}]
+    for n in range(6):
+        history += [{"role": "assistant", "content": f"Step {n}.\n```\nopen lexer_{n}.py\n```", "agent": "primary"},
+                    {"role": "user", "content": f"[File: lexer_{n}.py (30 lines)]\n" + "tok = 1\n" * 30,
+                     "agent": "primary"}]
+    path = tmp_path / "t.traj"
+    path.write_text(json.dumps({"history": history, "info": {}}))
+    conv = pager.load(path.read_text(), "swe-agent")
+    assert [r["text"] for r in pager.human_requests(conv)] == ["ISSUE: the lexer drops a trailing comma."]
+    assert [b["kind"] for b in conv.blocks if b["role"] == "user"][0] == "harness"
+    for flags in ([], ["--budget", "2000"]):
+        folder = tmp_path / ("b" if flags else "d")
+        folder.mkdir()
+        first, s1, again, s2, emitted, added = round_trip(cli, folder, path, flags)
+        assert (s2["new"], s2["moved"]) == (0, 0) and s2["intent"] == s1["intent"], flags
+        turns = {r["block"]: (r["turn"], r["kind"]) for r in first.records}
+        # (a stub's record has no kind: its page in the store keeps it)
+        assert [(r["block"], r["turn"], r["kind"]) for r in again.records
+                if turns[r["block"]][0] != r["turn"] or (turns[r["block"]][1] != r["kind"] and not r["stub"])] == [], flags
+        assert added.startswith("remember a value called last-pager-pass")
