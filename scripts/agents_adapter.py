@@ -3,7 +3,10 @@
 * ``call_model_input_filter(pager)``: for ``RunConfig(call_model_input_filter=...)``.  The SDK
   calls it right before every model call with the Responses input items; it returns them
   compacted (an item the pass kept untouched is the very object that came in, which the SDK
-  uses to track what it sent).  The run's own history is left whole.  ``acall_model_input_filter``
+  uses to track what it sent).  The run's own history is left whole.  A run whose conversation
+  the server holds (``conversation_id``, ``previous_response_id``) sends only the new items: the
+  outputs of the stored response's calls stay, and the intent carries over from the last call.
+  ``acall_model_input_filter``
   is the same as a coroutine function; the SDK accepts either from ``Runner.run`` and
   ``Runner.run_sync``.
 * ``recall_tool(pager)``: the recall tool as an Agents SDK ``FunctionTool`` over the pager's
@@ -30,7 +33,10 @@ def compact_input(pager: "_pager.Pager", data: Any) -> Any:
     items = list(data.model_data.input)
     if not items:
         return data.model_data
-    result = pager.compact(items, format="responses")  # plain role messages would read as Chat Completions
+    # The SDK's own history never holds an output without its call: one that does comes from a run
+    # whose conversation the server holds (conversation_id, previous_response_id), where the SDK
+    # sends only the new items; it answers the stored response's call, so it stays (server_state).
+    result = pager.compact(items, format="responses", server_state=True)  # role messages would read as Chat
     return ModelInputData(input=list(result.messages), instructions=data.model_data.instructions)
 
 

@@ -3317,6 +3317,9 @@ RESPONSES_CALLS = {"function_call": ("function_call_output",),
                    "shell_call": ("shell_call_output",),  # the hosted shell and apply_patch tools of GPT-5.1
                    "apply_patch_call": ("apply_patch_call_output",)}
 RESPONSES_OUTPUTS = frozenset(t for outs in RESPONSES_CALLS.values() for t in outs)
+# Keys of a Responses body that continues what the server holds (a stored response, a conversation):
+# its input then holds only the new items, such as outputs answering the stored response's calls.
+RESPONSES_STATE_KEYS = ("previous_response_id", "conversation")
 RESPONSES_ITEM_TYPES = frozenset({"message", "reasoning", "item_reference", "web_search_call",
                                   "file_search_call", "image_generation_call", "compaction",
                                   "code_interpreter_call", "mcp_call", "mcp_list_tools"}
@@ -3401,7 +3404,9 @@ class _Format(NamedTuple):
     detect: Optional[Callable[[Any], bool]]                   # a whole-file JSON value: this format?
     detect_line: Optional[Callable[[Dict[str, Any]], bool]]   # a JSONL record: a line of this format?
     read: Callable[[Any], Conversation]                     # the document (or text) -> Conversation
-    pair: Optional[Callable[[List[_Msg], List[str]], None]]  # pair calls with results; repair the rest
+    # pair calls with results and repair the rest; given True when the server holds the earlier
+    # turns (see _continues_response), where an output may answer a call the history does not hold
+    pair: Optional[Callable[[List[_Msg], List[str], bool], None]]
     units: Optional[Callable[[List[_Msg]], None]]           # units beyond call-and-result
     write: Callable[[Conversation, Dict[str, Tuple[str, Optional[str]]]], Any]  # apply directives
     check: Callable[[Any], List[str]]                         # the API's rules: what it would reject
@@ -4213,9 +4218,14 @@ def _definitions_tokens(shell: Any) -> int:
     return sum(estimate_tokens(_compact_json(shell[key])) for key in DEFINITION_KEYS if shell.get(key))
 
 
+def _continues_response(shell: Any) -> bool:
+    """Return True for a Responses body that continues state the server holds (RESPONSES_STATE_KEYS)."""
+    return isinstance(shell, dict) and any(shell.get(key) not in (None, "", {}) for key in RESPONSES_STATE_KEYS)
+
+
 def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: List[str],
             skipped: int = 0, archive: Optional[List[_Msg]] = None,
-            harness_texts: Container[str] = ()) -> Conversation:
+            harness_texts: Container[str] = (), held: bool = False) -> Conversation:
     """Pair calls with results, repair, name and group the parts (as ``fmt``'s entry says); return the Conversation.
 
     The pager's own note is dropped (the writer puts it back where it is needed); turns are
@@ -4223,7 +4233,8 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
     (``protected="task"``), every other human message's text ``protected="human"`` (the
     engine pages such a block at worst, never evicts it).  ``archive`` holds the messages before
     a compaction boundary: their blocks (``protected="archived"``) come last.  ``harness_texts``
-    holds the content ids of user texts a contract recorded as the harness's (see HARNESS).
+    holds the content ids of user texts a contract recorded as the harness's (see HARNESS);
+    ``held`` says the server holds the earlier turns (see _pair_responses), as a body's own keys may.
     """
     spec = _FORMATS[fmt]
     msgs = [m for m in msgs if not _is_pager_note(m)]
@@ -4237,7 +4248,7 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
                     part.harness = True
     _number_turns(msgs)
     if spec.pair is not None:
-        spec.pair(msgs, repairs)
+        spec.pair(msgs, repairs, held or _continues_response(shell))
     kept = []
     for msg in msgs:
         if msg.parts:
@@ -4280,8 +4291,11 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
                 note = notes.get(id(part.source), [])
                 if part.kind != "result":  # a result paged in place stays in its call's unit
                     unit = f"note:{note[0].bid}" if len(note) > 1 else None
+            # A result whose call the history does not hold answers a stored response's call (see
+            # _pair_responses): leaving it out would leave that call unanswered, so it is pinned.
+            answers_stored = part.kind == "result" and part.partner is None and part.stub_id is None
             blocks.append({"id": part.bid, "turn": turn if part.stub_id is not None else part.turn, "role": role,
-                           "text": part.text, "tokens": part.tokens, "pinned": False,
+                           "text": part.text, "tokens": part.tokens, "pinned": answers_stored,
                            "protected": protected, "unit": unit, "stub": part.stub_id is not None,
                            "kind": kind})
     archived = _archive_blocks(archive, used) if archive else []
@@ -4757,7 +4771,7 @@ def _load_openai(value: Any, harness: Container[int] = (), harness_texts: Contai
     return _finish("openai", msgs, [], shell, repairs, harness_texts=harness_texts)
 
 
-def _pair_openai(msgs: List[_Msg], repairs: List[str]) -> None:
+def _pair_openai(msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
     """Pair assistant tool_calls with the tool messages that follow them; repair the rest."""
     owner: Optional[_Msg] = None
     calls: Dict[str, _Part] = {}
@@ -4998,8 +5012,13 @@ def _orphan_reasoning(items: List[Any]) -> List[int]:
     return orphans
 
 
-def _pair_responses(msgs: List[_Msg], repairs: List[str]) -> None:
-    """Pair calls with outputs by call_id (output after call); repair the rest."""
+def _pair_responses(msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
+    """Pair calls with outputs by call_id (output after call); repair the rest.
+
+    When the server holds the earlier turns (``held``: a body that continues a stored response,
+    see _continues_response) an output whose call is not in the input answers a call of that
+    response: it stays, unpaired (the pass keeps it verbatim).
+    """
     calls: Dict[str, Tuple[int, _Msg, _Part]] = {}
     answered = set()
     for index, msg in enumerate(msgs):
@@ -5017,6 +5036,8 @@ def _pair_responses(msgs: List[_Msg], repairs: List[str]) -> None:
             if fits and part.key not in answered:
                 part.partner = found[2]
                 answered.add(part.key)
+            elif held and found is None and part.key not in answered:
+                answered.add(part.key)  # it answers the stored response's call
             else:
                 _drop(msg, part, repairs, f'"{part.key}" has no matching earlier call')
     for key, (index, msg, part) in calls.items():
@@ -5120,8 +5141,12 @@ def _responses_msg(item: Any, where: str, repairs: List[str]) -> _Msg:
                 mid=item.get("id") if isinstance(item.get("id"), str) else None, item=True)
 
 
-def _load_responses(value: Any) -> Conversation:
-    """Return the Conversation for a Responses input item list or request body."""
+def _load_responses(value: Any, held: bool = False) -> Conversation:
+    """Return the Conversation for a Responses input item list or request body.
+
+    ``held``: the server holds the earlier turns (the library's ``server_state``), as a body's
+    ``previous_response_id`` or ``conversation`` says of itself (see _pair_responses).
+    """
     head: List[_Msg] = []
     if isinstance(value, dict) and isinstance(value.get("input"), (list, str)):
         shell, items = value, value["input"]
@@ -5139,7 +5164,7 @@ def _load_responses(value: Any) -> Conversation:
                           "array")
     repairs: List[str] = []
     msgs = [_responses_msg(item, f"input[{i}]", repairs) for i, item in enumerate(items)]
-    return _finish("responses", msgs, head, shell, repairs)
+    return _finish("responses", msgs, head, shell, repairs, held=held)
 
 
 def _emit_responses(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
@@ -5199,6 +5224,7 @@ def _validate_responses(obj: Any) -> List[str]:
     problems: List[str] = []
     calls: Dict[str, Tuple[int, str]] = {}
     answered = set()
+    stored = _continues_response(obj)
     for i, item in enumerate(items):
         where = f"input[{i}]"
         if not isinstance(item, dict):
@@ -5225,7 +5251,9 @@ def _validate_responses(obj: Any) -> List[str]:
         elif kind in RESPONSES_OUTPUTS:
             cid = item.get("call_id")
             found = calls.get(cid) if isinstance(cid, str) else None
-            if found is None or kind not in RESPONSES_CALLS[found[1]]:
+            if found is None and stored and isinstance(cid, str) and cid not in answered:
+                pass  # it answers a call of the stored response
+            elif found is None or kind not in RESPONSES_CALLS[found[1]]:
                 problems.append(f'{where}.call_id {_show(cid)} has no earlier matching call')
             elif cid in answered:
                 problems.append(f'{where}.call_id "{cid}" is answered twice')
@@ -5326,7 +5354,7 @@ def _anthropic_parts(content: Any, where: str, repairs: List[str],
     return parts, False
 
 
-def _pair_anthropic(msgs: List[_Msg], repairs: List[str]) -> None:
+def _pair_anthropic(msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
     """Pair tool_use with tool_result across adjacent assistant/user runs; repair the rest."""
     runs = _runs(msgs)
     for index, run in enumerate(runs):
@@ -7263,10 +7291,13 @@ RECALL_TOOL_DESCRIPTION = ("Return the exact original text of blocks the context
                            "its ID.")
 TOOL_APIS = ("openai", "responses", "anthropic")  # the tool-use shapes the recall tool speaks
 LIBRARY_FORMATS = ("pager", "openai", "responses", "anthropic")  # formats compact takes as objects
-def _read_value(fmt: str, value: Any) -> Conversation:
-    """Return the Conversation of a history already parsed from JSON, in format ``fmt``."""
+def _read_value(fmt: str, value: Any, held: bool = False) -> Conversation:
+    """Return the Conversation of a history already parsed from JSON, in format ``fmt``.
+
+    ``held``: the server holds the earlier turns (Responses only; see _pair_responses).
+    """
     try:
-        return _FORMATS[fmt].read(value)
+        return _load_responses(value, held) if held and fmt == "responses" else _FORMATS[fmt].read(value)
     except PagerError as exc:
         raise PagerError(f"{fmt} messages: {exc}") from None
 
@@ -7605,21 +7636,28 @@ class Pager:
         self._actions: Dict[str, str] = {}       # block -> directive of the last pass
         self._cache: Dict[tuple, tuple] = {}
         self._cache_key: Optional[tuple] = None
+        self._intent: Optional[Intent] = None  # the last call's intent: a call with no user message keeps it
 
     # -- one pass --
 
-    def compact(self, messages: Any, *, intent: Any = None, format: Optional[str] = None) -> Compacted:
+    def compact(self, messages: Any, *, intent: Any = None, format: Optional[str] = None,
+                server_state: bool = False) -> Compacted:
         """Return the messages compacted, in the shape and type they came in, with a report.
 
         ``intent`` (text or a list of texts) overrides the Pager's for this call; without
-        either, the pager's own history's ``intent_ir``, else the last user message, is used.
-        ``format`` overrides the Pager's (default: detected from the messages).
+        either, the pager's own history's ``intent_ir``, else the last user message, is used,
+        else (messages with no user message, as a server-held conversation's later calls send)
+        the intent of this Pager's last call.  ``format`` overrides the Pager's (default:
+        detected from the messages).  ``server_state``: the server holds the earlier turns (a
+        Responses ``previous_response_id`` or ``conversation``, which a body given whole says
+        itself): ``messages`` are only the new items, and an output whose call is not among them
+        answers a stored call, so it is kept verbatim (pinned) instead of dropped as a repair.
         """
         if format is not None and format not in LIBRARY_FORMATS:
             raise PagerError(f"format must be one of {', '.join(LIBRARY_FORMATS)} (got {_show(format)})")
         fmt = format or self.format or _detect_object_format(messages)
         given = _library_intent(intent) if intent is not None else self.intent
-        conv = _read_value(fmt, messages)
+        conv = _read_value(fmt, messages, server_state)
         if fmt == "pager":
             blocks, header = messages["blocks"], {k: v for k, v in messages.items() if k != "blocks"}
         else:
@@ -7653,9 +7691,10 @@ class Pager:
                                scorer.hits, self.contract, self.store, self)
         return Compacted(out, report)
 
-    async def acompact(self, messages: Any, *, intent: Any = None, format: Optional[str] = None) -> Compacted:
+    async def acompact(self, messages: Any, *, intent: Any = None, format: Optional[str] = None,
+                       server_state: bool = False) -> Compacted:
         """``compact`` for async callers (it is CPU work: it runs inline, without awaiting)."""
-        return self.compact(messages, intent=intent, format=format)
+        return self.compact(messages, intent=intent, format=format, server_state=server_state)
 
     def _counted(self, block: Dict[str, Any], transcript: bool) -> Dict[str, Any]:
         """Return ``block`` with its tokens by the token counter.
@@ -7694,8 +7733,12 @@ class Pager:
         last = _LastRequest(pages)  # the last human (else user) message: the pass's own rule
         if given is None and "intent_ir" not in header:
             _note_blocks(blocks, last, notes)
+        found, work = last.intent(), notes.work_keywords()
+        kept = given is None and found is None and not work and "intent_ir" not in header and self._intent is not None
+        if kept:  # no user message (a server-held conversation's later call): the last call's intent
+            given = self._intent._replace(source=f"{self._intent.source} (the last call's)")  # type: ignore[union-attr]
         try:
-            intent = _header_intent(header, given, last.intent(), notes.work_keywords())
+            intent = _header_intent(header, given, found, work)
             current = _header_current_turn(header)
             params, hint = _transcript_params(conv, self.params), self.hint
             stub_text = lambda page, newer=None, edge=0: make_stub(page, hint(page.block), newer, edge)  # noqa: E731
@@ -7713,6 +7756,7 @@ class Pager:
         except PagerError as exc:
             raise PagerError(f"messages: {exc}") from None
         self._cache = scorer.fresh  # only blocks of this conversation: a dropped one is forgotten
+        self._intent = self._intent if kept else intent
         plan = PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                         params, header, scorer.tokens_before, scorer.tokens_after, intent.source,
                         compacted=scorer.compacted, texts=scorer.texts, intent_block=intent.block,

@@ -45,6 +45,10 @@ Sources, cited per rule with these tags (facts only; no text is copied):
              (Azure/azure-sdk-for-python#46092), "Unknown parameter: 'input[1].metadata'"
              (microsoft/agent-framework#2203: message items hold only their typed keys). Assistant message parts are output_text or
              refusal, as ResponseOutputMessageParam types them (input parts are for the other roles).
+  [OR-PREV]  OpenAI conversation-state and function-calling guides: a body with
+             `previous_response_id` (or a `conversation`) continues what the server holds, so its
+             input holds only the new items; an output answering a call of the stored response has
+             no call in the input (the guides' tool loop sends just the `function_call_output`).
   [OC-REC]   Chat Completions requests recorded with their 200 responses from api.openai.com
              (pydantic/logfire tests/otel_integrations/cassettes/test_litellm/
              test_litellm_instrumentation.yaml, sent by LiteLLM; Mirascope/mirascope
@@ -478,6 +482,7 @@ def problems_responses(items: Any) -> List[str]:
     calls: Dict[str, Tuple[int, str]] = {}
     answered: Dict[str, int] = {}
     approvals: set = set()
+    stored = isinstance(items, dict) and any(items.get(k) for k in ("previous_response_id", "conversation"))
     for k, item in enumerate(seq):
         kind = _item_kind(item)
         where = f"input[{k}]"
@@ -499,8 +504,10 @@ def problems_responses(items: Any) -> List[str]:
         elif kind in OUTPUT_TYPES:
             cid = _call_key(item)
             call = calls.get(cid) if isinstance(cid, str) else None
-            if call is None:  # [OR-ERR] no tool call found for this output (earlier in the list)
+            if call is None and not stored:  # [OR-ERR] no tool call found for this output (earlier in the list)
                 out.append(f"{where}: {kind} {cid!r} has no earlier call with that call_id")
+            elif call is None:
+                pass  # [OR-PREV] it answers a call of the stored response
             elif kind not in CALL_OUTPUTS[call[1]]:
                 out.append(f"{where}: {kind} answers a {call[1]} (input[{call[0]}])")
             if cid in answered:
@@ -526,7 +533,7 @@ def problems_responses(items: Any) -> List[str]:
                 out.append(f"{where}: reasoning item without its required following item (followed by {what})")
         elif kind == "mcp_approval_request":
             approvals.add(item.get("id"))
-        elif kind == "mcp_approval_response" and item.get("approval_request_id") not in approvals:
+        elif kind == "mcp_approval_response" and item.get("approval_request_id") not in approvals and not stored:
             # [OR-SDK] it answers the approval request whose id it names
             out.append(f"{where}: mcp_approval_response answers no earlier mcp_approval_request "
                        f"({item.get('approval_request_id')!r})")

@@ -92,3 +92,22 @@ def test_runner_sends_the_model_the_compacted_input_and_recall_returns_the_origi
     assert outputs["r1"] == original
     assert outputs["r2"].startswith("error: ") and "never seen" in outputs["r2"]
     assert len(result.to_input_list()) == len(items) + 5  # the run's history keeps every item
+
+
+@pytest.mark.parametrize("held", ["previous_response_id", "conversation_id"])
+def test_a_run_whose_conversation_the_server_holds_keeps_its_tool_outputs(pager, held):
+    """With conversation_id or previous_response_id the SDK sends the model only the new items: on
+    the call after a tool call, just its output.  The filter keeps that output (it answers the
+    stored response's call; dropping it as an orphan would leave the call unanswered) and, with
+    no user message in the input, keeps the last call's intent instead of failing."""
+    engine = pager.Pager(900)
+    model = ScriptedModel([call("r1", ["no-such-block"]), answer("Done.")])
+    agent = agents.Agent(name="coder", instructions="You fix code.", model=model,
+                         tools=[agents_adapter.recall_tool(engine)])
+    config = agents.RunConfig(call_model_input_filter=agents_adapter.call_model_input_filter(engine),
+                              tracing_disabled=True)
+    result = agents.Runner.run_sync(agent, "Fix the invoice rounding.", run_config=config, **{held: "resp_0"})
+    assert result.final_output == "Done."
+    second = model.inputs[1]
+    assert [(item["type"], item["call_id"]) for item in second] == [("function_call_output", "r1")]
+    assert second[0]["output"].startswith("error: ")

@@ -305,3 +305,23 @@ def test_keep_small_false_is_page_small(pager):
     paged = {d.block: d.action for d in pager.compact(messages, evict_cut=0.0, keep_small=False).report.decisions}
     [short] = [block for block, why in kept.items() if why == ("retain", pager.SMALL)]  # "Done.": 2 tokens
     assert paged[short] == "page"
+
+
+def test_server_state_keeps_an_output_of_a_stored_call_and_the_intent_carries_over(pager):
+    """A Responses conversation the server holds (previous_response_id) sends only new items: an
+    output whose call is not among them answers a stored call.  ``server_state=True`` keeps it
+    pinned; without it the output is an orphan and repaired away.  A call with no user message
+    keeps the intent of the Pager's last call."""
+    engine = pager.Pager(200)
+    first = engine.compact([{"role": "user", "content": "Fix the invoice rounding in totals.py"}], format="responses")
+    assert first.report.intent_source == "last human message"
+    items = [{"type": "function_call_output", "call_id": "call_9", "output": "totals.py: rounding fixed " * 40}]
+    kept = engine.compact(items, format="responses", server_state=True)
+    assert kept.messages == items and kept.report.repairs == []
+    assert kept.report.decisions[0].reason == "pinned"  # kept whole, over the budget share too
+    assert kept.report.intent_source == "last human message (the last call's)"
+    assert "rounding" in kept.report.intent
+    alone = pager.Pager(200, intent="rounding").compact(items, format="responses")
+    assert alone.report.repairs == ['input[0].call_id "call_9" has no matching earlier call; dropped']
+    with pytest.raises(pager.PagerError, match="no intent"):
+        pager.Pager(200).compact(items, format="responses", server_state=True)  # nothing to carry over

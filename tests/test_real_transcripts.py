@@ -1274,3 +1274,33 @@ def test_a_swe_agent_demonstration_in_its_own_words_stays_the_harnesss(cli, page
         assert [(r["block"], r["turn"], r["kind"]) for r in again.records
                 if turns[r["block"]][0] != r["turn"] or (turns[r["block"]][1] != r["kind"] and not r["stub"])] == [], flags
         assert added.startswith("remember a value called last-pager-pass")
+
+
+def test_a_body_continuing_a_stored_response_keeps_the_outputs_it_answers(cli, pager, tmp_path):
+    """With ``previous_response_id`` (or a ``conversation``) the server holds the earlier turns: the
+    input holds only the new items, such as the outputs of the stored response's calls.  Such an
+    output is not an orphan to drop (the API would find the stored call unanswered): it is kept
+    verbatim whatever the budget (pinned).  Without that key the same output is still repaired."""
+    answer = json.dumps({"forecast": "rain", "detail": "showers later in the day " * 30})
+    body = {"model": "gpt-5", "previous_response_id": "resp_abc", "input": [
+        {"type": "function_call_output", "call_id": "call_stored", "output": answer},
+        {"role": "user", "content": "And tomorrow in Oslo?"},
+        {"type": "function_call", "call_id": "call_2", "name": "weather", "arguments": json.dumps({"day": 2})},
+        {"type": "function_call_output", "call_id": "call_2", "output": "sunny"}]}
+    conv = pager.load(json.dumps(body), "responses")
+    assert conv.repairs == [] and conv.blocks[0]["pinned"] and api_rules.problems_responses(body) == []
+    (tmp_path / "h.json").write_text(json.dumps(body))
+    records, summary = run(cli, tmp_path / "h.json", tmp_path / "c.limn", NOW, "--budget", "100",
+                           "--emit", tmp_path / "o.json")
+    emitted = json.loads((tmp_path / "o.json").read_text())
+    assert emitted["input"][0] == body["input"][0] and api_rules.problems_responses(emitted) == []
+    assert records.records[0]["reason"] == "pinned"
+    _, again = run(cli, tmp_path / "o.json", tmp_path / "c.limn", LATER, "--budget", "100")
+    assert (again["new"], again["moved"], again["repairs"]) == (0, 0, [])
+    for key, value in (("conversation", "conv_1"), ("previous_response_id", None)):
+        other = dict(body, **{key: value})
+        if value is None:
+            del other[key]
+        repairs = pager.load(json.dumps(other), "responses").repairs
+        assert repairs == ([] if key == "conversation" else
+                           ['input[0].call_id "call_stored" has no matching earlier call; dropped'])
