@@ -4292,10 +4292,12 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
                 if part.kind != "result":  # a result paged in place stays in its call's unit
                     unit = f"note:{note[0].bid}" if len(note) > 1 else None
             # A result whose call the history does not hold answers a stored response's call (see
-            # _pair_responses): leaving it out would leave that call unanswered, so it is pinned.
-            answers_stored = part.kind == "result" and part.partner is None and part.stub_id is None
+            # _pair_responses), and a Responses item_reference may name such a call: leaving either
+            # out would leave a call unanswered or an output without its call, so both are pinned.
+            stored = part.stub_id is None and ((part.kind == "result" and part.partner is None) or (
+                isinstance(part.raw, dict) and part.raw.get("type") == "item_reference"))
             blocks.append({"id": part.bid, "turn": turn if part.stub_id is not None else part.turn, "role": role,
-                           "text": part.text, "tokens": part.tokens, "pinned": answers_stored,
+                           "text": part.text, "tokens": part.tokens, "pinned": stored,
                            "protected": protected, "unit": unit, "stub": part.stub_id is not None,
                            "kind": kind})
     archived = _archive_blocks(archive, used) if archive else []
@@ -5164,6 +5166,8 @@ def _load_responses(value: Any, held: bool = False) -> Conversation:
                           "array")
     repairs: List[str] = []
     msgs = [_responses_msg(item, f"input[{i}]", repairs) for i, item in enumerate(items)]
+    # An item_reference names an item the server stored: the call an output answers may be one.
+    held = held or any(isinstance(item, dict) and item.get("type") == "item_reference" for item in items)
     return _finish("responses", msgs, head, shell, repairs, held=held)
 
 
@@ -5224,7 +5228,8 @@ def _validate_responses(obj: Any) -> List[str]:
     problems: List[str] = []
     calls: Dict[str, Tuple[int, str]] = {}
     answered = set()
-    stored = _continues_response(obj)
+    stored = _continues_response(obj) or any(isinstance(item, dict) and item.get("type") == "item_reference"
+                                             for item in items)
     for i, item in enumerate(items):
         where = f"input[{i}]"
         if not isinstance(item, dict):

@@ -49,6 +49,7 @@ Sources, cited per rule with these tags (facts only; no text is copied):
              `previous_response_id` (or a `conversation`) continues what the server holds, so its
              input holds only the new items; an output answering a call of the stored response has
              no call in the input (the guides' tool loop sends just the `function_call_output`).
+             An `item_reference` names a stored item the same way (the call may be one).
   [OC-REC]   Chat Completions requests recorded with their 200 responses from api.openai.com
              (pydantic/logfire tests/otel_integrations/cassettes/test_litellm/
              test_litellm_instrumentation.yaml, sent by LiteLLM; Mirascope/mirascope
@@ -482,7 +483,8 @@ def problems_responses(items: Any) -> List[str]:
     calls: Dict[str, Tuple[int, str]] = {}
     answered: Dict[str, int] = {}
     approvals: set = set()
-    stored = isinstance(items, dict) and any(items.get(k) for k in ("previous_response_id", "conversation"))
+    stored = (isinstance(items, dict) and any(items.get(k) for k in ("previous_response_id", "conversation"))) \
+        or any(isinstance(i, dict) and i.get("type") == "item_reference" for i in seq)  # [OR-PREV]
     for k, item in enumerate(seq):
         kind = _item_kind(item)
         where = f"input[{k}]"

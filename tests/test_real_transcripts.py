@@ -1297,6 +1297,11 @@ def test_a_body_continuing_a_stored_response_keeps_the_outputs_it_answers(cli, p
     assert records.records[0]["reason"] == "pinned"
     _, again = run(cli, tmp_path / "o.json", tmp_path / "c.limn", LATER, "--budget", "100")
     assert (again["new"], again["moved"], again["repairs"]) == (0, 0, [])
+    # An item_reference names a stored item: the output after it may answer that call.
+    referenced = [{"type": "item_reference", "id": "fc_stored"}] + body["input"]
+    conv = pager.load(json.dumps(referenced), "responses")
+    assert conv.repairs == [] and conv.blocks[0]["pinned"] and conv.blocks[1]["pinned"]
+    assert api_rules.problems_responses(referenced) == []
     for key, value in (("conversation", "conv_1"), ("previous_response_id", None)):
         other = dict(body, **{key: value})
         if value is None:
