@@ -2116,6 +2116,10 @@ HARNESS_COMMANDS = frozenset("""
     /privacy-settings /release-notes /reload-plugins /rename /resume /rewind /sandbox /stats /status
     /statusline /terminal-setup /theme /todos /upgrade /usage /vim""".split())
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+# A harness's markup tag (<command-name>, </local-command-stdout>, <system-reminder>): its words are
+# not what the message says, so the intent read from a message that opens with one leaves them out;
+# other text keeps its angle brackets (``Vec<u8>``).
+_MARKUP_TAG = re.compile(r"</?[A-Za-z][\w-]{0,40}>")
 
 
 def _typed_command(text: str) -> Optional[str]:
@@ -2187,6 +2191,8 @@ class _LastRequest:
             return Intent(intent_keywords([text]), "last human message", block=block, turn=turn)
         if self.user is not None:
             text, block, turn = self.user
+            if _MARKUP_TAG.match(text.lstrip()):
+                text = _MARKUP_TAG.sub(" ", text)
             return Intent(intent_keywords([text]), "last user message", block=block, turn=turn)
         return None
 

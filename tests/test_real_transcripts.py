@@ -1309,3 +1309,18 @@ def test_a_body_continuing_a_stored_response_keeps_the_outputs_it_answers(cli, p
         repairs = pager.load(json.dumps(other), "responses").repairs
         assert repairs == ([] if key == "conversation" else
                            ['input[0].call_id "call_stored" has no matching earlier call; dropped'])
+
+
+def test_a_session_no_human_wrote_takes_its_intent_without_the_harness_tags(cli, pager, tmp_path):
+    """A Claude Code session of slash commands only has no human request: the intent is the last
+    user message, read without its markup (<command-name>, <local-command-stdout>...)."""
+    lines = [cc("user", "u1", None, "<command-name>/model</command-name>\n<command-message>model</command-message>\n"
+                                   "<command-args></command-args>"),
+             cc("user", "u2", "u1", "<local-command-stdout>Set model to opus (claude-opus-4-1)</local-command-stdout>")]
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert pager.human_requests(pager.load(path.read_text(), "claude-code")) == []
+    _, summary = run(cli, path, tmp_path / "c.limn", NOW)
+    assert summary["intent_source"].startswith("last user message")
+    assert {"model", "opus"} <= set(summary["intent"])
+    assert not {"local", "command", "stdout"} & set(summary["intent"])
