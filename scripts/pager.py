@@ -3745,6 +3745,12 @@ def _part_text(part: Any) -> str:
         return str(part.get("refusal", ""))
     if isinstance(kind, str) and kind in MEDIA_PART_TYPES:
         return _media_label(part)
+    if kind == "search_result":  # Anthropic: a source's text blocks, under its title and address
+        inner = part.get("content")
+        texts = [b["text"] for b in inner if isinstance(b, dict) and isinstance(b.get("text"), str)] \
+            if isinstance(inner, list) else []
+        named = ", ".join(v for v in (part.get("title"), part.get("source")) if isinstance(v, str) and v)
+        return "\n".join([f"[search_result: {named}]"] + texts)
     if not isinstance(kind, str):
         return _compact_json(part)
     named = [v for k, v in part.items() if k != "type" and isinstance(v, str) and v.strip()]

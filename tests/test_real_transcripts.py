@@ -1324,3 +1324,26 @@ def test_a_session_no_human_wrote_takes_its_intent_without_the_harness_tags(cli,
     assert summary["intent_source"].startswith("last user message")
     assert {"model", "opus"} <= set(summary["intent"])
     assert not {"local", "command", "stdout"} & set(summary["intent"])
+
+
+def test_search_results_in_a_tool_result_count_and_page_their_text(cli, pager, tmp_path):
+    """Anthropic search_result blocks (a RAG tool's answer) carry their text inside: a tool result
+    holding them counts that text and, paged, gives it back on recall (it read as two labels)."""
+    guide = "Round once, on the invoice total, never per line. " * 30
+    result = {"type": "search_result", "source": "https://docs.example.com/rounding", "title": "Rounding guide",
+              "content": [{"type": "text", "text": guide}], "citations": {"enabled": True}}
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [
+        {"role": "user", "content": "How should the invoice total round?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "search",
+                                           "input": {"q": "rounding"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [result]}]},
+        {"role": "assistant", "content": "Round once, on the total."},
+        {"role": "user", "content": "Thanks. Now add the currency code to the PDF header."}]}
+    block = pager.load(json.dumps(body), "anthropic").blocks[2]
+    assert block["role"] == "tool" and guide.strip() in block["text"] and "Rounding guide" in block["text"]
+    assert block["tokens"] >= len(guide) // 4
+    (tmp_path / "h.json").write_text(json.dumps(body))
+    records, _ = run(cli, tmp_path / "h.json", tmp_path / "c.limn", NOW, "--budget", "200")
+    assert {r["block"]: r["action"] for r in records.records}[block["id"]] == "page"
+    recalled = cli("recall", block["id"], "--contract", tmp_path / "c.limn", "--json")
+    assert guide.strip() in json.loads(recalled.out)["recalled"][0]["text"]
