@@ -1347,3 +1347,21 @@ def test_search_results_in_a_tool_result_count_and_page_their_text(cli, pager, t
     assert {r["block"]: r["action"] for r in records.records}[block["id"]] == "page"
     recalled = cli("recall", block["id"], "--contract", tmp_path / "c.limn", "--json")
     assert guide.strip() in json.loads(recalled.out)["recalled"][0]["text"]
+
+
+def test_an_ides_context_is_the_harnesss_and_the_words_after_it_the_humans(pager):
+    """Claude Code in an IDE puts the open file and the selected lines before the prompt: as a
+    block of its own it is the harness's (it must not become the task statement); words after
+    it in the same block are what the human typed."""
+    opened = ("<ide_opened_file>The user opened the file /repo/spec/invoice_spec.rb in the IDE. This may or may "
+              "not be related to the current task.</ide_opened_file>")
+    selected = ("<ide_selection>The user selected the lines 8 to 9 from /repo/app/invoice.rb:\ntotal.round(2)\n\n"
+                "This may or may not be related to the current task.</ide_selection>\nRound once, on the total.")
+    lines = [cc("user", "u1", None, [{"type": "text", "text": opened},
+                                     {"type": "text", "text": "Why does the invoice spec fail?"}]),
+             cc("assistant", "a1", "u1", [{"type": "text", "text": "The total rounds per line."}], message_id="x1"),
+             cc("user", "u2", "a1", [{"type": "text", "text": selected}]),
+             cc("user", "u3", "u2", [{"type": "text", "text": opened}])]
+    conv = pager.load("\n".join(lines) + "\n", "claude-code")
+    assert [r["text"] for r in pager.human_requests(conv)] == ["Why does the invoice spec fail?", selected]
+    assert pager._after_ide_context(opened) is None and pager._after_ide_context(selected) == "Round once, on the total."
