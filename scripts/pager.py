@@ -3514,6 +3514,15 @@ MEDIA_BYTES_PER_TOKEN = 750  # unknown dimensions: about a token per 750 bytes o
 # (Responses ``computer_screenshot``: an ``image_url`` string, counted by OpenAI's rule).
 IMAGE_PART_TYPES = ("image", "image_url", "input_image", "computer_screenshot")
 _B64_HEAD = 4096  # base64 characters decoded at a time while looking for the dimensions
+# What audio costs (OpenAI's audio models take it): a token per 100 ms of the user's audio and per
+# 50 ms of the model's (OpenAI's Realtime cost guide).  The length comes from a WAV header's byte
+# rate; any other encoding is taken at 128 kbit/s, which can overstate a lower bitrate's length,
+# never understate it.  A spoken reply sent back by its id alone counts about 6 audio tokens for
+# each token of its transcript (speech is about 3 text tokens a second), else as unknown media.
+AUDIO_TOKENS_PER_SECOND = 10
+REPLY_AUDIO_TOKENS_PER_SECOND = 20
+COMPRESSED_AUDIO_BYTES_PER_SECOND = 16000
+REPLY_AUDIO_PER_TEXT_TOKEN = 6
 
 
 def _b64_bytes(data: str, count: int) -> bytes:
@@ -3546,6 +3555,22 @@ def _jpeg_size(data: str) -> Optional[Tuple[int, int]]:
         if len(head) < want * 3 // 4 - 3 or want > 1 << 22:
             return None  # the data ended (or is absurd) before a frame header
         want = max(want * 2, (i + 16) * 4 // 3 + 8)
+
+
+def _audio_seconds(data: str) -> float:
+    """Return the length in seconds of base64 audio ``data`` (see AUDIO_TOKENS_PER_SECOND).
+
+    Example:
+        >>> _audio_seconds("AAAA" * 16000)  # 48,000 bytes, not a WAV: taken at 128 kbit/s
+        3.0
+    """
+    size = len(data.rstrip("=")) * 3 // 4
+    head = _b64_bytes(data, 44)
+    if head[:4] == b"RIFF" and head[8:12] == b"WAVE" and len(head) >= 32:
+        rate = int.from_bytes(head[28:32], "little")
+        if rate > 0:
+            return max(0, size - 44) / rate
+    return size / COMPRESSED_AUDIO_BYTES_PER_SECOND
 
 
 def _image_size(data: str) -> Optional[Tuple[int, int]]:
@@ -3676,6 +3701,14 @@ def _media_tokens(part: Any) -> int:
         if not data:
             return most
         return min(most, max(OPENAI_IMAGE_BASE, len(data) * 3 // 4 // MEDIA_BYTES_PER_TOKEN))
+    if kind in ("input_audio", "audio"):  # "audio": a spoken reply (see _reply_audio)
+        rate = REPLY_AUDIO_TOKENS_PER_SECOND if kind == "audio" else AUDIO_TOKENS_PER_SECOND
+        if data:
+            return max(1, math.ceil(_audio_seconds(data) * rate))
+        reply = part.get(CHAT_AUDIO_FIELD)
+        transcript = reply.get("transcript") if isinstance(reply, dict) else None
+        if isinstance(transcript, str) and transcript.strip():
+            return REPLY_AUDIO_PER_TEXT_TOKEN * estimate_tokens(transcript)
     if not data:
         return ANTHROPIC_IMAGE_MAX
     return max(ANTHROPIC_IMAGE_MAX, len(data) * 3 // 4 // 3)

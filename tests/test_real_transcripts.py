@@ -116,6 +116,12 @@ def cc(kind, uuid, parent, content, **extra):
     return json.dumps(line)
 
 
+def wav(byte_rate, seconds):
+    """Return a WAV file's bytes: its 44-byte header (the byte rate at offset 28) and silence."""
+    return (b"RIFF" + bytes(4) + b"WAVE" + b"fmt " + bytes(12) + byte_rate.to_bytes(4, "little") + bytes(12)
+            + bytes(int(byte_rate * seconds)))
+
+
 def png(width, height, extra=0):
     """Return base64 of a PNG header for width x height, padded with extra bytes."""
     raw = b"\x89PNG\r\n\x1a\n" + b"\0\0\0\rIHDR" + struct.pack(">II", width, height) + b"\0" * (8 + extra)
@@ -1175,7 +1181,7 @@ def test_a_chat_spoken_reply_is_the_assistants_turn(cli, pager, tmp_path):
     the assistant's turn, not an empty message to drop: one block (kind media, never paged) that
     counts what audio costs, kept whole as the turn's conclusion by a default pass, and left out
     with its field when a budget evicts it."""
-    data = base64.b64encode(b"RIFF" + b"\0" * 29996).decode()
+    data = base64.b64encode(wav(48000, 2.0)).decode()  # 2 s of 24 kHz 16-bit mono
     body = {"model": "gpt-4o-audio-preview", "modalities": ["text", "audio"], "messages": [
         {"role": "user", "content": "Is a golden retriever a good family dog?"},
         {"role": "assistant", "content": None, "refusal": None, "audio": {"id": "audio_1"}},
@@ -1190,7 +1196,12 @@ def test_a_chat_spoken_reply_is_the_assistants_turn(cli, pager, tmp_path):
         ("assistant", "media"), ("user", "human")]
     first, second = conv.blocks[1], conv.blocks[4]
     assert first["tokens"] == pager.ANTHROPIC_IMAGE_MAX  # an id alone: the most for unknown media
-    assert second["tokens"] == 30000 // 3 and "follow them around" in second["text"]  # from its data
+    assert second["tokens"] == 2 * pager.REPLY_AUDIO_TOKENS_PER_SECOND  # 2 s, a token per 50 ms
+    assert "follow them around" in second["text"]
+    said = {"id": "audio_3", "transcript": "They bond closely with their family."}
+    voice = {"role": "user", "content": "Why?"}, {"role": "assistant", "content": None, "audio": said}
+    assert pager.load(json.dumps(list(voice)), "openai").blocks[1]["tokens"] == \
+        pager.REPLY_AUDIO_PER_TEXT_TOKEN * pager.estimate_tokens(said["transcript"])
     assert pager.emit(conv, {}) == body  # untouched: written back as it came
     # Evicted, the field goes; a message left with nothing goes too; the rest stays valid.
     out = pager.emit(conv, {first["id"]: "evict", second["id"]: "evict"})
@@ -1203,12 +1214,14 @@ def test_a_chat_spoken_reply_is_the_assistants_turn(cli, pager, tmp_path):
     assert json.loads((tmp_path / "o.json").read_text())["messages"][1]["audio"] == {"id": "audio_1"}
     _, again = run(cli, tmp_path / "o.json", tmp_path / "c.limn", LATER)
     assert (again["new"], again["moved"]) == (0, 0)
-    records, summary = run(cli, tmp_path / "h.json", tmp_path / "b.limn", NOW, "--budget", "2000",
+    # Under a budget the id-only reply (1,600 tokens) does not fit: it goes, message and all.
+    records, summary = run(cli, tmp_path / "h.json", tmp_path / "b.limn", NOW, "--budget", "1000",
                            "--emit", tmp_path / "b.json")
     emitted = json.loads((tmp_path / "b.json").read_text())
-    assert summary["tokens_after"] <= 2000 and api_rules.problems_chat(emitted) == []
-    assert {r["block"]: r["action"] for r in records.records}[second["id"]] == "evict"
-    assert "audio_2" not in json.dumps(emitted)
+    assert summary["tokens_after"] <= 1000 and api_rules.problems_chat(emitted) == []
+    actions = {r["block"]: r["action"] for r in records.records}
+    assert (actions[first["id"]], actions[second["id"]]) == ("evict", "retain")
+    assert "audio_1" not in json.dumps(emitted) and "audio_2" in json.dumps(emitted)
 
 
 def test_an_assistant_input_text_part_goes_back_as_output_text(cli, pager, tmp_path):
@@ -1365,3 +1378,16 @@ def test_an_ides_context_is_the_harnesss_and_the_words_after_it_the_humans(pager
     conv = pager.load("\n".join(lines) + "\n", "claude-code")
     assert [r["text"] for r in pager.human_requests(conv)] == ["Why does the invoice spec fail?", selected]
     assert pager._after_ide_context(opened) is None and pager._after_ide_context(selected) == "Round once, on the total."
+
+
+def test_audio_counts_by_its_length_not_its_bytes(pager):
+    """A user's spoken question (Chat input_audio) costs a token per 100 ms of it: a 10 s WAV is
+    about 100 tokens, not the 107,000 its 320 KB of data came to by the file rule, which made a
+    budget evict the human's own request.  Other encodings are taken at 128 kbit/s."""
+    clip = base64.b64encode(wav(32000, 10.0)).decode()
+    mp3 = base64.b64encode(b"ID3" + bytes(47997)).decode()  # 48,000 bytes: 3 s at 128 kbit/s
+    for data, fmt, tokens in ((clip, "wav", 100), (mp3, "mp3", 30)):
+        body = [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": data, "format": fmt}},
+                                             {"type": "text", "text": "What did I just say?"}]}]
+        block = pager.load(json.dumps(body), "openai").blocks[0]
+        assert block["kind"] == "media" and block["tokens"] == tokens, fmt
