@@ -3514,13 +3514,14 @@ MEDIA_BYTES_PER_TOKEN = 750  # unknown dimensions: about a token per 750 bytes o
 # (Responses ``computer_screenshot``: an ``image_url`` string, counted by OpenAI's rule).
 IMAGE_PART_TYPES = ("image", "image_url", "input_image", "computer_screenshot")
 _B64_HEAD = 4096  # base64 characters decoded at a time while looking for the dimensions
-# What audio costs (OpenAI's audio models take it): a token per 100 ms of the user's audio and per
-# 50 ms of the model's (OpenAI's Realtime cost guide).  The length comes from a WAV header's byte
-# rate; any other encoding is taken at 128 kbit/s, which can overstate a lower bitrate's length,
-# never understate it.  A spoken reply sent back by its id alone counts about 6 audio tokens for
-# each token of its transcript (speech is about 3 text tokens a second), else as unknown media.
-AUDIO_TOKENS_PER_SECOND = 10
-REPLY_AUDIO_TOKENS_PER_SECOND = 20
+# What audio costs (OpenAI's audio models take it) goes by its length: accounts of the rate run
+# from a token per 100 ms of a user's audio to about 1,000 a minute, and a token per 50 ms of the
+# model's own; the pager takes a token per 50 ms for all audio, so it never counts short.  The
+# length comes from a WAV header's byte rate; any other encoding is taken at 128 kbit/s, which can
+# overstate a lower bitrate's length, never understate it.  A spoken reply sent back by its id alone
+# counts about 6 audio tokens for each token of its transcript (speech is about 3 text tokens a
+# second), else as unknown media.
+AUDIO_TOKENS_PER_SECOND = 20
 COMPRESSED_AUDIO_BYTES_PER_SECOND = 16000
 REPLY_AUDIO_PER_TEXT_TOKEN = 6
 
@@ -3702,9 +3703,8 @@ def _media_tokens(part: Any) -> int:
             return most
         return min(most, max(OPENAI_IMAGE_BASE, len(data) * 3 // 4 // MEDIA_BYTES_PER_TOKEN))
     if kind in ("input_audio", "audio"):  # "audio": a spoken reply (see _reply_audio)
-        rate = REPLY_AUDIO_TOKENS_PER_SECOND if kind == "audio" else AUDIO_TOKENS_PER_SECOND
         if data:
-            return max(1, math.ceil(_audio_seconds(data) * rate))
+            return max(1, math.ceil(_audio_seconds(data) * AUDIO_TOKENS_PER_SECOND))
         reply = part.get(CHAT_AUDIO_FIELD)
         transcript = reply.get("transcript") if isinstance(reply, dict) else None
         if isinstance(transcript, str) and transcript.strip():

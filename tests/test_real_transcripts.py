@@ -1196,7 +1196,7 @@ def test_a_chat_spoken_reply_is_the_assistants_turn(cli, pager, tmp_path):
         ("assistant", "media"), ("user", "human")]
     first, second = conv.blocks[1], conv.blocks[4]
     assert first["tokens"] == pager.ANTHROPIC_IMAGE_MAX  # an id alone: the most for unknown media
-    assert second["tokens"] == 2 * pager.REPLY_AUDIO_TOKENS_PER_SECOND  # 2 s, a token per 50 ms
+    assert second["tokens"] == 2 * pager.AUDIO_TOKENS_PER_SECOND  # 2 s, a token per 50 ms
     assert "follow them around" in second["text"]
     said = {"id": "audio_3", "transcript": "They bond closely with their family."}
     voice = {"role": "user", "content": "Why?"}, {"role": "assistant", "content": None, "audio": said}
@@ -1381,12 +1381,12 @@ def test_an_ides_context_is_the_harnesss_and_the_words_after_it_the_humans(pager
 
 
 def test_audio_counts_by_its_length_not_its_bytes(pager):
-    """A user's spoken question (Chat input_audio) costs a token per 100 ms of it: a 10 s WAV is
-    about 100 tokens, not the 107,000 its 320 KB of data came to by the file rule, which made a
-    budget evict the human's own request.  Other encodings are taken at 128 kbit/s."""
+    """A user's spoken question (Chat input_audio) costs by its length (the pager takes a token per
+    50 ms): a 10 s WAV is 200 tokens, not the 107,000 its 320 KB of data came to by the file rule,
+    which made a budget evict the human's own request.  Other encodings are taken at 128 kbit/s."""
     clip = base64.b64encode(wav(32000, 10.0)).decode()
     mp3 = base64.b64encode(b"ID3" + bytes(47997)).decode()  # 48,000 bytes: 3 s at 128 kbit/s
-    for data, fmt, tokens in ((clip, "wav", 100), (mp3, "mp3", 30)):
+    for data, fmt, tokens in ((clip, "wav", 200), (mp3, "mp3", 60)):
         body = [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": data, "format": fmt}},
                                              {"type": "text", "text": "What did I just say?"}]}]
         block = pager.load(json.dumps(body), "openai").blocks[0]
