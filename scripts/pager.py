@@ -5684,6 +5684,8 @@ def _validate_anthropic(obj: Any) -> List[str]:
         else:
             for cid in prev_calls:
                 problems.append(f'messages[{i - 1}] tool_use "{cid}" is not answered: {where} is not a user message')
+            if types and types[0] not in THINKING_TYPES and any(t in THINKING_TYPES for t in types):
+                problems.append(f"{where} holds thinking but starts with {_show(types[0])}: the API wants thinking first")
             for j, block in enumerate(blocks):
                 if types[j] == "tool_result":
                     problems.append(f"{where}.content[{j}] is a tool_result in an assistant message")

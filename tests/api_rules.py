@@ -23,7 +23,9 @@ Sources, cited per rule with these tags (facts only; no text is copied):
              not permitted" (microsoft/autogen#3034: a message holds role and content only), and the
              rule that only an optional final assistant message may have empty content; server
              tool results: "Each `advisor_tool_result` block must have a corresponding
-             `server_tool_use` block before it" (anthropics/claude-code#80439).
+             `server_tool_use` block before it" (anthropics/claude-code#80439); "If an assistant
+             message contains any thinking blocks, the first block must be thinking or
+             redacted_thinking" (lbjlaq/Antigravity-Manager#653, anthropics/claude-code#20705).
   [AM-CACHE] Anthropic prompt caching guide: at most 4 cache_control breakpoints per request.
   [AM-VISION] Anthropic vision guide: base64 image media types jpeg, png, gif, webp.
   [OC-SDK]   OpenAI Chat Completions request types (openai-python `types/chat/*_message_param.py`,
@@ -87,6 +89,7 @@ ASSISTANT_ONLY_BLOCKS = frozenset({"tool_use", "thinking", "redacted_thinking", 
                                    "code_execution_tool_result", "mcp_tool_use", "mcp_tool_result",
                                    "compaction"})
 IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})  # [AM-VISION]
+THINKING_BLOCKS = ("thinking", "redacted_thinking")  # [AM-THINK]
 MAX_CACHE_BREAKPOINTS = 4  # [AM-CACHE]
 ANTHROPIC_MESSAGE_KEYS = frozenset({"role", "content"})  # [AM-REF], [AM-ERR] extra inputs rejected
 
@@ -209,6 +212,12 @@ def problems_anthropic(body: Any) -> List[str]:
     seen_use: Dict[str, str] = {}
     turns = _turns(messages)
     for k, (role, entries) in enumerate(turns):
+        kinds = [b.get("type") if isinstance(b, dict) else None for _, _, b in entries]
+        if role == "assistant" and any(t in THINKING_BLOCKS for t in kinds) and kinds[0] not in THINKING_BLOCKS:
+            # [AM-ERR] "If an assistant message contains any thinking blocks, the first block must be
+            # thinking or redacted_thinking" (judged on the turn: consecutive messages are combined)
+            i, j = entries[0][0], entries[0][1]
+            out.append(f"messages[{i}].content[{j}]: an assistant turn holding thinking must start with it (found {kinds[0]})")
         if role == "assistant":
             uses = [(i, j, b["id"]) for i, j, b in entries if isinstance(b, dict)
                     and b.get("type") == "tool_use" and isinstance(b.get("id"), str)]

@@ -1391,3 +1391,31 @@ def test_audio_counts_by_its_length_not_its_bytes(pager):
                                              {"type": "text", "text": "What did I just say?"}]}]
         block = pager.load(json.dumps(body), "openai").blocks[0]
         assert block["kind"] == "media" and block["tokens"] == tokens, fmt
+
+
+def test_a_merged_assistant_turn_holding_thinking_starts_with_it(pager):
+    """Anthropic refuses an assistant turn that holds thinking but opens with anything else ("the
+    first block must be thinking or redacted_thinking").  Paging or evicting a tool unit merges the
+    assistant messages around it; the merged turn still opens with the kept thinking, and both
+    validators catch a turn that does not."""
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "messages": [
+                {"role": "user", "content": "Fix the totals."},
+                {"role": "assistant", "content": [{"type": "thinking", "thinking": "Read first.", "signature": "s1"},
+                                                  {"type": "text", "text": "Let me look."},
+                                                  {"type": "tool_use", "id": "A", "name": "read", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "A", "content": "x = 1\n" * 200}]},
+                {"role": "assistant", "content": [{"type": "thinking", "thinking": "Now edit.", "signature": "s2"},
+                                                  {"type": "tool_use", "id": "B", "name": "edit", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "B", "content": "ok"}]}]}
+    conv = pager.load(json.dumps(body), "anthropic")
+    unit = [b["id"] for b in conv.blocks if b["unit"] == conv.blocks[1]["unit"]]
+    for verb in ("page", "evict"):
+        out = pager.emit(conv, {block: verb for block in unit})
+        merged = out["messages"][1]["content"]
+        assert merged[0]["type"] == "thinking" and "Let me look." in json.dumps(merged), verb
+        assert api_rules.problems_anthropic(out) == [] and pager.validate("anthropic", out) == []
+    wrong = json.loads(json.dumps(body))
+    wrong["messages"][3]["content"].insert(0, {"type": "text", "text": "Editing."})
+    assert any("must start with it" in p for p in api_rules.problems_anthropic(wrong))
+    assert any("thinking first" in p for p in pager.validate("anthropic", wrong))
