@@ -140,10 +140,11 @@ SMALL = "small"  # a pass without a budget keeps a block its stub would not shor
 OPAQUE = "opaque"  # block kind: a part the pager carries as it is and reads by a label only
 UNPAGEABLE_KINDS = ("media", OPAQUE)  # block kinds a stub would lose: kept whole or evicted, never paged
 # Block kind of a user-role text the harness wrote that only the log's metadata tells apart (Claude
-# Code ``isMeta``: a plugin's SDK prompt, a skill body; a SWE-agent demonstration, ``is_demo``).  The API body a pass writes back cannot carry
-# that mark, so the contract's directive carries it (its reason opens with HARNESS_MARK) and a pass
-# reading the written-back form marks the same text again (ContractState.harness): the text stays
-# the harness's, not a human's request, and the turns and ids stay as they were.
+# Code ``isMeta``: a plugin's SDK prompt, a skill body; a SWE-agent demonstration, ``is_demo``).
+# The API body a pass writes back cannot carry that mark, so the contract's directive carries it
+# (its reason opens with HARNESS_MARK) and a pass reading the written-back form marks the same text
+# again (ContractState.harness): the text stays the harness's, not a human's request, and the
+# turns and ids stay as they were.
 HARNESS = "harness"
 HARNESS_MARK = HARNESS + "; "
 # Reasons of a directive the block's own score decided (a block of those kinds, or an unstorable
@@ -5685,7 +5686,8 @@ def _validate_anthropic(obj: Any) -> List[str]:
             for cid in prev_calls:
                 problems.append(f'messages[{i - 1}] tool_use "{cid}" is not answered: {where} is not a user message')
             if types and types[0] not in THINKING_TYPES and any(t in THINKING_TYPES for t in types):
-                problems.append(f"{where} holds thinking but starts with {_show(types[0])}: the API wants thinking first")
+                problems.append(f"{where} holds thinking but starts with {_show(types[0])}: "
+                                "the API wants thinking first")
             for j, block in enumerate(blocks):
                 if types[j] == "tool_result":
                     problems.append(f"{where}.content[{j}] is a tool_result in an assistant message")
@@ -5941,8 +5943,8 @@ def _load_claude_code(text: str) -> Conversation:
 
 _FORMATS["claude-code"] = _Format(
     "claude-code", emits_as="anthropic", jsonl=True, detect=None, detect_line=_is_claude_line,
-    read=_load_claude_code, pair=_pair_anthropic, units=_anthropic_units, write=_emit_anthropic, check=_validate_anthropic,
-    read_back=_load_anthropic)
+    read=_load_claude_code, pair=_pair_anthropic, units=_anthropic_units, write=_emit_anthropic,
+    check=_validate_anthropic, read_back=_load_anthropic)
 
 
 # --- codex: Codex CLI rollouts (JSONL), written back as responses ---
