@@ -4024,6 +4024,9 @@ INSTRUCTION_PREFIXES = ("# AGENTS.md instructions for ", "<user_instructions>", 
                         "<INSTRUCTIONS>")
 # How mini-swe-agent (SWE-agent's plain-list sibling) sends a command's output back: a user message.
 MINI_SWE_AGENT_OUTPUT = "<returncode>"
+# How its saved trajectory (``.traj.json``: ``info`` and a ``messages`` list) names its layout in
+# ``trajectory_format``: a trajectory (format swe-agent), not a request body.
+MINI_SWE_AGENT_LAYOUT = "mini-swe-agent"
 # What an IDE extension puts before the human's words (Claude Code in VS Code and JetBrains): the file
 # open in the editor, the lines selected.  A text block of its own is the harness's; words after it
 # in the same block are the human's (see _after_ide_context).
@@ -4432,8 +4435,10 @@ def _hints_anthropic(body: Dict[str, Any]) -> bool:
 def _chat_messages(value: Any) -> Optional[Tuple[List[Any], Dict[str, Any]]]:
     """Return (messages, the request body around them: empty for a bare list) for a chat-shaped value, else None."""
     if isinstance(value, dict):
+        layout = value.get("trajectory_format")
         if isinstance(value.get("blocks"), list) or _is_responses_value(value) or \
-                not isinstance(value.get("messages"), list):
+                not isinstance(value.get("messages"), list) or \
+                (isinstance(layout, str) and layout.startswith(MINI_SWE_AGENT_LAYOUT)):
             return None
         return value["messages"], value
     if _is_item_list(value) and not _is_responses_value(value) and all("role" in x for x in value):
@@ -6056,28 +6061,47 @@ _FORMATS["codex"] = _Format(
 
 # --- swe-agent: SWE-agent trajectories (.traj), written back as openai ---
 
-# Keys SWE-agent adds to its history messages that the Chat Completions API does not take.
-# SWE-agent's own keys on a history message (``thinking_blocks`` is what LiteLLM hands back of a
-# model's thinking: no Chat Completions field); a .traj without its run record still has these.
+# SWE-agent's own keys on a history message, which the Chat Completions API does not take
+# (``thinking_blocks`` and ``provider_specific_fields`` are what LiteLLM hands back beside a reply:
+# no Chat Completions fields); a .traj without its run record still has these.  mini-swe-agent's
+# ``extra`` (the raw response, the command's raw output) is its bookkeeping too: it strips the key
+# before every call.
 SWE_AGENT_EXTRA_KEYS = ("agent", "message_type", "thought", "action", "is_demo", "tool_call_ids", "cache_control",
-                        "thinking_blocks")
+                        "thinking_blocks", "provider_specific_fields", "extra")
 SWE_AGENT_MARKS = ("agent", "message_type")  # on every message SWE-agent writes
+# The last message of a mini-swe-agent trajectory, of role ``exit``, records how the run ended and
+# never went to the model.
+MINI_SWE_AGENT_EXIT_ROLE = "exit"
 # How SWE-agent's default demonstration template opens: its demonstration is a user message the
 # harness wrote (``is_demo`` in a .traj; the words alone once written back as Chat messages).
 SWE_AGENT_DEMO_PREAMBLE = "Here is a demonstration of how to correctly accomplish this task."
 
 
-def _is_swe_agent_value(value: Any) -> bool:
-    """Return True for a SWE-agent trajectory: an object with a ``history`` list of role messages.
+def _trajectory_messages(value: Any) -> Optional[List[Any]]:
+    """Return the message list of a saved trajectory: SWE-agent's ``history``, or the ``messages``
+    of an object whose ``trajectory_format`` names mini-swe-agent's layout; else None."""
+    if not isinstance(value, dict):
+        return None
+    layout = value.get("trajectory_format")
+    if isinstance(layout, str) and layout.startswith(MINI_SWE_AGENT_LAYOUT):
+        messages = value.get("messages")
+    else:
+        messages = value.get("history")
+    return messages if isinstance(messages, list) else None
 
-    Beside the history there is its run record (``trajectory``, ``info``, ``replay_config``), or,
-    in a trajectory saved without one (SWE-agent's demonstrations), SWE-agent's own keys on the
-    messages (SWE_AGENT_MARKS).
+
+def _is_swe_agent_value(value: Any) -> bool:
+    """Return True for a SWE-agent or mini-swe-agent trajectory: an object with a list of role messages.
+
+    SWE-agent's list is its ``history``; beside it is the run record (``trajectory``, ``info``,
+    ``replay_config``), or, in a trajectory saved without one (SWE-agent's demonstrations),
+    SWE-agent's own keys on the messages (SWE_AGENT_MARKS).  mini-swe-agent's is ``messages``,
+    with ``trajectory_format`` naming the layout.
     """
-    history = value.get("history") if isinstance(value, dict) else None
-    if not isinstance(history, list) or not history or not all(isinstance(m, dict) and "role" in m for m in history):
+    history = _trajectory_messages(value)
+    if not history or not all(isinstance(m, dict) and "role" in m for m in history):
         return False
-    return (any(k in value for k in ("trajectory", "info", "replay_config"))
+    return (any(k in value for k in ("trajectory", "info", "replay_config", "trajectory_format"))
             or any(k in m for m in history for k in SWE_AGENT_MARKS))
 
 
@@ -6098,7 +6122,9 @@ def _swe_agent_harness(messages: List[Any], demos: Container[int] = (), harness_
     ``harness_texts``, see _load_swe_agent) nor the pager's own text (a stub, the omitted-part
     note); every other user message is the harness's: demonstrations, and each command's output
     after the task.  The same rule reads a .traj and its written-back form (a pass's --emit output,
-    which has no ``is_demo`` left), so a round trip finds the same task.
+    which has no ``is_demo`` left), so a round trip finds the same task.  A stub stands where its
+    block was: one recorded in turn 1 or later (the task opens turn 1) means the task came before,
+    so a paged task does not make the next user message the task.
     """
     harness: set = set()
     task_seen = False
@@ -6107,7 +6133,10 @@ def _swe_agent_harness(messages: List[Any], demos: Container[int] = (), harness_
             continue
         content = msg.get("content")
         text = content if isinstance(content, str) else ""
-        if task_seen or i in demos or text.startswith((SWE_AGENT_DEMO_PREAMBLE, OMITTED_NOTE)) or _stub_lines(text) \
+        stubs = _stub_lines(text)
+        if any(int(STUB_LINE_RE.match(line).group(2)) >= 1 for line, _ in stubs):  # type: ignore[union-attr]
+            task_seen = True
+        if task_seen or i in demos or text.startswith((SWE_AGENT_DEMO_PREAMBLE, OMITTED_NOTE)) or stubs \
                 or (harness_texts and any(cid in harness_texts for cid in _user_text_ids(msg))):
             harness.add(i)
         else:
@@ -6123,11 +6152,13 @@ def _swe_agent_messages(history: List[Dict[str, Any]]) -> Tuple[List[Dict[str, A
     it on the others.  SWE-agent writes as the user: its demonstrations (``is_demo``), the task
     (the first other user message) and, without function calling, every command's output after
     it.  So the task is the only user message a human's words fill; the rest are the harness's
-    (see _swe_agent_harness).
+    (see _swe_agent_harness).  mini-swe-agent's closing ``exit`` record is left out.
     """
     out: List[Dict[str, Any]] = []
     demos: set = set()
     for msg in history:
+        if msg.get("role") == MINI_SWE_AGENT_EXIT_ROLE:
+            continue  # how the run ended (counted in other_lines): not a message the model saw
         clean = {k: v for k, v in msg.items() if k not in SWE_AGENT_EXTRA_KEYS}
         ids = msg.get("tool_call_ids")
         if msg.get("role") == "tool" and "tool_call_id" not in msg and isinstance(ids, list) and ids:
@@ -6149,14 +6180,19 @@ def _swe_agent_messages(history: List[Dict[str, Any]]) -> Tuple[List[Dict[str, A
 def _load_swe_agent(value: Any) -> Conversation:
     """Return the Conversation for a SWE-agent trajectory: its ``history``, read as Chat Completions messages."""
     if not _is_swe_agent_value(value):
-        raise PagerError("swe-agent input must be a trajectory object with a history list of role messages")
-    messages, demos = _swe_agent_messages(value["history"])
+        raise PagerError("swe-agent input must be a trajectory object with a history list of role messages "
+                         "(mini-swe-agent: a messages list and its trajectory_format)")
+    history = _trajectory_messages(value)
+    messages, demos = _swe_agent_messages(history)
     # A demonstration's text is the harness's by its mark (``is_demo``), which the written-back
     # form loses: its blocks take kind HARNESS, so the contract carries the mark.
     texts = {cid for i in demos for cid in _user_text_ids(messages[i])}
     conv = _load_openai(messages, _swe_agent_harness(messages, demos), texts)
     conv.fmt = "swe-agent"
-    conv.other_lines = {k: 1 for k in value if k != "history"}
+    conv.other_lines = {k: 1 for k in value if value[k] is not history}
+    ended = sum(1 for m in history if m.get("role") == MINI_SWE_AGENT_EXIT_ROLE)
+    if ended:
+        conv.other_lines[f"{MINI_SWE_AGENT_EXIT_ROLE} message"] = ended
     return conv
 
 
@@ -6186,7 +6222,9 @@ def detect_format(text: str) -> str:
       1. The whole text is one JSON value:
          a. object with a ``blocks`` list -> ``pager``;
          b. object with an ``input`` list or string -> ``responses``;
-         c. object with a ``messages`` list -> chat (see 3);
+         c. object with a ``messages`` list -> chat (see 3), unless its ``trajectory_format``
+            names mini-swe-agent's layout: ``swe-agent``, as is an object with SWE-agent's
+            ``history`` list and its run record;
          d. non-empty list of objects, one of which has a Responses item ``type`` (message,
             function_call, function_call_output, reasoning, custom_tool_call...) -> ``responses``;
          e. non-empty list of objects that all have ``role`` -> chat (see 3).

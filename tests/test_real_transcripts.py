@@ -1419,3 +1419,64 @@ def test_a_merged_assistant_turn_holding_thinking_starts_with_it(pager):
     wrong["messages"][3]["content"].insert(0, {"type": "text", "text": "Editing."})
     assert any("must start with it" in p for p in api_rules.problems_anthropic(wrong))
     assert any("thinking first" in p for p in pager.validate("anthropic", wrong))
+
+
+def mini_swe_agent_trajectory(steps=6, task_words=40):
+    """A mini-swe-agent 2.x trajectory (``trajectory_format`` mini-swe-agent-1.1): tool calls, each
+    message with its ``extra`` bookkeeping, a format error sent as a user message, the exit record."""
+    task = "<pr_description>The ledger export rounds negative totals the wrong way. " \
+        + "See ledger/export.py and round_half_even. " * task_words + "</pr_description>"
+    messages = [{"role": "system", "content": "You run one bash command per reply."},
+                {"role": "user", "content": task}]
+    for n in range(steps):
+        call = f"call_{n}"
+        messages += [{"role": "assistant", "content": None, "function_call": None, "annotations": [],
+                      "provider_specific_fields": {"refusal": None},
+                      "tool_calls": [{"id": call, "type": "function",
+                                      "function": {"name": "bash", "arguments": json.dumps({"command": f"cat f{n}.py"})}}],
+                      "extra": {"actions": [{"command": f"cat f{n}.py", "tool_call_id": call}],
+                                "response": {"id": f"chatcmpl-{n}", "usage": {"prompt_tokens": 900 + n}}}},
+                     {"role": "tool", "tool_call_id": call, "content": f"<returncode>0</returncode>\n<output>\n"
+                      + f"def export_{n}(rows):\n    return sum(rows)\n" * 12 + "</output>",
+                      "extra": {"raw_output": "...", "returncode": 0}}]
+        if n == 2:
+            messages.append({"role": "user", "content": "Please always provide EXACTLY ONE action; found none.",
+                             "extra": {"interrupt_type": "FormatError"}})
+    messages.append({"role": "exit", "content": "", "extra": {"exit_status": "Submitted", "submission": ""}})
+    return {"info": {"exit_status": "Submitted", "mini_version": "2.2.4"}, "messages": messages,
+            "trajectory_format": "mini-swe-agent-1.1", "instance_id": "ledger-7"}
+
+
+def test_a_mini_swe_agent_trajectory_reads_as_the_trajectory_it_is(cli, pager, tmp_path):
+    """mini-swe-agent saves ``info``, ``messages`` and ``trajectory_format``: a trajectory, not a
+    request body.  Its messages carry ``extra`` (the raw response, the raw output), which it strips
+    before each call, and it ends on a record of role ``exit`` that no model saw.  The pager reads it
+    as format swe-agent: the exit record counted among the other lines, ``extra`` left out of what it
+    writes back, and the task the only human request (a format error is the harness's)."""
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(mini_swe_agent_trajectory()))
+    text = path.read_text()
+    assert pager.detect_format(text) == "swe-agent"
+    conv = pager.load(text, "swe-agent")
+    assert conv.other_lines == {"info": 1, "trajectory_format": 1, "instance_id": 1, "exit message": 1}
+    assert [r["text"][:16] for r in pager.human_requests(conv)] == ["<pr_description>"]
+    result, summary = run(cli, path, tmp_path / "c.limn", NOW, "--emit", tmp_path / "o.json")
+    out = json.loads((tmp_path / "o.json").read_text())
+    assert summary["format"] == "swe-agent" and api_rules.problems_chat(out) == []
+    assert not any("extra" in m or "provider_specific_fields" in m for m in out)
+    assert {m["role"] for m in out} == {"system", "user", "assistant", "tool"}
+    assert "round_half_even" in summary["intent"] and "exactly" not in summary["intent"]
+
+
+def test_a_paged_swe_agent_task_stays_the_task_on_the_round_trip(cli, pager, tmp_path):
+    """Under a budget the task may be paged.  Read back, its stub is the pager's own text, and the
+    next user message (here a format error) must not become the task: the stub's recorded turn
+    says the task came before it, so every block keeps its turn and id."""
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(mini_swe_agent_trajectory(steps=8, task_words=120)))
+    first, s1, again, s2, emitted, added = round_trip(cli, tmp_path, path, ["--budget", "900"])
+    assert any(r["kind"] == "task" and r["action"] == "page" for r in first.records)  # the case in question
+    assert (s2["new"], s2["moved"]) == (0, 0) and s1["format"] == "swe-agent"
+    turns = {r["block"]: r["turn"] for r in first.records}
+    assert {r["block"]: r["turn"] for r in again.records} == {r["block"]: turns[r["block"]] for r in again.records}
+    assert added.startswith("remember a value called last-pager-pass")
