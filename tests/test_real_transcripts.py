@@ -1480,3 +1480,25 @@ def test_a_paged_swe_agent_task_stays_the_task_on_the_round_trip(cli, pager, tmp
     turns = {r["block"]: r["turn"] for r in first.records}
     assert {r["block"]: r["turn"] for r in again.records} == {r["block"]: turns[r["block"]] for r in again.records}
     assert added.startswith("remember a value called last-pager-pass")
+
+
+def test_other_agents_context_blocks_are_the_harnesss_not_the_task(cli, pager, tmp_path):
+    """Crush sends ``<system_reminder>`` (its spelling) before the human's words, and Cline and Roo
+    Code send ``<environment_details>`` (the editor's state) after them, each a text block of its
+    own: neither is the task statement or the intent, which come from the human's words."""
+    reminder = "<system_reminder>Your todo list is empty; use the todos tool if it helps.</system_reminder>"
+    editor = "<environment_details>\n# VSCode Visible Files\nsrc/ledger.ts\n\n# Current Mode\ncode\n</environment_details>"
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 1024, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": reminder},
+                                     {"type": "text", "text": "List the ledger modules."}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "ledger.ts and export.ts."}]},
+        {"role": "user", "content": [{"type": "text", "text": "<task>\nRound the export totals half-even.\n</task>"},
+                                     {"type": "text", "text": editor}]}]}
+    conv = pager.load(json.dumps(body), "anthropic")
+    assert [r["text"] for r in pager.human_requests(conv)] == [
+        "List the ledger modules.", "<task>\nRound the export totals half-even.\n</task>"]
+    (tmp_path / "b.json").write_text(json.dumps(body))
+    result, summary = run(cli, tmp_path / "b.json", tmp_path / "c.limn", NOW)
+    task = next(r for r in result.records if r["reason"] == "task")
+    assert task["block"] == conv.blocks[1]["id"] and "todo" not in summary["intent"]
+    assert "export" in summary["intent"] and "vscode" not in summary["intent"]
