@@ -4027,6 +4027,19 @@ MINI_SWE_AGENT_OUTPUT = "<returncode>"
 # How its saved trajectory (``.traj.json``: ``info`` and a ``messages`` list) names its layout in
 # ``trajectory_format``: a trajectory (format swe-agent), not a request body.
 MINI_SWE_AGENT_LAYOUT = "mini-swe-agent"
+
+
+def _is_mini_swe_agent_run(value: Any) -> bool:
+    """Return True for a saved mini-swe-agent run: an object whose ``trajectory_format`` names its
+    layout, or a bare message list with a command's output sent as a user message (its 1.x runs
+    saved just the messages).  Every user message after its task is the harness's, the last one
+    often the submitted diff, so it is read as a trajectory (format swe-agent), not a request."""
+    if isinstance(value, dict):
+        layout = value.get("trajectory_format")
+        return isinstance(layout, str) and layout.startswith(MINI_SWE_AGENT_LAYOUT)
+    return isinstance(value, list) and any(
+        isinstance(m, dict) and m.get("role") == "user" and isinstance(m.get("content"), str)
+        and m["content"].startswith(MINI_SWE_AGENT_OUTPUT) for m in value)
 # What an IDE extension puts before the human's words (Claude Code in VS Code and JetBrains): the file
 # open in the editor, the lines selected.  A text block of its own is the harness's; words after it
 # in the same block are the human's (see _after_ide_context).
@@ -4438,11 +4451,11 @@ def _hints_anthropic(body: Dict[str, Any]) -> bool:
 
 def _chat_messages(value: Any) -> Optional[Tuple[List[Any], Dict[str, Any]]]:
     """Return (messages, the request body around them: empty for a bare list) for a chat-shaped value, else None."""
+    if _is_mini_swe_agent_run(value):
+        return None
     if isinstance(value, dict):
-        layout = value.get("trajectory_format")
         if isinstance(value.get("blocks"), list) or _is_responses_value(value) or \
-                not isinstance(value.get("messages"), list) or \
-                (isinstance(layout, str) and layout.startswith(MINI_SWE_AGENT_LAYOUT)):
+                not isinstance(value.get("messages"), list):
             return None
         return value["messages"], value
     if _is_item_list(value) and not _is_responses_value(value) and all("role" in x for x in value):
@@ -6082,30 +6095,27 @@ SWE_AGENT_DEMO_PREAMBLE = "Here is a demonstration of how to correctly accomplis
 
 
 def _trajectory_messages(value: Any) -> Optional[List[Any]]:
-    """Return the message list of a saved trajectory: SWE-agent's ``history``, or the ``messages``
-    of an object whose ``trajectory_format`` names mini-swe-agent's layout; else None."""
-    if not isinstance(value, dict):
-        return None
-    layout = value.get("trajectory_format")
-    if isinstance(layout, str) and layout.startswith(MINI_SWE_AGENT_LAYOUT):
-        messages = value.get("messages")
+    """Return the message list of a saved trajectory: SWE-agent's ``history``, or a mini-swe-agent
+    run's messages (see _is_mini_swe_agent_run); else None."""
+    if _is_mini_swe_agent_run(value):
+        messages = value.get("messages") if isinstance(value, dict) else value
     else:
-        messages = value.get("history")
+        messages = value.get("history") if isinstance(value, dict) else None
     return messages if isinstance(messages, list) else None
 
 
 def _is_swe_agent_value(value: Any) -> bool:
-    """Return True for a SWE-agent or mini-swe-agent trajectory: an object with a list of role messages.
+    """Return True for a SWE-agent trajectory or a mini-swe-agent run: a list of role messages.
 
     SWE-agent's list is its ``history``; beside it is the run record (``trajectory``, ``info``,
     ``replay_config``), or, in a trajectory saved without one (SWE-agent's demonstrations),
-    SWE-agent's own keys on the messages (SWE_AGENT_MARKS).  mini-swe-agent's is ``messages``,
-    with ``trajectory_format`` naming the layout.
+    SWE-agent's own keys on the messages (SWE_AGENT_MARKS).  mini-swe-agent's is its
+    ``messages``, or the whole value (see _is_mini_swe_agent_run).
     """
     history = _trajectory_messages(value)
     if not history or not all(isinstance(m, dict) and "role" in m for m in history):
         return False
-    return (any(k in value for k in ("trajectory", "info", "replay_config", "trajectory_format"))
+    return (_is_mini_swe_agent_run(value) or any(k in value for k in ("trajectory", "info", "replay_config"))
             or any(k in m for m in history for k in SWE_AGENT_MARKS))
 
 
@@ -6193,7 +6203,7 @@ def _load_swe_agent(value: Any) -> Conversation:
     texts = {cid for i in demos for cid in _user_text_ids(messages[i])}
     conv = _load_openai(messages, _swe_agent_harness(messages, demos), texts)
     conv.fmt = "swe-agent"
-    conv.other_lines = {k: 1 for k in value if value[k] is not history}
+    conv.other_lines = {k: 1 for k in value if value[k] is not history} if isinstance(value, dict) else {}
     ended = sum(1 for m in history if m.get("role") == MINI_SWE_AGENT_EXIT_ROLE)
     if ended:
         conv.other_lines[f"{MINI_SWE_AGENT_EXIT_ROLE} message"] = ended
@@ -6228,7 +6238,8 @@ def detect_format(text: str) -> str:
          b. object with an ``input`` list or string -> ``responses``;
          c. object with a ``messages`` list -> chat (see 3), unless its ``trajectory_format``
             names mini-swe-agent's layout: ``swe-agent``, as is an object with SWE-agent's
-            ``history`` list and its run record;
+            ``history`` list and its run record (and e's list when a user message in it is a
+            command's output as mini-swe-agent sends it);
          d. non-empty list of objects, one of which has a Responses item ``type`` (message,
             function_call, function_call_output, reasoning, custom_tool_call...) -> ``responses``;
          e. non-empty list of objects that all have ``role`` -> chat (see 3).

@@ -1502,3 +1502,35 @@ def test_other_agents_context_blocks_are_the_harnesss_not_the_task(cli, pager, t
     task = next(r for r in result.records if r["reason"] == "task")
     assert task["block"] == conv.blocks[1]["id"] and "todo" not in summary["intent"]
     assert "export" in summary["intent"] and "vscode" not in summary["intent"]
+
+
+def test_a_mini_swe_agent_message_list_is_a_run_whose_task_is_its_first_request(cli, pager, tmp_path):
+    """mini-swe-agent 1.x saved a run as a bare message list: each command's output is a user
+    message (``<returncode>``...) and the last user message is often what it submitted (a diff).
+    Neither is a human's request: the list is read as a trajectory (format swe-agent), whose task is
+    the first user message, and it round-trips at a budget with every block on its turn."""
+    messages = [{"role": "system", "content": "You are a helpful assistant that can run bash commands."},
+                {"role": "user", "content": "Please solve this issue: totals.py rounds -0.5 up to 0.\n" * 3}]
+    for n in range(8):
+        messages += [{"role": "assistant", "content": f"THOUGHT: look at step {n}.\n```bash\ncat totals_{n}.py\n```"},
+                     {"role": "user", "content": f"<returncode>0</returncode>\n<output>\n"
+                      + f"def total_{n}(x):\n    return round(x)\n" * 20 + "</output>"}]
+    messages += [{"role": "assistant", "content": "Submit.\n```bash\ngit diff && echo COMPLETE_TASK_AND_SUBMIT\n```"},
+                 {"role": "user", "content": "diff --git a/totals.py b/totals.py\n-    return round(x)\n+    return q(x)\n"}]
+    text = json.dumps(messages)
+    assert pager.detect_format(text) == "swe-agent"
+    conv = pager.load(text, "swe-agent")
+    assert [r["text"][:26] for r in pager.human_requests(conv)] == ["Please solve this issue: t"]
+    path = tmp_path / "run.json"
+    path.write_text(text)
+    for flags in ([], ["--budget", "700"]):
+        folder = tmp_path / ("b" if flags else "d")
+        folder.mkdir()
+        first, s1, again, s2, emitted, added = round_trip(cli, folder, path, flags)
+        assert s1["format"] == "swe-agent" and api_rules.problems_chat(emitted) == []
+        assert (s2["new"], s2["moved"]) == (0, 0) and max(r["turn"] for r in first.records) == 1, flags
+        assert "diff" not in s1["intent"] and "totals" in " ".join(s1["intent"])
+        turns = {r["block"]: r["turn"] for r in first.records}
+        assert {r["block"]: r["turn"] for r in again.records} == {r["block"]: turns[r["block"]] for r in again.records}
+    # A request body holding such messages is still a request: its shell (model, tools) must survive.
+    assert pager.detect_format(json.dumps({"model": "gpt-4o", "messages": messages})) == "openai"
