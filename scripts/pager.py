@@ -2157,13 +2157,17 @@ class _LastRequest:
     """Follows the blocks of a history and keeps the message that gives the intent.
 
     The last block a human wrote (``protected`` "task" or "human": the transcript readers mark
-    them, see human_requests) wins; a history with no such mark falls back to its last user
-    block.  Blocks from before a compaction boundary (``protected`` "archived") never count.
+    them, see human_requests) wins.  When the live context holds none (a compaction took every
+    request: what follows the boundary is its summary and the harness's lines), the last one
+    from before the boundary (``protected`` "archived", kind "human") speaks for the human; it is
+    still the human's last word, where the live user blocks are the harness's.  A history with no
+    such mark falls back to its last user block.
     """
 
     def __init__(self, pages: Optional[Callable[[str], Optional["StoredPage"]]] = None) -> None:
         self.pages = pages
         self.human: Optional[Tuple[str, str, int]] = None  # (text, block id, turn)
+        self.archived: Optional[Tuple[str, str, int]] = None  # the last human block before a boundary
         self.user: Optional[Tuple[str, str, int]] = None
 
     def note(self, raw: object) -> None:
@@ -2171,8 +2175,12 @@ class _LastRequest:
         if type(raw) is not dict or raw.get("role") != "user" or not isinstance(raw.get("text"), str):
             return
         protected = raw.get("protected")
-        if protected == ARCHIVED or raw.get("kind") in UNPAGEABLE_KINDS:
-            return  # not text anybody wrote: a picture's or carried part's label, or before a compaction boundary
+        if protected == ARCHIVED:
+            if raw.get("kind") in FLOORED:  # a human's text, before a compaction boundary (turn 0)
+                self.archived = (_typed_command(raw["text"]) or raw["text"], str(raw.get("id")), 0)
+            return
+        if raw.get("kind") in UNPAGEABLE_KINDS:
+            return  # not text anybody wrote: a picture's or carried part's label
         text: Optional[str] = raw["text"]
         if raw.get("stub") is True:
             page = self.pages(str(raw.get("id"))) if self.pages is not None else None
@@ -2190,6 +2198,10 @@ class _LastRequest:
         if self.human is not None:
             text, block, turn = self.human
             return Intent(intent_keywords([text]), "last human message", block=block, turn=turn)
+        if self.archived is not None:
+            text, block, turn = self.archived
+            return Intent(intent_keywords([text]), "last human message (before the compaction boundary)",
+                          block=block, turn=turn)
         if self.user is not None:
             text, block, turn = self.user
             if _MARKUP_TAG.match(text.lstrip()):
@@ -6429,10 +6441,16 @@ def _agreed_format(text: str, detected: str, recorded: Optional[str]) -> str:
 
     A contract's ``pager-format`` F accepts F itself and the format F is written back in (a
     pass's --emit output); a plain-text chat list, which detection calls openai, is read as
-    anthropic when F is written back as anthropic.  Anything else is refused: the same session
-    must not silently change format.
+    anthropic when F is written back as anthropic.  A bare list detected as F but written back as
+    another format (a mini-swe-agent run: its written-back form is the same kind of list) is read
+    as the written-back form, so a round trip reads the format the pass wrote, by the session's
+    rule (F's read_back).  Anything else is refused: the same session must not silently change
+    format.
     """
     spec = _FORMATS.get(recorded) if isinstance(recorded, str) else None
+    if spec is not None and detected == spec.name != spec.emits_as and spec.read_back is not None \
+            and not spec.jsonl and text.lstrip().startswith("["):
+        return spec.emits_as
     if spec is None or detected in (spec.name, spec.emits_as):
         return detected
     if spec.emits_as == "anthropic" and detected == "openai":
