@@ -102,7 +102,8 @@ def transcript_strings(path):
     """Return (every string a transcript's messages and tool outputs hold, tool call id -> tool name).
 
     Claude Code: ``message.content`` (string, text parts, tool_use, tool_result). Codex: the
-    ``payload`` of response items (message content, function_call, function_call_output).
+    ``payload`` of response items (message content, function_call, function_call_output), or an
+    older rollout's bare items.
     """
     found, calls = set(), {}
 
@@ -130,6 +131,8 @@ def transcript_strings(path):
             walk(obj["message"].get("content"))
         elif isinstance(obj, dict) and obj.get("type") == "response_item":
             walk(obj.get("payload"))
+        elif isinstance(obj, dict) and isinstance(obj.get("type"), str) and "payload" not in obj:
+            walk(obj)  # an older rollout's bare item (message, reasoning, function_call and its output)
     return found, calls
 
 
@@ -230,9 +233,9 @@ def test_harness_lines_are_not_human_requests(line, tmp_path):
 
 # --- the hooks on real sessions ---
 
-# The engine reads an older Codex rollout (issue 10); this file's recall check does not yet find its
-# assistant texts in the raw lines.
-_HOOK_GAPS = {"acidicsoil-legacy-example.jsonl": "the recall check does not find an older rollout's assistant text"}
+# Development files whose hook check is known to fail, with why (none today: an older Codex rollout's
+# bare items were missing from transcript_strings until it read them).
+_HOOK_GAPS: dict = {}
 
 
 def _dev_sessions():
