@@ -4072,6 +4072,9 @@ HARNESS_PREFIXES = SUMMARY_PREFIXES + INSTRUCTION_PREFIXES + (
                     "Stop hook feedback:", "Base directory for this skill:", "[Request interrupted by user",
                     "<user_shell_command>", "<turn_aborted>", "<recommended_plugins>", "<available_skills>",
                     MINI_SWE_AGENT_OUTPUT, OMITTED_NOTE) + IDE_CONTEXT_PREFIXES + AGENT_CONTEXT_PREFIXES
+# A tag may carry attributes (``<system-reminder type="...">``, as Mastra sends one): each tag above
+# also opens a harness text as ``<name `` (with a space).
+HARNESS_PREFIXES += tuple(p[:-1] + " " for p in HARNESS_PREFIXES if p.startswith("<") and p.endswith(">"))
 # Part types the pager knows beyond text, media, calls, results and thinking (carried as they are).
 KNOWN_OTHER_PARTS = frozenset({"server_tool_use", "compaction", "refusal", "container_upload",
                                "search_result"}) | RESPONSES_ITEM_TYPES

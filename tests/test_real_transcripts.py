@@ -1559,3 +1559,16 @@ def test_after_a_compaction_that_took_every_request_the_intent_is_the_humans_las
     assert summary["intent_source"] == "last human message (before the compaction boundary)"
     assert {"totals", "ledger_report"} <= set(summary["intent"]) and "compacted" not in summary["intent"]
     assert summary["intent_turn"] == 0 and summary["archived"] == 4
+
+
+def test_a_harness_tag_with_attributes_is_still_the_harnesss(pager):
+    """Mastra retries a refused prefill by sending ``<system-reminder type="...">continue</system-reminder>``
+    as a user message: the tag's attributes do not make it a human's request."""
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 256, "messages": [
+        {"role": "user", "content": "Reply with one sentence naming the ALPHA build."},
+        {"role": "assistant", "content": "The ALPHA build"},
+        {"role": "user", "content": '<system-reminder type="prefill-retry">continue</system-reminder>'}]}
+    conv = pager.load(json.dumps(body), "anthropic")
+    assert [r["text"] for r in pager.human_requests(conv)] == ["Reply with one sentence naming the ALPHA build."]
+    assert '<task-notification id="7">done</task-notification>'.startswith(pager.HARNESS_PREFIXES)
+    assert not "<task-notifications> is the tag I mean".startswith(pager.HARNESS_PREFIXES)  # another word
