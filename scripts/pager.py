@@ -7457,10 +7457,17 @@ def _read_value(fmt: str, value: Any, held: bool = False) -> Conversation:
 
 
 def _detect_value(value: Any) -> Optional[str]:
-    """Return the format of a history already parsed from JSON (detect_format's rule 1), or None."""
+    """Return the format of a history already parsed from JSON (detect_format's rule 1), or None.
+
+    A bare list that a file would hold as a saved run (a mini-swe-agent run's messages: format
+    swe-agent) is, handed over live, the agent's messages themselves: read in the format such a
+    run is written back in.
+    """
     for spec in _FORMATS.values():
-        if spec.name in LIBRARY_FORMATS and spec.detect is not None and spec.detect(value):
-            return spec.name
+        if spec.detect is not None and spec.detect(value):
+            if spec.name in LIBRARY_FORMATS:
+                return spec.name
+            return spec.emits_as if isinstance(value, list) and spec.emits_as in LIBRARY_FORMATS else None
     return None
 _RECALL_SCHEMA = {"type": "object",
                   "properties": {"ids": {"type": "array", "items": {"type": "string"},

@@ -325,3 +325,18 @@ def test_server_state_keeps_an_output_of_a_stored_call_and_the_intent_carries_ov
     assert alone.report.repairs == ['input[0].call_id "call_9" has no matching earlier call; dropped']
     with pytest.raises(pager.PagerError, match="no intent"):
         pager.Pager(200).compact(items, format="responses", server_state=True)  # nothing to carry over
+
+
+def test_a_live_mini_swe_agent_message_list_compacts_as_chat_messages(pager):
+    """A file holding mini-swe-agent's messages is a saved run (format swe-agent); handed to the
+    library live, the same list is the agent's Chat messages: compact reads and returns it as such."""
+    msgs = [{"role": "system", "content": "You run one bash command per reply."},
+            {"role": "user", "content": "Please solve this issue: export rounds -0.5 up."}]
+    for n in range(10):
+        msgs += [{"role": "assistant", "content": f"THOUGHT: step {n}.\n```bash\ncat export_{n}.py\n```"},
+                 {"role": "user", "content": "<returncode>0</returncode>\n<output>\n"
+                  + f"def export_{n}(rows):\n    return round(sum(rows))\n" * 30 + "</output>"}]
+    assert pager.detect_format(json.dumps(msgs)) == "swe-agent"
+    out, report = pager.compact(copy.deepcopy(msgs), budget=1200)
+    assert isinstance(out, list) and out[0] == msgs[0] and out[-1] == msgs[-1]
+    assert report.format == "openai" and report.tokens_after <= 1200 and report.counts["evict"] > 0
