@@ -4059,7 +4059,15 @@ IDE_CONTEXT_PREFIXES = ("<ide_opened_file>", "<ide_selection>")
 # What other coding agents add to a user message as a text block of its own: Crush's reminder (its
 # own spelling of Claude Code's tag), Cline's and Roo Code's editor state after every message (the
 # human's words sit in blocks of their own, ``<task>`` or ``<user_message>``).
-AGENT_CONTEXT_PREFIXES = ("<system_reminder>", "<environment_details>")
+AGENT_CONTEXT_PREFIXES = ("<system_reminder>", "<environment_details>", "# task_progress",
+                          "# TODO LIST UPDATE REQUIRED")
+# Cline and Roo Code send a tool's result back as user text opening "[name for 'argument'] Result:"
+# (or "[name] Result:"), the header alone in one block or followed by the result, and a resumed
+# task as "[TASK RESUMPTION] ...": the harness's words.  The human's reach the model inside such a
+# report only as a reply to a follow-up question or feedback on a result (RELAYED_HUMAN_TAGS),
+# which keeps that report the human's.
+_AGENT_REPORT = re.compile(r"\[(?:[\w.-]+(?: for '.*?')?\] Result:|TASK RESUMPTION\])", re.S)
+RELAYED_HUMAN_TAGS = ("<feedback>", "<answer>", "<user_message>")
 _IDE_CONTEXT = re.compile(r"\s*<(ide_opened_file|ide_selection)>.*?</\1>", re.S)
 # How a user-role message the harness wrote starts (Claude Code and Codex write these as user
 # messages; the human did not): task notifications, reminders, command echoes and their output,
@@ -4114,6 +4122,18 @@ def _is_instruction(msg: _Msg, part: _Part) -> bool:
             and part.text.lstrip().startswith(INSTRUCTION_PREFIXES))
 
 
+def _is_agent_report(msg: _Msg, part: _Part) -> bool:
+    """Return True if text ``part`` of user message ``msg`` is a coding agent's tool report (see
+    _AGENT_REPORT), or the block right after a report's bare header, and relays no human words."""
+    text = part.text.lstrip()
+    if not _AGENT_REPORT.match(text):
+        at = msg.parts.index(part)
+        before = msg.parts[at - 1] if at else None
+        if before is None or before.kind != "text" or not _AGENT_REPORT.fullmatch(before.text.strip()):
+            return False
+    return not any(tag in text for tag in RELAYED_HUMAN_TAGS)
+
+
 def _is_human(msg: _Msg, part: _Part) -> bool:
     """Return True if ``part`` of ``msg`` is text a human wrote (see human_requests).
 
@@ -4121,7 +4141,7 @@ def _is_human(msg: _Msg, part: _Part) -> bool:
     words into the user message before them (tool results, a paged note).
     """
     if msg.role != "user" or msg.harness or part.harness or msg.item or part.kind != "text" \
-            or part.stub_id is not None:
+            or part.stub_id is not None or _is_agent_report(msg, part):
         return False
     # A slash command's tags are the harness's, but the arguments after it are what the human typed;
     # so are the words after an IDE's context in the same block.

@@ -1572,3 +1572,42 @@ def test_a_harness_tag_with_attributes_is_still_the_harnesss(pager):
     assert [r["text"] for r in pager.human_requests(conv)] == ["Reply with one sentence naming the ALPHA build."]
     assert '<task-notification id="7">done</task-notification>'.startswith(pager.HARNESS_PREFIXES)
     assert not "<task-notifications> is the tag I mean".startswith(pager.HARNESS_PREFIXES)  # another word
+
+
+def test_a_cline_tool_report_is_the_harnesss_and_feedback_in_one_the_humans(cli, pager, tmp_path):
+    """Cline and Roo Code send each tool's result back as user text ("[read_file for 'x'] Result:",
+    the header alone or with the result), with the editor's state and a to-do reminder beside it.
+    None is the human's request: the session is one task.  The human's own words come back inside
+    a report only as <feedback> or <answer>, and that report is the human's next request."""
+    editor = "<environment_details>\n# VSCode Visible Files\nledger/export.ts\n</environment_details>"
+    messages = [{"role": "user", "content": [
+        {"type": "text", "text": "<task>\nMake the ledger export round half-even.\n</task>"},
+        {"type": "text", "text": "\n# task_progress RECOMMENDED\n\nKeep a to-do list in task_progress."},
+        {"type": "text", "text": editor}]}]
+    for n, name in enumerate(["export.ts", "round.ts", "totals.ts", "ledger [v2].ts"]):
+        call = f"toolu_{n}"
+        messages += [{"role": "assistant", "content": [
+            {"type": "text", "text": f"Reading {name}."},
+            {"type": "tool_use", "id": call, "name": "read_file", "input": {"path": name}}]},
+            {"role": "user", "content": ([{"type": "text", "text": f"[read_file for '{name}'] Result:"},
+                                          {"type": "text", "text": f"export function f{n}(x) {{ return Math.round(x); }}\n" * 30}]
+                                         if n % 2 else
+                                         [{"type": "text", "text": f"[read_file for '{name}'] Result:\n"
+                                           + f"export function f{n}(x) {{ return Math.round(x); }}\n" * 30}])
+             + [{"type": "text", "text": editor}]}]
+    messages += [{"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_done", "name": "attempt_completion", "input": {"result": "Done."}}]},
+        {"role": "user", "content": [{"type": "text", "text": "[attempt_completion] Result:\nThe user has provided "
+                                      "feedback on the results.\n<feedback>\nAlso cover the negative refunds.\n</feedback>"},
+                                     {"type": "text", "text": editor}]}]
+    conv = pager.load(json.dumps(messages), "anthropic")
+    assert [r["text"][:6] for r in pager.human_requests(conv)] == ["<task>", "[attem"]
+    path = tmp_path / "api_conversation_history.json"
+    path.write_text(json.dumps(messages))
+    for flags in ([], ["--budget", "600"]):
+        folder = tmp_path / ("b" if flags else "d")
+        folder.mkdir()
+        first, s1, again, s2, emitted, added = round_trip(cli, folder, path, flags)
+        assert api_rules.problems_anthropic(emitted) == [] and (s2["new"], s2["moved"]) == (0, 0), flags
+        assert max(r["turn"] for r in first.records) == 2 and {"negative", "refunds"} <= set(s1["intent"])
+        assert not {"vscode", "task_progress"} & set(s1["intent"])
