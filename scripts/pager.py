@@ -3318,6 +3318,12 @@ TEXT_PART_TYPES = ("text", "input_text", "output_text", "summary_text", "reasoni
 # What each format looks like: its roles, and the types and keys that tell it apart.
 OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 ANTHROPIC_ROLES = ("user", "assistant")
+# The fields the Messages API takes on a message and on its text and thinking blocks; it refuses any
+# other ("messages.1.reasoning_details: Extra inputs are not permitted").  A client's own keys on a
+# saved history (Cline's ``metrics`` and ``modelInfo``, a text block's ``reasoning_details``) are
+# left out of what a pass writes, reported as one repair.
+ANTHROPIC_FIELDS = {"message": ("role", "content"), "text": ("type", "text", "cache_control", "citations"),
+                    "thinking": ("type", "thinking", "signature")}
 RESPONSES_ROLES = ("system", "developer", "user", "assistant")
 # Content block types only Anthropic uses (detection).
 ANTHROPIC_MARKER_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking",
@@ -5537,6 +5543,18 @@ def _anthropic_units(msgs: List[_Msg]) -> None:
                     part.unit = unit
 
 
+def _api_fields(raw: Dict[str, Any], kind: Any, foreign: Dict[str, int]) -> Dict[str, Any]:
+    """Return ``raw`` (a message, or a block of type ``kind``) with only the fields the API takes
+    (ANTHROPIC_FIELDS; other kinds are returned as they are), counting the keys left out in ``foreign``."""
+    allowed = ANTHROPIC_FIELDS.get(kind) if isinstance(kind, str) else None
+    if allowed is None or all(key in allowed for key in raw):
+        return raw
+    for key in raw:
+        if key not in allowed:
+            foreign[key] = foreign.get(key, 0) + 1
+    return {key: value for key, value in raw.items() if key in allowed}
+
+
 def _load_anthropic(value: Any, harness_texts: Container[str] = ()) -> Conversation:
     """Return the Conversation for an Anthropic Messages request body (or message list).
 
@@ -5561,6 +5579,7 @@ def _load_anthropic(value: Any, harness_texts: Container[str] = ()) -> Conversat
             head.append(_Msg("system", "system", {"content": system}, _sole(parts, count),
                              mid="system", string_content=is_string))
     msgs = []
+    foreign: Dict[str, int] = {}  # keys the API does not take, left out: "metrics" -> how many
     for i, raw in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(raw, dict):
@@ -5568,11 +5587,20 @@ def _load_anthropic(value: Any, harness_texts: Container[str] = ()) -> Conversat
         role = raw.get("role")
         if role not in ANTHROPIC_ROLES:
             raise PagerError(f"{where}.role must be user or assistant (got {_show(role)})")
+        raw = _api_fields(raw, "message", foreign)
         content = raw.get("content")
+        if isinstance(content, list):
+            content = [_api_fields(block, block.get("type"), foreign) if isinstance(block, dict) else block
+                       for block in content]
+            raw = {**raw, "content": content}
         parts, is_string = _anthropic_parts(content, where + ".content", repairs)
         count = 1 if is_string else len(content)
         msgs.append(_Msg(role, where, raw, _sole(parts, count), string_content=is_string))
+    if foreign:
+        repairs.append("fields the Messages API does not take were left out: "
+                       + ", ".join(f"{key} ({n})" for key, n in sorted(foreign.items())))
     return _finish("anthropic", msgs, head, shell, repairs, harness_texts=harness_texts)
+
 
 
 def _as_blocks(content: Any) -> List[Any]:

@@ -92,6 +92,11 @@ IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/we
 THINKING_BLOCKS = ("thinking", "redacted_thinking")  # [AM-THINK]
 MAX_CACHE_BREAKPOINTS = 4  # [AM-CACHE]
 ANTHROPIC_MESSAGE_KEYS = frozenset({"role", "content"})  # [AM-REF], [AM-ERR] extra inputs rejected
+# The fields of a text and a thinking block [AM-REF]; any other is an extra input the API rejects
+# [AM-ERR] (reported: "messages.1.reasoning_details: Extra inputs are not permitted", and the same for
+# a tool_use block's stray "text" or "index").
+ANTHROPIC_BLOCK_KEYS = {"text": frozenset({"type", "text", "cache_control", "citations"}),
+                        "thinking": frozenset({"type", "thinking", "signature"})}
 
 
 def _turns(messages: Sequence[Any]) -> List[Tuple[str, List[Tuple[int, int, Any]]]]:
@@ -151,6 +156,9 @@ def _anthropic_message_problems(i: int, msg: Any, last: bool) -> List[str]:
             out.append(f"{bw}: block without a type")
             continue
         t = block["type"]
+        stray = sorted(set(block) - ANTHROPIC_BLOCK_KEYS[t]) if t in ANTHROPIC_BLOCK_KEYS else []
+        if stray:  # [AM-ERR] extra inputs are not permitted
+            out.append(f"{bw}: keys {stray} are not {t} block fields")
         if t in USER_ONLY_BLOCKS and role != "user":  # [AM-ERR] tool_result only in user messages
             out.append(f"{bw}: {t} block in a {role} message")
         if t in ASSISTANT_ONLY_BLOCKS and role != "assistant":  # [AM-TOOL], [AM-THINK]

@@ -1611,3 +1611,26 @@ def test_a_cline_tool_report_is_the_harnesss_and_feedback_in_one_the_humans(cli,
         assert api_rules.problems_anthropic(emitted) == [] and (s2["new"], s2["moved"]) == (0, 0), flags
         assert max(r["turn"] for r in first.records) == 2 and {"negative", "refunds"} <= set(s1["intent"])
         assert not {"vscode", "task_progress"} & set(s1["intent"])
+
+
+def test_a_clients_own_fields_are_left_out_of_an_anthropic_body(cli, pager, tmp_path):
+    """Cline saves its history with its own keys (a message's ``metrics`` and ``modelInfo``, a text
+    block's ``reasoning_details`` and ``call_id``, a thinking block's ``summary``); the Messages API
+    refuses any field it does not take.  What a pass writes leaves them out, reported as one repair."""
+    messages = [{"role": "user", "content": [{"type": "text", "text": "<task>\nList the ledger modules.\n</task>"}]},
+                {"role": "assistant", "metrics": {"tokens": {"prompt": 900}}, "modelInfo": {"modelId": "claude"},
+                 "content": [{"type": "thinking", "thinking": "Look first.", "signature": "c2ln", "summary": []},
+                             {"type": "text", "text": "ledger.ts and export.ts.", "reasoning_details": [],
+                              "call_id": ""}]},
+                {"role": "user", "content": "Now round the export totals half-even."}]
+    assert api_rules.problems_anthropic({"messages": messages}) != []  # the API would refuse it as saved
+    conv = pager.load(json.dumps(messages), "anthropic")
+    assert conv.repairs == ["fields the Messages API does not take were left out: call_id (1), metrics (1), "
+                            "modelInfo (1), reasoning_details (1), summary (1)"]
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps(messages))
+    first, s1, again, s2, emitted, added = round_trip(cli, tmp_path, path, [])
+    assert api_rules.problems_anthropic(emitted) == [] and (s2["new"], s2["moved"]) == (0, 0)
+    kept = emitted["messages"][1]
+    assert set(kept) == {"role", "content"} and {"type": "text", "text": "ledger.ts and export.ts."} in kept["content"]
+    assert all(set(b) <= {"type", "thinking", "signature"} for b in kept["content"] if b["type"] == "thinking")
