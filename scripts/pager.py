@@ -4058,6 +4058,8 @@ def _is_mini_swe_agent_run(value: Any) -> bool:
     return isinstance(value, list) and any(
         isinstance(m, dict) and m.get("role") == "user" and isinstance(m.get("content"), str)
         and m["content"].startswith(MINI_SWE_AGENT_OUTPUT) for m in value)
+
+
 # What an IDE extension puts before the human's words (Claude Code in VS Code and JetBrains): the file
 # open in the editor, the lines selected.  A text block of its own is the harness's; words after it
 # in the same block are the human's (see _after_ide_context).
@@ -5600,7 +5602,6 @@ def _load_anthropic(value: Any, harness_texts: Container[str] = ()) -> Conversat
         repairs.append("fields the Messages API does not take were left out: "
                        + ", ".join(f"{key} ({n})" for key, n in sorted(foreign.items())))
     return _finish("anthropic", msgs, head, shell, repairs, harness_texts=harness_texts)
-
 
 
 def _as_blocks(content: Any) -> List[Any]:
