@@ -2144,6 +2144,29 @@ def _typed_command(text: str) -> Optional[str]:
     return (command + " " if command else "") + args.group(1).strip()
 
 
+# How Codex's IDE extension opens a request: the editor's state ("## Active file:", "## Active
+# selection of the file:", "## Open tabs:") before "## My request for Codex:".  The open tabs say
+# nothing of the request, so the intent leaves them out; the active file and selection stay.
+CODEX_IDE_CONTEXT = "# Context from my IDE setup:"
+_OPEN_TABS = re.compile(r"^## Open tabs:\n.*?(?=^## |\Z)", re.S | re.M)
+
+
+def _request_words(text: str) -> str:
+    """Return the words of a human's message that the intent reads: a slash command's (see
+    _typed_command), else the text without the open-tab list of Codex's IDE context.
+
+    Example:
+        >>> _request_words("# Context from my IDE setup:\\n\\n## Open tabs:\\n- a.md: a.md\\n\\n## My request for Codex:\\nFix totals")
+        '# Context from my IDE setup:\\n\\n## My request for Codex:\\nFix totals'
+    """
+    typed = _typed_command(text)
+    if typed is not None:
+        return typed
+    if text.lstrip().startswith(CODEX_IDE_CONTEXT):
+        return _OPEN_TABS.sub("", text)
+    return text
+
+
 def _human_text(protected: object, kind: object) -> bool:
     """Return True for a block of text a human wrote: marked "task" or "human" by a transcript
     reader (see human_requests), and not what the human attached (kind "media").
@@ -2177,7 +2200,7 @@ class _LastRequest:
         protected = raw.get("protected")
         if protected == ARCHIVED:
             if raw.get("kind") in FLOORED:  # a human's text, before a compaction boundary (turn 0)
-                self.archived = (_typed_command(raw["text"]) or raw["text"], str(raw.get("id")), 0)
+                self.archived = (_request_words(raw["text"]), str(raw.get("id")), 0)
             return
         if raw.get("kind") in UNPAGEABLE_KINDS:
             return  # not text anybody wrote: a picture's or carried part's label
@@ -2187,7 +2210,7 @@ class _LastRequest:
             text = page.text if page is not None else None
         if text is None:
             return
-        text = _typed_command(text) or text  # a slash command's words, not its tags
+        text = _request_words(text)  # a slash command's words, not its tags; no IDE's open tabs
         found = (text, str(raw.get("id")), raw.get("turn") if _is_int(raw.get("turn")) else 0)
         if _human_text(protected, raw.get("kind")):
             self.human = found

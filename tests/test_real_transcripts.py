@@ -1634,3 +1634,22 @@ def test_a_clients_own_fields_are_left_out_of_an_anthropic_body(cli, pager, tmp_
     kept = emitted["messages"][1]
     assert set(kept) == {"role", "content"} and {"type": "text", "text": "ledger.ts and export.ts."} in kept["content"]
     assert all(set(b) <= {"type", "thinking", "signature"} for b in kept["content"] if b["type"] == "thinking")
+
+
+def test_codexs_open_tabs_are_not_the_intent_but_its_active_file_is(cli, tmp_path):
+    """Codex in an IDE opens the human's message with the editor's state: the active file, the open
+    tabs, then "## My request for Codex:".  The intent reads the request and the active file, not
+    the list of tabs that happen to be open."""
+    request = ("# Context from my IDE setup:\n\n## Active file: ledger/export_totals.py\n\n## Open tabs:\n"
+               "- swagger.json: references/swagger.json\n- Dockerfile: apps/web/Dockerfile\n\n"
+               "## My request for Codex:\nRound the refunds half-even.\n")
+    lines = [{"type": "session_meta", "payload": {"id": "s", "cwd": "/repo"}},
+             {"type": "response_item", "payload": {"type": "message", "role": "user",
+                                                   "content": [{"type": "input_text", "text": request}]}},
+             {"type": "response_item", "payload": {"type": "message", "role": "assistant",
+                                                   "content": [{"type": "output_text", "text": "Looking."}]}}]
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines))
+    result, summary = run(cli, path, tmp_path / "c.limn", NOW, "--work-steps", "0")
+    assert {"refunds", "half", "even", "export_totals"} <= set(summary["intent"])
+    assert not {"swagger", "dockerfile", "tabs"} & set(summary["intent"])
