@@ -56,7 +56,7 @@ import re
 import sqlite3
 import sys
 import tempfile
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from contextlib import contextmanager
 from itertools import chain, compress, islice, repeat
@@ -5856,14 +5856,19 @@ def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, T
     """Return (the branch's conversation lines in file order, the compaction boundary it stops at or None).
 
     Walk parentUuid back from ``start``; the walk stops at a compact_boundary (what came before
-    it is not in the model's context).  Parallel tool calls fork the chain (a result's parent is
-    its own tool_use line), so lines hanging off the branch are added back when they belong to
-    it: assistant lines sharing a message.id with the branch, and user lines whose every
-    tool_result answers a not-yet-answered tool_use of the branch.
+    it is not in the model's context).  A parent missing from the file (a line the log never
+    wrote, or a copy left out) does not end the walk when an earlier line with a uuid is on the
+    same chain: the walk goes on from the nearest such line, since Claude Code appends in order;
+    only the first line's missing parent starts the branch.  Parallel tool calls fork the chain
+    (a result's parent is its own tool_use line), so lines hanging off the branch are added back
+    when they belong to it: assistant lines sharing a message.id with the branch, and user lines
+    whose every tool_result answers a not-yet-answered tool_use of the branch.
     """
     branch: Dict[int, Dict[str, Any]] = {}
     seen = set()
     boundary = None
+    chained = [r for r in records if isinstance(r[1].get("uuid"), str) and bool(r[1].get("isSidechain")) == sidechain]
+    chained_at = [number for number, _ in chained]  # their line numbers, in file order
     current: Optional[Tuple[int, Dict[str, Any]]] = start
     while current is not None:
         number, obj = current
@@ -5881,7 +5886,13 @@ def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, T
             break
         current = by_uuid.get(parent)
         if current is None:
-            repairs.append(f'line {number}: parent "{parent}" is not in the file; the branch starts there')
+            at = bisect_left(chained_at, number)
+            current = chained[at - 1] if at else None
+            if current is None:
+                repairs.append(f'line {number}: parent "{parent}" is not in the file; the branch starts there')
+            else:
+                repairs.append(f'line {number}: parent "{parent}" is not in the file; the walk goes on from '
+                               f'line {current[0]}, the line before it')
     low = boundary[0] if boundary is not None else 0
     # Only conversation lines after the boundary and off the branch can join it: a linear log has none.
     loose = [(number, obj) for number, obj in records

@@ -392,6 +392,22 @@ def test_claude_code_missing_parent_is_reported():
     assert ids(conv) == [cid("user", "text", "hello"), cid("assistant", "text", "hi")]
 
 
+def test_a_missing_parent_mid_file_does_not_cut_the_session():
+    """A line whose parent is missing from the file (a line the log never wrote, or one a copy left
+    out) does not start the branch when earlier lines are there: the walk goes on from the line
+    before it.  A real Claude Code 2.1 capture lost the human's request and the pass had no intent."""
+    text = cc_lines(("user", "u1", None, "Run the command: echo three", None, {}),
+                    ("assistant", "a1", "not-written", use("tA"), "m1", {}),
+                    ("user", "r1", "a1", result("tA"), None, {}),
+                    ("assistant", "a2", "also-gone", [{"type": "text", "text": "Printed three."}], "m2", {}))
+    conv = load(text, "claude-code")
+    assert ids(conv) == [cid("user", "text", "Run the command: echo three"), "tA", "tA:result",
+                         cid("assistant", "text", "Printed three.")]
+    assert conv.repairs == ['line 4: parent "also-gone" is not in the file; the walk goes on from line 3, the line before it',
+                            'line 2: parent "not-written" is not in the file; the walk goes on from line 1, the line before it']
+    assert [b["protected"] for b in conv.blocks][0] == "task"
+
+
 def test_claude_code_text_line_before_results_is_reordered():
     # A user text line lands between the calls and their result line.
     text = cc_lines(("user", "u1", None, "run it", None, {}),
