@@ -5615,9 +5615,11 @@ def _load_anthropic(value: Any, harness_texts: Container[str] = ()) -> Conversat
         raw = _api_fields(raw, "message", foreign)
         content = raw.get("content")
         if isinstance(content, list):
-            content = [_api_fields(block, block.get("type"), foreign) if isinstance(block, dict) else block
+            cleaned = [_api_fields(block, block.get("type"), foreign) if isinstance(block, dict) else block
                        for block in content]
-            raw = {**raw, "content": content}
+            if any(new is not old for new, old in zip(cleaned, content)):  # copy the message only when a block changed
+                content = cleaned
+                raw = {**raw, "content": content}
         parts, is_string = _anthropic_parts(content, where + ".content", repairs)
         count = 1 if is_string else len(content)
         msgs.append(_Msg(role, where, raw, _sole(parts, count), string_content=is_string))
@@ -5867,8 +5869,8 @@ def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, T
     branch: Dict[int, Dict[str, Any]] = {}
     seen = set()
     boundary = None
-    chained = [r for r in records if isinstance(r[1].get("uuid"), str) and bool(r[1].get("isSidechain")) == sidechain]
-    chained_at = [number for number, _ in chained]  # their line numbers, in file order
+    chained: Optional[List[Tuple[int, Dict[str, Any]]]] = None  # for a missing parent (see below)
+    chained_at: List[int] = []
     current: Optional[Tuple[int, Dict[str, Any]]] = start
     while current is not None:
         number, obj = current
@@ -5886,6 +5888,10 @@ def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, T
             break
         current = by_uuid.get(parent)
         if current is None:
+            if chained is None:  # built on the first miss only: the lines with a uuid on this chain, in file order
+                chained = [r for r in records
+                           if isinstance(r[1].get("uuid"), str) and bool(r[1].get("isSidechain")) == sidechain]
+                chained_at = [n for n, _ in chained]
             at = bisect_left(chained_at, number)
             current = chained[at - 1] if at else None
             if current is None:
