@@ -48,12 +48,13 @@ def load_validators() -> Dict[str, Callable[[Any], List[str]]]:
     except ImportError:
         return {}
     return {"anthropic": api_rules.problems_anthropic, "openai": api_rules.problems_chat,
-            "responses": api_rules.problems_responses}
+            "responses": api_rules.problems_responses, "gemini": api_rules.problems_gemini}
 
 
 # The API format the pager writes each input format back in (README, "Formats").
 EMITTED_AS = {"openai": "openai", "anthropic": "anthropic", "claude-code": "anthropic",
-              "responses": "responses", "codex": "responses", "swe-agent": "openai"}
+              "responses": "responses", "codex": "responses", "swe-agent": "openai",
+              "gemini": "gemini", "gemini-cli": "gemini", "copilot-cli": "openai", "opencode": "openai"}
 
 
 class Run:
