@@ -6914,7 +6914,9 @@ def _copilot_event_messages(text: str) -> Tuple[List[Dict[str, Any]], set, Dict[
 
 def _copilot_legacy_messages(value: Dict[str, Any]) -> Tuple[List[Dict[str, Any]], set, Dict[str, int]]:
     """Return a legacy Copilot CLI file's chat messages, the user ones split into the typed words
-    (its timeline's ``user`` entries, in order) and the harness's, and its harness texts."""
+    (its timeline's ``user`` entries, in order) and the harness's, and its harness texts.  The
+    file keeps a reply's parallel calls as one assistant message each, after the one with its
+    text: an assistant message with no content joins the one before it."""
     typed = [e.get("text") for e in value.get("timeline") or ()
              if isinstance(e, dict) and e.get("type") == COPILOT_MARKUP["typed_entry"] and isinstance(e.get("text"), str)]
     messages: List[Dict[str, Any]] = []
@@ -6926,6 +6928,15 @@ def _copilot_legacy_messages(value: Dict[str, Any]) -> Tuple[List[Dict[str, Any]
                 typed.remove(words)
             msg, marks = _copilot_user(msg["content"], words)
             harness |= marks
+        last = messages[-1] if messages else None
+        if isinstance(msg, dict) and isinstance(last, dict) and msg.get("role") == last.get("role") == "assistant" \
+                and not msg.get("content") and isinstance(last.get("tool_calls", []), list):
+            # One reply's parallel calls, kept one assistant message each: the model's one message.
+            last = messages[-1] = dict(last)
+            last["tool_calls"] = [*last.get("tool_calls", []), *(msg.get("tool_calls") or [])]
+            if not last["tool_calls"]:
+                del last["tool_calls"]
+            continue
         messages.append(msg)
     other = {"timeline entry": len(value.get("timeline") or ())} if value.get("timeline") else {}
     return messages, harness, other
