@@ -3225,8 +3225,11 @@ def _load_and_plan(source, params: Params,
 #
 # Formats: the pager's own history JSON (``pager``), OpenAI Chat Completions (``openai``), OpenAI
 # Responses input items (``responses``), Anthropic Messages (``anthropic``), Claude Code session
-# JSONL (``claude-code``, written back as anthropic) and Codex CLI rollout JSONL (``codex``,
-# written back as responses).
+# JSONL (``claude-code``, written back as anthropic), Codex CLI rollout JSONL (``codex``,
+# written back as responses), SWE-agent trajectories (``swe-agent``, written back as openai), Gemini
+# API generateContent bodies (``gemini``), Gemini CLI chat files (``gemini-cli``, written back as
+# gemini), GitHub Copilot CLI sessions (``copilot-cli``) and OpenCode exports (``opencode``), both
+# written back as openai.
 #
 # Blocks.  Each message becomes one block, or one block per content part when a message holds
 # several (text, image, tool call, tool result, thinking, reasoning).  Every block is a dict with
@@ -7119,10 +7122,10 @@ _FORMATS["opencode"] = _Format(
 
 # --- the registry's entry points ---
 
+FORMATS = tuple(_FORMATS)  # every format the pager reads, as --format names them
 # The formats whose documents the chat detector would also claim (an object with a messages list)
 # are probed first, after the pager's own.
 _FORMATS = {**{n: _FORMATS[n] for n in ("pager", "gemini-cli", "opencode")}, **_FORMATS}
-FORMATS = tuple(_FORMATS)  # every format the pager reads, as --format names them
 
 
 def detect_format(text: str) -> str:
@@ -7130,7 +7133,10 @@ def detect_format(text: str) -> str:
 
     Rules, first match wins:
       1. The whole text is one JSON value:
-         a. object with a ``blocks`` list -> ``pager``;
+         a. object with a ``blocks`` list -> ``pager``; Gemini CLI's chat file (``sessionId``,
+            ``projectHash``) -> ``gemini-cli``; an OpenCode export (``info`` and ``messages`` of
+            ``{info, parts}``) -> ``opencode``; an object with a ``contents`` list -> ``gemini``;
+            Copilot CLI's legacy file (``sessionId``, ``chatMessages``) -> ``copilot-cli``;
          b. object with an ``input`` list or string -> ``responses``;
          c. object with a ``messages`` list -> chat (see 3), unless its ``trajectory_format``
             names mini-swe-agent's layout: ``swe-agent``, as is an object with SWE-agent's
@@ -7141,7 +7147,9 @@ def detect_format(text: str) -> str:
          e. non-empty list of objects that all have ``role`` -> chat (see 3).
       2. Otherwise the text is read as JSONL (its first 2,000 records): a line ``{type, payload}``
          with a Codex line type (or an older rollout's header, state line or bare item) counts for ``codex``; a line with a string ``type`` and one of uuid, parentUuid,
-         sessionId, leafUuid, messageId counts for ``claude-code``.  More lines wins; a tie goes
+         sessionId, leafUuid, messageId counts for ``claude-code``; Gemini CLI's header, message,
+         ``$set`` and ``$rewindTo`` lines for ``gemini-cli``; Copilot CLI's event envelope
+         (type, data, id, timestamp) for ``copilot-cli``.  More lines wins; a tie goes
          to the kind of the first counted line.  No counted line -> PagerError.
       3. Chat: a body whose own keys are Anthropic's (a top-level ``system``, a tool with an
          ``input_schema`` or a dated server tool type, an Anthropic ``tool_choice``: _says_anthropic)
