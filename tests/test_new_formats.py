@@ -239,3 +239,27 @@ def test_real_sessions_pass_valid_budgeted_stable_and_recall_exact(cli, pager, t
     for block in dict.fromkeys(paged[:2] + paged[-2:]):
         result = cli("recall", block, "--contract", tmp_path / "c.limn", "--json")
         assert result.code == 0 and json.loads(result.out)["recalled"][0]["text"] == texts[block]
+
+
+def test_a_gemini_cli_checkpoint_replaces_every_message(pager):
+    """A ``$set`` holding ``messages`` is a checkpoint: the messages before it are replaced."""
+    header = {"sessionId": "s1", "projectHash": "p1", "startTime": "t0", "lastUpdated": "t0", "kind": "main"}
+    old = {"id": "u1", "timestamp": "t1", "type": "user", "content": [{"text": "An old request, compressed away."}]}
+    new = {"id": "u2", "timestamp": "t2", "type": "user", "content": [{"text": "Fix the rounding in totals.py."}]}
+    text = "\n".join(json.dumps(x) for x in (header, old, {"$set": {"messages": [new]}}))
+    conv = pager.load(text, pager.detect_format(text))
+    assert conv.fmt == "gemini-cli" and [b["text"] for b in conv.blocks] == ["Fix the rounding in totals.py."]
+
+
+@pytest.mark.parametrize("lines, expected", [
+    ([{"sessionId": "s1", "projectHash": "p1", "startTime": "t0", "lastUpdated": "t0"}],
+     "gemini-cli chat file has no user or gemini message the CLI would resume: nothing to page"),
+    ([{"type": "hook.start", "data": {}, "id": "e1", "timestamp": "t0", "parentId": None}],
+     "copilot-cli session has no user, assistant or tool message: nothing to page"),
+])
+def test_a_session_with_nothing_to_page_is_one_error_line(cli, tmp_path, lines, expected):
+    history = tmp_path / "session.jsonl"
+    history.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    result = cli("--history", history, "--contract", tmp_path / "c.limn", "--now", NOW)
+    assert result.code == 2 and result.err.strip() == f"pager: error: {history}: {expected}"
+    assert not (tmp_path / "c.limn").exists()
