@@ -7784,6 +7784,7 @@ h2{font-size:16px;margin:0 0 10px}
 .card span{color:var(--mute);font-size:12px}
 .legend{display:flex;flex-wrap:wrap;gap:14px;margin:0 0 10px;color:var(--mute);font-size:12px}
 .legend i{display:inline-block;width:14px;height:14px;border-radius:2px;vertical-align:-2px;margin-right:4px}
+.legend i.u{height:5px;vertical-align:2px;border-bottom:5px solid transparent;border-radius:0}
 .wrap{display:flex;gap:16px;align-items:flex-start}
 #timeline{flex:1;display:flex;flex-wrap:wrap;gap:2px;align-content:flex-start;max-height:60vh;overflow:auto;
 padding:4px;border:1px solid var(--line);border-radius:6px;background:#fdfdfe}
@@ -7813,7 +7814,8 @@ table{border-collapse:collapse;width:100%;font-size:13px}
 th,td{text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);vertical-align:top}
 th{color:var(--mute);font-weight:600;background:#fbfcfd;position:sticky;top:0}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-.carried{color:#a0aec0}
+.carried{color:#a0aec0}.settings span{margin-right:10px;white-space:nowrap}.settings .intent span{white-space:normal}
+.intent{margin-top:3px;color:var(--mute)}
 .scroll{max-height:70vh;overflow:auto}
 #pages tbody tr{cursor:pointer}#pages tbody tr:hover{background:#f1f5fb}
 #filter{width:100%;max-width:420px;padding:6px 10px;border:1px solid #cbd2d9;border-radius:5px;font:inherit;margin:0 0 8px}
@@ -7910,8 +7912,11 @@ def _render_report(report: _SessionReport) -> str:
     add('<section id="session"><h2>Timeline</h2><div class="legend">'
         '<span><i class="d-retain"></i>retain (verbatim)</span><span><i class="d-page"></i>page (stub; recallable)</span>'
         '<span><i class="d-evict"></i>evict (gone)</span><span>width: tokens (log scale)</span>'
-        '<span>underline: human request &middot; tool call &middot; tool result &middot; thinking &middot; harness/system'
-        ' &middot; summary</span><span>hover for details, click to pin</span></div>'
+        '<span>underline:</span><span><i class="u k-human-request"></i>human request</span>'
+        '<span><i class="u k-tool-call"></i>tool call</span><span><i class="u k-tool-result"></i>tool result</span>'
+        '<span><i class="u k-thinking"></i>thinking</span><span><i class="u k-harness-text"></i>harness, system</span>'
+        '<span><i class="u k-compaction-summary"></i>summary, conclusion</span>'
+        '<span>&middot; hover for details, click to pin</span></div>'
         '<div class="wrap"><div id="timeline">')
     group = None
     for i, b in enumerate(blocks):
@@ -7940,7 +7945,7 @@ def _render_report(report: _SessionReport) -> str:
         intent = v.get("pager-intent")
         if isinstance(intent, str):
             short = intent if len(intent) <= REPORT_INTENT_CHARS else intent[:REPORT_INTENT_CHARS] + " ..."
-            settings.append(shown("pager-intent", f"intent: {short}"))
+            settings.append(f'<div class="intent">{shown("pager-intent", f"intent: {short}")}</div>')
         budget = shown("token-budget", _number(v["token-budget"])) if "token-budget" in v else ""
         size = (shown("tokens-after", f"{_number(v.get('tokens-before', '?'))} \u2192 {_number(v['tokens-after'])}")
                 if "tokens-after" in v else "")
@@ -7954,7 +7959,7 @@ def _render_report(report: _SessionReport) -> str:
             more = f" and {len(p.moved) - REPORT_MOVES_SHOWN:,} more" if len(p.moved) > REPORT_MOVES_SHOWN else ""
             moved = f"<details><summary>{_h(moved)}</summary><code>{_h(named + more)}</code></details>"
         add(f'<tr><td class="n">{p.number}</td><td>{_h(p.event)}</td><td>{_h(p.time)}</td>'
-            f'<td>{"<br>".join(settings)}</td><td class="n">{budget}</td><td class="n">{size}</td>'
+            f'<td class="settings">{" ".join(settings)}</td><td class="n">{budget}</td><td class="n">{size}</td>'
             f'<td class="n">{rho}</td><td>{_h(new) or "&ndash;"}</td><td>{moved or "&ndash;"}</td></tr>')
     add("</tbody></table></div>"
         '<p class="note">Grey values were recorded by an earlier pass and still stand: a pass writes only what changed.</p>'
