@@ -7592,8 +7592,9 @@ class _SessionReport(NamedTuple):
 def _contract_events(text: str) -> Tuple[List[_ReportPass], List[str], Dict[str, str]]:
     """Return the contract's passes and recalls, every block in the order first listed, and each block's last reason.
 
-    ``text`` must already read as a contract (read_contract_state), so every line naming
-    one of the pager's lists or values is one of its statements.
+    ``text`` must already read as a contract (read_contract_state), so a line is one of the
+    pager's statements exactly when its unquoted segments are (_SEGMENTS) or it remembers one
+    of the pager's numbers; every other line is another tool's, a comment or blank.
     """
     events: List[_ReportPass] = []
     order: Dict[str, None] = {}
@@ -7603,32 +7604,37 @@ def _contract_events(text: str) -> Tuple[List[_ReportPass], List[str], Dict[str,
     new: Counter = Counter()
     moved: List[Tuple[str, str, str]] = []
     taken: Dict[str, str] = {}  # block -> the directive a remove of this event took it from
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        if _is_liminate_comment(line) or not any(w in PAGER_NAMES for w in _liminate_words(line)):
-            continue
-        form = check_statement(line)
-        words, quoted = _unquoted_words(line), _quoted_values(line)
+    number_form = "remember a number called "
+    for line in text.splitlines():
+        parts = line.rstrip().split('"')
+        form = _SEGMENTS.get(tuple(parts[0::2]))
         if form == "add":
-            block, action = quoted[0], ACTION_OF_LIST[words[2]]
-            reasons[block] = quoted[1]
+            block, action = parts[1], ACTION_OF_LIST[parts[2].split(" ")[2]]
+            reasons[block] = parts[3]
             if block in taken:
                 moved.append((block, taken.pop(block), action))
             else:
                 new[action] += 1
             order.setdefault(block, None)
-        elif form == "remove":
-            taken[quoted[0]] = ACTION_OF_LIST[words[2]]
-        elif form in ("text", "number"):
-            name = words[4]
-            values[name] = quoted[0] if form == "text" else _parse_number(words[6])
-            written.append(name)
-            if name in (PASS_MARKER, "last-recall"):
-                moved += [(block, action, "gone") for block, action in taken.items()]
-                events.append(_ReportPass(len(events) + 1, "pass" if name == PASS_MARKER else "recall",
-                                         str(values[name]), dict(values), tuple(dict.fromkeys(written)),
-                                         {a: new[a] for a in ACTIONS}, tuple(moved)))
-                written, new, moved, taken = [], Counter(), [], {}
+            continue
+        if form == "remove":
+            taken[parts[1]] = ACTION_OF_LIST[parts[2].split(" ")[2]]
+            continue
+        if form == "text":
+            name, value = parts[0].split(" ")[4], parts[1]
+        elif form is None and line.startswith(number_form) and line.split(" ")[4] in NUMBER_VALUES:
+            words = line.rstrip().split(" ")
+            name, value = words[4], _parse_number(words[6])
+        else:
+            continue
+        values[name] = value
+        written.append(name)
+        if name in (PASS_MARKER, "last-recall"):
+            moved += [(block, action, "gone") for block, action in taken.items()]
+            events.append(_ReportPass(len(events) + 1, "pass" if name == PASS_MARKER else "recall", str(value),
+                                      dict(values), tuple(dict.fromkeys(written)), {a: new[a] for a in ACTIONS},
+                                      tuple(moved)))
+            written, new, moved, taken = [], Counter(), [], {}
     return events, list(order), reasons
 
 
@@ -7663,12 +7669,13 @@ def _page_topics(pages: Sequence[StoredPage]) -> List[Tuple[str, ...]]:
     return [tuple(sorted(found, key=lambda n: (held[n], n))[:REPORT_TOPICS]) for found in names]
 
 
-def _session_report(contract_text: str, contract: str, pages: Mapping[str, StoredPage],
+def _session_report(contract_text: str, state: ContractState, contract: str, pages: Mapping[str, StoredPage],
                    history: Optional[Sequence[Mapping[str, object]]] = None,
                    ranges: Optional[Mapping[str, Sequence[str]]] = None, store: Optional[str] = None,
                    part_kinds: Optional[Mapping[str, str]] = None) -> _SessionReport:
-    """Return the _SessionReport of a contract's text, given its stored pages (block id -> page).
+    """Return the _SessionReport of a contract's text and its state (read_contract_state), given its stored pages.
 
+    ``pages`` maps a paged block's id to its StoredPage.
     ``history`` (the session's blocks, pager schema) tells what the contract and the store
     do not: retained and evicted blocks' size, role, kind and text. ``ranges`` maps a range
     page's id to its member blocks; ``part_kinds`` a transcript block's id to its part's kind.
@@ -7677,11 +7684,11 @@ def _session_report(contract_text: str, contract: str, pages: Mapping[str, Store
     Example:
         >>> text = ('add "b1" to retained-blocks because "R=0.700 sim=0.571 rec=1.000 dt=0"\\n'
         ...         'remember a value called last-pager-pass with "2026-05-17T03:08:12+00:00"\\n')
-        >>> r = _session_report('remember a list called retained-blocks\\n' + text, "C.limn", {})
+        >>> text = 'remember a list called retained-blocks\\n' + text
+        >>> r = _session_report(text, read_contract_state(text), "C.limn", {})
         >>> r.blocks[0].directive, r.passes[0].new["retain"]
         ('retain', 1)
     """
-    state = read_contract_state(contract_text)
     if not state.directives and not any(name in state.values for name in (PASS_MARKER, "last-recall")):
         raise PagerError("not a pager contract: it records no pass (no pager statement at all)")
     events, order, reasons = _contract_events(contract_text)
@@ -9231,7 +9238,7 @@ def _run_report(args: argparse.Namespace, stdout, stderr) -> int:
         finally:
             store.close()
     try:
-        report = _session_report(text, args.contract, pages, history, ranges, args.store, kinds)
+        report = _session_report(text, state, args.contract, pages, history, ranges, args.store, kinds)
     except PagerError as exc:
         raise PagerError(f"{args.contract}: {exc}") from None
     if args.out is None:

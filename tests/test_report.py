@@ -152,7 +152,7 @@ def test_report_is_one_self_contained_page_with_a_cell_per_block(cli, pager, ses
 def test_passes_and_moves_come_from_the_contract(cli, pager, session):
     text = session["contract"].read_text()
     state = pager.read_contract_state(text)
-    got = pager._session_report(text, str(session["contract"]), {})
+    got = pager._session_report(text, state, str(session["contract"]), {})
     assert [(p.number, p.event, p.time) for p in got.passes] == [(1, "pass", NOW), (2, "pass", LATER),
                                                                   (3, "recall", RECALLED)]
     assert got.passes[2].moved == ((session["recalled"], "page", "retain"),)
