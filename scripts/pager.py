@@ -7524,7 +7524,7 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
 REPORT_HEAD_LINES = 8        # lines of a block's text its details show
 REPORT_HEAD_CHARS = 360      # ...and at most this many characters of them
 REPORT_TOPICS = 5            # names a page-index row lists as its topics (the rarest among the pages)
-REPORT_MOVES_SHOWN = 40      # moved blocks a pass's row names; the rest are counted
+REPORT_MOVES_SHOWN = 40      # moved blocks a pass's row names per kind of move; the rest are counted
 REPORT_SUMMARY_PAGES = 20    # page-index lines the plain-text summary prints; the rest are counted
 REPORT_WIDTH_STEPS = 10      # a timeline cell's width class: 0 (one token) up to this, by powers of two
 REPORT_INTENT_CHARS = 160    # characters of a pass's recorded intent the passes table shows
@@ -7768,6 +7768,11 @@ def _kind_class(kind: str) -> str:
     return "k-" + re.sub(r"[^a-z0-9]+", "-", kind.lower()).strip("-") if kind else "k-unknown"
 
 
+def _pressure(value: object) -> str:
+    """Return a recorded pressure with two decimals (``?`` if the contract holds none)."""
+    return f"{value:.2f}" if isinstance(value, (int, float)) else "?"
+
+
 def _number(value: object) -> str:
     if isinstance(value, float):
         return _format_number(value)
@@ -7793,7 +7798,7 @@ h2{font-size:16px;margin:0 0 10px}
 .legend i{display:inline-block;width:14px;height:14px;border-radius:2px;vertical-align:-2px;margin-right:4px}
 .legend i.u{height:5px;vertical-align:2px;border-bottom:5px solid transparent;border-radius:0}
 .wrap{display:flex;gap:16px;align-items:flex-start}
-#timeline{flex:1;display:flex;flex-wrap:wrap;gap:2px;align-content:flex-start;max-height:60vh;overflow:auto;
+#timeline{flex:1;display:flex;flex-wrap:wrap;gap:2px;align-content:flex-start;max-height:62vh;overflow:auto;
 padding:4px;border:1px solid var(--line);border-radius:6px;background:#fdfdfe}
 #timeline .b{display:block;height:22px;border-radius:2px;cursor:pointer;border-bottom:4px solid transparent}
 #timeline .b:hover,#timeline .b.sel{outline:2px solid var(--ink);outline-offset:1px}
@@ -7806,7 +7811,7 @@ padding:4px;border:1px solid var(--line);border-radius:6px;background:#fdfdfe}
 .range{display:flex;flex-wrap:wrap;gap:1px;padding:1px;border:1px dashed var(--ink);border-radius:3px}
 .w0{width:6px}.w1{width:7px}.w2{width:8px}.w3{width:9px}.w4{width:11px}.w5{width:13px}.w6{width:16px}
 .w7{width:20px}.w8{width:25px}.w9{width:31px}.w10{width:38px}
-#details{width:420px;flex:none;position:sticky;top:10px;border:1px solid var(--line);border-radius:6px;
+#details{width:400px;flex:none;position:sticky;top:10px;border:1px solid var(--line);border-radius:6px;
 padding:10px 12px;background:#fbfcfd;min-height:120px}
 #details .hint{color:var(--mute)}
 #details h3{margin:0 0 6px;font-size:14px;word-break:break-all}
@@ -7819,10 +7824,12 @@ max-height:240px;overflow:auto;margin:6px 0}
 .tag.retain{background:var(--retain)}.tag.page{background:var(--page)}.tag.evict{background:var(--evict)}
 table{border-collapse:collapse;width:100%;font-size:13px}
 th,td{text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);vertical-align:top}
+td.t,td.n,td.new{white-space:nowrap}
 th{color:var(--mute);font-weight:600;background:#fbfcfd;position:sticky;top:0}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .carried{color:#a0aec0}.settings span{margin-right:10px;white-space:nowrap}.settings .intent span{white-space:normal}
-.intent{margin-top:3px;color:var(--mute)}
+.intent{margin-top:3px}td.moved{min-width:170px;max-width:300px}
+td.moved code{display:block;font-size:11px;word-break:break-all;max-height:160px;overflow:auto;margin-top:3px}
 .scroll{max-height:70vh;overflow:auto}
 #pages tbody tr{cursor:pointer}#pages tbody tr:hover{background:#f1f5fb}
 #filter{width:100%;max-width:420px;padding:6px 10px;border:1px solid #cbd2d9;border-radius:5px;font:inherit;margin:0 0 8px}
@@ -7846,7 +7853,7 @@ function show(i){
  var t=el('span',b[1],'tag '+b[1]);dl.appendChild(el('dt','directive'));var dd=el('dd');dd.appendChild(t);dl.appendChild(dd);
  row('turn',b[3]);row('role',b[4]);row('kind',b[5]);row('tokens',b[6]===null?'unknown':b[6]);
  var m=/R=([0-9.]+) sim=([0-9.]+)(?: \\(nb; own=([0-9.]+)\\))? rec=([0-9.]+) dt=([0-9]+)/.exec(b[2]||'');
- if(m){row('score R',m[1]);row('sim',m[2]+(m[3]?' (own '+m[3]+', the rest from neighbours)':''));row('recency',m[4]+' (dt '+m[5]+')');}
+ if(m){row('score R',m[1]+(data.alpha!==null?' = '+data.alpha+' \u00d7 sim + '+data.beta+' \u00d7 recency':''));row('sim',m[2]+(m[3]?' (own '+m[3]+', the rest from neighbours)':''));row('recency',m[4]+' (dt '+m[5]+')');}
  var why=(b[2]||'').replace(/(^|; )?R=.*$/,'');row('reason',why||'score');row('recorded',b[2]);
  row('range',b[9]);
  details.appendChild(dl);
@@ -7900,7 +7907,7 @@ def _render_report(report: _SessionReport) -> str:
              (f"{sum(1 for p in report.passes if p.event == 'pass'):,}", "passes"),
              (f"{sum(1 for p in report.passes if p.event == 'recall'):,}", "recalls"), (f"{len(report.pages):,}", "pages stored")]
     if last is not None and "pressure-after" in last.values:
-        cards.append((f"{_number(last.values.get('pressure-before'))} &rarr; {_number(last.values.get('pressure-after'))}",
+        cards.append((f"{_pressure(last.values.get('pressure-before'))} &rarr; {_pressure(last.values.get('pressure-after'))}",
                       f"pressure of {_h(_number(last.values.get('token-budget')))} tokens"))
     for big, small in cards:
         add(f"<div class=\"card\"><b>{big if '&rarr;' in big else _h(big)}</b><span>{_h(small)}</span></div>")
@@ -7923,7 +7930,7 @@ def _render_report(report: _SessionReport) -> str:
         '<span><i class="u k-tool-call"></i>tool call</span><span><i class="u k-tool-result"></i>tool result</span>'
         '<span><i class="u k-thinking"></i>thinking</span><span><i class="u k-harness-text"></i>harness, system</span>'
         '<span><i class="u k-compaction-summary"></i>summary, conclusion</span>'
-        '<span>&middot; hover for details, click to pin</span></div>'
+        '</div>'
         '<div class="wrap"><div id="timeline">')
     group = None
     for i, b in enumerate(blocks):
@@ -7956,18 +7963,23 @@ def _render_report(report: _SessionReport) -> str:
         budget = shown("token-budget", _number(v["token-budget"])) if "token-budget" in v else ""
         size = (shown("tokens-after", f"{_number(v.get('tokens-before', '?'))} \u2192 {_number(v['tokens-after'])}")
                 if "tokens-after" in v else "")
-        rho = (shown("pressure-after", f"{_number(v.get('pressure-before', '?'))} \u2192 {_number(v['pressure-after'])}")
+        rho = (shown("pressure-after", f"{_pressure(v.get('pressure-before'))} \u2192 {_pressure(v['pressure-after'])}")
                if "pressure-after" in v else "")
-        new = ", ".join(f"{a} {p.new[a]:,}" for a in ACTIONS if p.new.get(a))
+        new = "<br>".join(_h(f"{a} {p.new[a]:,}") for a in ACTIONS if p.new.get(a))
         moves = Counter(f"{a} \u2192 {b}" for _, a, b in p.moved)
         moved = ", ".join(f"{k} {n:,}" for k, n in sorted(moves.items()))
         if p.moved:
-            named = " ".join(f"{block} ({a}\u2192{b})" for block, a, b in p.moved[:REPORT_MOVES_SHOWN])
-            more = f" and {len(p.moved) - REPORT_MOVES_SHOWN:,} more" if len(p.moved) > REPORT_MOVES_SHOWN else ""
-            moved = f"<details><summary>{_h(moved)}</summary><code>{_h(named + more)}</code></details>"
-        add(f'<tr><td class="n">{p.number}</td><td>{_h(p.event)}</td><td>{_h(p.time)}</td>'
+            kinds: Dict[str, List[str]] = {}
+            for block, a, b in p.moved:
+                kinds.setdefault(f"{a} \u2192 {b}", []).append(block)
+            named = []
+            for kind, ids in sorted(kinds.items()):
+                more = f" and {len(ids) - REPORT_MOVES_SHOWN:,} more" if len(ids) > REPORT_MOVES_SHOWN else ""
+                named.append(f"<code>{_h(kind)}: {_h(', '.join(ids[:REPORT_MOVES_SHOWN]) + more)}</code>")
+            moved = f"<details><summary>{_h(moved)}</summary>{''.join(named)}</details>"
+        add(f'<tr><td class="n">{p.number}</td><td>{_h(p.event)}</td><td class="t">{_h(p.time)}</td>'
             f'<td class="settings">{" ".join(settings)}</td><td class="n">{budget}</td><td class="n">{size}</td>'
-            f'<td class="n">{rho}</td><td>{_h(new) or "&ndash;"}</td><td>{moved or "&ndash;"}</td></tr>')
+            f'<td class="n">{rho}</td><td class="new">{new or "&ndash;"}</td><td class="moved">{moved or "&ndash;"}</td></tr>')
     add("</tbody></table></div>"
         '<p class="note">Grey values were recorded by an earlier pass and still stand: a pass writes only what changed.</p>'
         "</section>\n")
@@ -7989,7 +8001,9 @@ def _render_report(report: _SessionReport) -> str:
         add('<p class="note">No page is stored.</p>')
     add("</section>\n</main>\n")
     add('<script type="application/json" id="report-data">')
-    add(_script_json({"blocks": [b.to_row() for b in blocks]}))
+    weights = last.values if last is not None else {}
+    add(_script_json({"alpha": weights.get("pager-alpha"), "beta": weights.get("pager-beta"),
+                      "blocks": [b.to_row() for b in blocks]}))
     add(f"</script>\n<script>{_REPORT_JS}</script>\n</body></html>\n")
     return "".join(out)
 
@@ -8009,8 +8023,8 @@ def _report_summary(report: _SessionReport) -> str:
         if p.event == "pass":
             parts.append(f"alpha {_number(v.get('pager-alpha', '?'))} beta {_number(v.get('pager-beta', '?'))}")
             if "token-budget" in v:
-                parts.append(f"budget {_number(v['token-budget'])}, pressure {_number(v.get('pressure-before', '?'))}"
-                             f" -> {_number(v.get('pressure-after', '?'))} ({_number(v.get('tokens-before', '?'))}"
+                parts.append(f"budget {_number(v['token-budget'])}, pressure {_pressure(v.get('pressure-before'))}"
+                             f" -> {_pressure(v.get('pressure-after'))} ({_number(v.get('tokens-before', '?'))}"
                              f" -> {_number(v.get('tokens-after', '?'))} tokens)")
         new = ", ".join(f"{a} {p.new[a]:,}" for a in ACTIONS if p.new.get(a))
         parts.append(f"new: {new or 'none'}")
