@@ -7824,11 +7824,17 @@ max-height:240px;overflow:auto;margin:6px 0}
 .tag.retain{background:var(--retain)}.tag.page{background:var(--page)}.tag.evict{background:var(--evict)}
 table{border-collapse:collapse;width:100%;font-size:13px}
 th,td{text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);vertical-align:top}
-td.t,td.n,td.new{white-space:nowrap}
+td{overflow-wrap:anywhere}td.t,td.n,td.new{white-space:nowrap;overflow-wrap:normal}
+#pages,#passtable{table-layout:fixed}
+#pages th:nth-child(1){width:25%}#pages th:nth-child(2){width:5%}#pages th:nth-child(3){width:7%}
+#pages th:nth-child(4){width:6%}#pages th:nth-child(5){width:19%}
+#passtable th:nth-child(1){width:3%}#passtable th:nth-child(2){width:5%}#passtable th:nth-child(3){width:15%}
+#passtable th:nth-child(5){width:6%}#passtable th:nth-child(6){width:10%}#passtable th:nth-child(7){width:8%}
+#passtable th:nth-child(8){width:8%}#passtable th:nth-child(9){width:13%}
 th{color:var(--mute);font-weight:600;background:#fbfcfd;position:sticky;top:0}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-.carried{color:#a0aec0}.settings span{margin-right:10px;white-space:nowrap}.settings .intent span{white-space:normal}
-.intent{margin-top:3px}td.moved{min-width:170px;max-width:300px}
+.carried{color:#a0aec0}.settings span{margin-right:10px;display:inline-block}.settings .intent span{display:inline}
+.intent{margin-top:3px}
 td.moved code{display:block;font-size:11px;word-break:break-all;max-height:160px;overflow:auto;margin-top:3px}
 .scroll{max-height:70vh;overflow:auto}
 #pages tbody tr{cursor:pointer}#pages tbody tr:hover{background:#f1f5fb}
@@ -7946,7 +7952,7 @@ def _render_report(report: _SessionReport) -> str:
     add('</div><aside id="details"><p class="hint">Hover over a block for its first lines, score and reason; '
         "click to pin it.</p></aside></div></section>\n")
     # Passes
-    add('<section id="passes"><h2>Passes</h2><div class="scroll"><table><thead><tr><th>#</th><th>event</th>'
+    add('<section id="passes"><h2>Passes</h2><div class="scroll"><table id="passtable"><thead><tr><th>#</th><th>event</th>'
         '<th>time</th><th>settings</th><th class="n">budget</th><th class="n">tokens</th><th class="n">pressure</th>'
         "<th>new</th><th>moved</th></tr></thead><tbody>")
     for p in report.passes:
