@@ -7588,6 +7588,17 @@ class _SessionReport(NamedTuple):
     missing_pages: int            # blocks listed as paged whose text the store does not hold
     unlisted: int                 # blocks of the given history the contract has no directive for
 
+    def to_dict(self) -> Dict[str, object]:
+        """Return the summary as JSON data: the directives' counts, every event, every page with its topics."""
+        counts = Counter(b.directive for b in self.blocks)
+        return {"contract": self.contract, "blocks": len(self.blocks), **{a: counts[a] for a in ACTIONS},
+                "events": [p.to_dict() for p in self.passes], "missing_pages": self.missing_pages,
+                "unlisted": self.unlisted,
+                "pages": [{"block": page.block, "turn": page.turn, "role": page.role, "tokens": page.tokens,
+                           "topics": list(topics), "summary": page.summary,
+                           "recall": _recall_hint(page.block, self.contract, self.store)}
+                          for page, topics in self.pages]}
+
 
 def _contract_events(text: str) -> Tuple[List[_ReportPass], List[str], Dict[str, str]]:
     """Return the contract's passes and recalls, every block in the order first listed, and each block's last reason.
@@ -9197,7 +9208,8 @@ def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
 def _build_report_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py report``."""
     parser = _Parser(prog="pager.py report", description="Show a session's passes: one self-contained HTML page "
-                     "with --out (a timeline of every block, the passes, the page index), else a plain-text summary.")
+                     "with --out (a timeline of every block, the passes, the page index), else a plain-text summary "
+                     "(--json: the summary, every event and every page as one JSON object).")
     _store_flags(parser)
     parser.add_argument("--history", metavar="H",
                         help="the session's history, in any format a pass reads: the size, role and first lines of "
@@ -9262,13 +9274,18 @@ def _run_report(args: argparse.Namespace, stdout, stderr) -> int:
     except PagerError as exc:
         raise PagerError(f"{args.contract}: {exc}") from None
     if args.out is None:
-        stdout.write(_report_summary(report))
+        stdout.write(json.dumps(report.to_dict(), ensure_ascii=False) + "\n" if args.json else _report_summary(report))
         return EXIT_OK
     html = _render_report(report)
     with _file_beside(args.out) as out:
         out.write(html)  # type: ignore[union-attr]
-    stdout.write(f"report: wrote {args.out} ({len(report.blocks):,} blocks, {len(report.passes):,} "
-                 f"event{'' if len(report.passes) == 1 else 's'}, {len(html.encode('utf-8')):,} bytes)\n")
+    size = len(html.encode("utf-8"))
+    if args.json:
+        stdout.write(json.dumps({"out": args.out, "blocks": len(report.blocks), "events": len(report.passes),
+                                 "bytes": size}, ensure_ascii=False) + "\n")
+    else:
+        stdout.write(f"report: wrote {args.out} ({len(report.blocks):,} blocks, {len(report.passes):,} "
+                     f"event{'' if len(report.passes) == 1 else 's'}, {size:,} bytes)\n")
     return EXIT_OK
 
 

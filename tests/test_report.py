@@ -345,3 +345,43 @@ def test_report_in_headless_chromium(cli, pager, session, tmp_path_factory):
         page.evaluate("console.error('probe')")
         page.send("Runtime.evaluate", {"expression": "new Promise(r => setTimeout(r, 50))", "awaitPromise": True})
         assert page.problems == ["console.error: probe"]
+
+
+def test_json_summary_holds_every_event_and_page(cli, pager, session):
+    result = cli("report", "--contract", session["contract"], "--json")
+    assert result.code == 0
+    got = json.loads(result.out)
+    listed = directives(pager, session["contract"])
+    assert got["blocks"] == len(listed) and got["page"] == sum(1 for d in listed.values() if d == "page")
+    assert [e["event"] for e in got["events"]] == ["pass", "pass", "recall"]
+    assert got["events"][2]["moved"] == [[session["recalled"], "page", "retain"]]
+    assert [p["block"] for p in got["pages"]] == [b for b, d in listed.items() if d == "page"]
+    assert all(p["recall"] == f"python3 scripts/pager.py recall {p['block']} --contract {session['contract']}"
+               for p in got["pages"])
+    out = session["dir"] / "r.html"
+    written = json.loads(cli("report", "--contract", session["contract"], "--out", out, "--json").out)
+    assert written == {"out": str(out), "blocks": len(listed), "events": 3, "bytes": out.stat().st_size}
+
+
+def test_range_pages_group_their_members(pager):
+    """A range page (r-<12 hex>) the store reports members for is drawn in one frame with them."""
+    text = ("remember a list called retained-blocks\nremember a list called paged-blocks\n"
+            "remember a list called evicted-blocks\n"
+            'add "b1" to retained-blocks because "R=0.700 sim=0.571 rec=1.000 dt=0"\n'
+            'add "b2" to paged-blocks because "R=0.300 sim=0.100 rec=0.591 dt=1"\n'
+            'add "b3" to paged-blocks because "R=0.300 sim=0.100 rec=0.591 dt=1"\n'
+            'add "r-0123456789ab" to paged-blocks because "R=0.300 sim=0.100 rec=0.591 dt=1"\n'
+            'add "b4" to retained-blocks because "R=0.700 sim=0.571 rec=1.000 dt=0"\n'
+            'remember a value called last-pager-pass with "2026-05-17T03:08:12+00:00"\n')
+    state = pager.read_contract_state(text)
+    ranges = {"r-0123456789ab": ["b2", "b3"]}
+    got = pager._session_report(text, state, "C.limn", {}, ranges=ranges)
+    assert [(b.block, b.group) for b in got.blocks] == [("b1", None), ("b2", "r-0123456789ab"),
+                                                        ("b3", "r-0123456789ab"), ("r-0123456789ab", "r-0123456789ab"),
+                                                        ("b4", None)]
+    page = pager._render_report(got)
+    frame = page.split('<span class="range"', 1)[1].split("</span>", 1)[0]
+    assert [int(i) for i in re.findall(r'data-i="(\d+)"', frame)] == [1, 2, 3]
+    # Without ranges from the store, nothing is grouped.
+    plain = pager._render_report(pager._session_report(text, state, "C.limn", {}))
+    assert 'class="range"' not in plain
