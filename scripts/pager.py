@@ -7587,13 +7587,14 @@ class _SessionReport(NamedTuple):
     pages: Tuple[Tuple[StoredPage, Tuple[str, ...]], ...]  # (page, topics), in contract order
     missing_pages: int            # blocks listed as paged whose text the store does not hold
     unlisted: int                 # blocks of the given history the contract has no directive for
+    stored: Dict[str, int]        # a pass's time -> the pages the store holds from it (their paged_at)
 
     def to_dict(self) -> Dict[str, object]:
         """Return the summary as JSON data: the directives' counts, every event, every page with its topics."""
         counts = Counter(b.directive for b in self.blocks)
         return {"contract": self.contract, "blocks": len(self.blocks), **{a: counts[a] for a in ACTIONS},
                 "events": [p.to_dict() for p in self.passes], "missing_pages": self.missing_pages,
-                "unlisted": self.unlisted,
+                "unlisted": self.unlisted, "stored": dict(sorted(self.stored.items())),
                 "pages": [{"block": page.block, "turn": page.turn, "role": page.role, "tokens": page.tokens,
                            "topics": list(topics), "summary": page.summary,
                            "recall": _recall_hint(page.block, self.contract, self.store)}
@@ -7736,8 +7737,9 @@ def _session_report(contract_text: str, state: ContractState, contract: str, pag
     listed = [pages[b] for b in state.directives if state.directives[b] == "page" and b in pages]
     missing = sum(1 for b, a in state.directives.items() if a == "page" and b not in pages)
     unlisted = sum(1 for b in known if b not in state.directives)
+    stored = Counter(page.paged_at for page in listed)
     return _SessionReport(contract, store, tuple(blocks), tuple(events), tuple(zip(listed, _page_topics(listed))),
-                         missing, unlisted)
+                          missing, unlisted, dict(stored))
 
 
 _HTML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"})
@@ -7841,7 +7843,7 @@ td{overflow-wrap:anywhere}td.t,td.n,td.new{white-space:nowrap;overflow-wrap:norm
 #pages th:nth-child(4){width:6%}#pages th:nth-child(5){width:19%}
 #passtable th:nth-child(1){width:3%}#passtable th:nth-child(2){width:5%}#passtable th:nth-child(3){width:15%}
 #passtable th:nth-child(5){width:6%}#passtable th:nth-child(6){width:10%}#passtable th:nth-child(7){width:8%}
-#passtable th:nth-child(8){width:8%}#passtable th:nth-child(9){width:13%}
+#passtable th:nth-child(8){width:8%}#passtable th:nth-child(9){width:13%}#passtable th:nth-child(10){width:6%}
 th{color:var(--mute);font-weight:600;background:#fbfcfd;position:sticky;top:0}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .carried{color:#a0aec0}.settings span{margin-right:10px;display:inline-block}.settings .intent span{display:inline}
@@ -7965,7 +7967,8 @@ def _render_report(report: _SessionReport) -> str:
     # Passes
     add('<section id="passes"><h2>Passes</h2><div class="scroll"><table id="passtable"><thead><tr><th>#</th><th>event</th>'
         '<th>time</th><th>settings</th><th class="n">budget</th><th class="n">tokens</th><th class="n">pressure</th>'
-        "<th>new</th><th>moved</th></tr></thead><tbody>")
+        '<th>new</th><th>moved</th><th class="n" title="pages the store holds from this pass">stored</th>'
+        "</tr></thead><tbody>")
     for p in report.passes:
         v, written = p.values, set(p.written)
 
@@ -7996,7 +7999,8 @@ def _render_report(report: _SessionReport) -> str:
             moved = f"<details><summary>{_h(moved)}</summary>{''.join(named)}</details>"
         add(f'<tr><td class="n">{p.number}</td><td>{_h(p.event)}</td><td class="t">{_h(p.time)}</td>'
             f'<td class="settings">{" ".join(settings)}</td><td class="n">{budget}</td><td class="n">{size}</td>'
-            f'<td class="n">{rho}</td><td class="new">{new or "&ndash;"}</td><td class="moved">{moved or "&ndash;"}</td></tr>')
+            f'<td class="n">{rho}</td><td class="new">{new or "&ndash;"}</td><td class="moved">{moved or "&ndash;"}</td>'
+            f'<td class="n">{report.stored.get(p.time, 0) if p.event == "pass" else "&ndash;"}</td></tr>')
     add("</tbody></table></div>"
         '<p class="note">Grey values were recorded by an earlier pass and still stand: a pass writes only what changed.</p>'
         "</section>\n")
@@ -8047,6 +8051,8 @@ def _report_summary(report: _SessionReport) -> str:
         parts.append(f"new: {new or 'none'}")
         moves = Counter(f"{a} -> {b}" for _, a, b in p.moved)
         parts.append("moved: " + (", ".join(f"{k} {n:,}" for k, n in sorted(moves.items())) or "none"))
+        if p.event == "pass":
+            parts.append(f"pages stored: {report.stored.get(p.time, 0):,}")
         lines.append("  " + "; ".join(parts))
     if report.missing_pages:
         lines.append(f"  {report.missing_pages:,} paged blocks have no text in the store")

@@ -5,6 +5,7 @@ import html.parser
 import json
 import os
 import re
+import sqlite3
 
 import pytest
 
@@ -233,6 +234,13 @@ def test_summary_on_stdout_without_out(cli, pager, session):
     assert lines[1].startswith(f"  pass 1 at {NOW}; alpha 0.7 beta 0.3; budget 1,500, pressure ")
     assert lines[2].startswith(f"  pass 2 at {LATER}; alpha 0.7 beta 0.3; budget 1,200, pressure ")
     assert lines[3] == f"  recall 3 at {RECALLED}; new: none; moved: page -> retain 1"
+    # Pages stored: what the store holds from each pass (its paged_at), among the blocks still paged.
+    store = sqlite3.connect(str(session["contract"]).replace(".limn", ".pages.sqlite3"))
+    paged_at = dict(store.execute("SELECT block, paged_at FROM pages"))
+    store.close()
+    for line, when in ((lines[1], NOW), (lines[2], LATER)):
+        held = sum(1 for b, d in listed.items() if d == "page" and paged_at.get(b) == when)
+        assert line.endswith(f"; pages stored: {held}")
     assert lines[4] == f"pages (recall one with: python3 scripts/pager.py recall ID --contract {session['contract']}):"
     assert len(lines) == 5 + min(count["page"], 20) + (count["page"] > 20)
     assert all(re.match(r"  \S+ \| turn \d+ \| \d+ tokens \| ", line) for line in lines[5:5 + min(count["page"], 20)])
@@ -245,7 +253,7 @@ def test_summary_of_the_bundled_asset(cli, tmp_path):
     assert result.code == 0
     assert result.out.splitlines()[:2] == [
         f"report: {contract}: 12 blocks (retain 3, page 5, evict 4); 1 pass, 0 recalls; 5 pages stored",
-        f"  pass 1 at {NOW}; alpha 0.7 beta 0.3; new: retain 3, page 5, evict 4; moved: none"]
+        f"  pass 1 at {NOW}; alpha 0.7 beta 0.3; new: retain 3, page 5, evict 4; moved: none; pages stored: 5"]
 
 
 # ----- bad input: one line, exit 2, nothing written
