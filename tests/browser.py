@@ -55,10 +55,12 @@ class Browser:
                 f"--window-size={self.width},{self.height}", "about:blank"]
         # bash puts the two pipe ends on descriptors 3 and 4, where Chromium expects them (dash
         # takes only one-digit descriptors in a redirection; the pipe ends may be higher).
-        self._proc = subprocess.Popen([shutil.which("bash") or "/bin/bash", "-c", f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}',
-                                       *args], pass_fds=(to_chrome_r, from_chrome_w),
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=open(os.environ.get("BROWSER_LOG", os.devnull), "w"))
+        # Chromium's own log goes to the file BROWSER_LOG names, if set (to see why it would not start).
+        with open(os.environ.get("BROWSER_LOG", os.devnull), "w") as log:
+            self._proc = subprocess.Popen([shutil.which("bash") or "/bin/bash", "-c",
+                                           f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}', *args],
+                                          pass_fds=(to_chrome_r, from_chrome_w), stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=log)
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         try:

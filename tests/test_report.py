@@ -320,7 +320,9 @@ def test_report_in_headless_chromium(cli, pager, session, tmp_path_factory):
         colours = page.evaluate("['retain','page','evict'].map(d => { var e = document.querySelector('#timeline .d-' + d);"
                                 " return e ? getComputedStyle(e).backgroundColor : null; })")
         assert len({c for c in colours if c}) == len([c for c in colours if c]) >= 2
-        # A click on a paged block pins its details: the recall command is shown.
+        # Hovering shows a block's details; a click on a paged block pins them, with its recall command.
+        page.click('#timeline [data-i="0"]', hover_only=True)
+        assert page.evaluate("document.querySelector('#details h3').textContent") == order[0]
         paged = next(i for i, b in enumerate(order) if listed[b] == "page")
         page.click(f'#timeline [data-i="{paged}"]')
         shown = page.evaluate("document.getElementById('details').innerText")
