@@ -6803,9 +6803,11 @@ _FORMATS["gemini-cli"] = _Format(
 # the harness's date and reminders; a ``source`` says the harness sent it), ``assistant.message``
 # (``content`` and ``toolRequests``) and ``tool.execution_complete`` (``result.content``, or
 # ``error``).  Every other event (session, hook, permission, usage, turn and tool-start events)
-# is the harness's bookkeeping.  Its legacy file (~/.copilot/history-session-state/*.json) is
-# ``{sessionId, startTime, chatMessages, timeline}``: the Chat Completions messages it sent, and a
-# timeline whose ``user`` entries hold the words the user typed.  The harness's markup, all here.
+# is the harness's bookkeeping, and so are a sub-agent's own events (``parentToolCallId``: its
+# result reaches this conversation as the result of the call that started it).  Its legacy file
+# (~/.copilot/history-session-state/*.json) is ``{sessionId, startTime, chatMessages, timeline}``:
+# the Chat Completions messages it sent, and a timeline whose ``user`` entries hold the words the
+# user typed.  The harness's markup, all here.
 COPILOT_MARKUP = {
     "event_keys": ("type", "data", "id", "timestamp"),   # the envelope of every event line
     "conversation": ("system.message", "user.message", "assistant.message", "tool.execution_complete"),
@@ -6867,6 +6869,9 @@ def _copilot_event_messages(text: str) -> Tuple[List[Dict[str, Any]], set, Dict[
         kind, data = event.get("type"), event.get("data")
         if not _is_copilot_line(event):
             skipped += 1
+            continue
+        if isinstance(data.get("parentToolCallId"), str):  # a sub-agent's own turn: not this conversation's
+            other["sub-agent event"] = other.get("sub-agent event", 0) + 1
             continue
         if kind not in COPILOT_MARKUP["conversation"]:
             other[kind] = other.get(kind, 0) + 1

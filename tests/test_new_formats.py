@@ -85,6 +85,7 @@ def test_copilot_results_follow_their_request_and_an_unanswered_last_call_is_dro
     assert ids.index("call_bash_2:result") < ids.index("call_view_3")  # results before the next request
     assert "call_bash_4" not in ids and any("call_bash_4" in r for r in conv.repairs)
     assert "hook.start" in conv.other_lines and "permission.requested" in conv.other_lines
+    assert conv.other_lines["sub-agent event"] == 1 and not any("sub-agent" in b["text"] for b in conv.blocks)
 
 
 def test_copilot_legacy_parallel_calls_are_one_assistant_message(pager):
