@@ -6813,7 +6813,7 @@ COPILOT_MARKUP = {
     "conversation": ("system.message", "user.message", "assistant.message", "tool.execution_complete"),
     "legacy_keys": ("sessionId", "chatMessages"),          # the legacy file's own keys
     "typed_entry": "user",                                 # a timeline entry of what the user typed
-    "failed_tool": "Error: {}",                            # a failed tool's result as the model reads it
+    "failed_tool": "the tool failed",                      # a failed tool's result when its error has no message
 }
 
 
@@ -6912,7 +6912,7 @@ def _copilot_event_messages(text: str) -> Tuple[List[Dict[str, Any]], set, Dict[
             result = data.get("result") if isinstance(data.get("result"), dict) else {}
             error = data.get("error") if isinstance(data.get("error"), dict) else {}
             body = result.get("content") if isinstance(result.get("content"), str) else \
-                COPILOT_MARKUP["failed_tool"].format(error.get("message", "the tool failed"))
+                str(error.get("message", COPILOT_MARKUP["failed_tool"]))
             results[data["toolCallId"]] = {"role": "tool", "tool_call_id": data["toolCallId"], "content": body}
     messages = [{"role": "system", "content": system}] if system is not None else []
     for msg, awaited in turns:
@@ -6997,7 +6997,6 @@ OPENCODE_MARKUP = {
     "pruned": "[Old tool result content cleared]",       # the text a pruned tool output is sent as
     "interrupted": "[Tool execution was interrupted]",    # a call that never finished
     "compaction": "What did we do so far?",               # the user turn a compaction part stands for
-    "failed_tool": "Error: {}",                           # a failed tool's result as the model reads it
     "aborted": "MessageAbortedError",                     # an error after which the parts are still sent
     "bookkeeping": ("step-start", "step-finish", "patch", "snapshot", "agent", "retry", "reasoning"),
 }
@@ -7023,7 +7022,7 @@ def _opencode_tool(part: Dict[str, Any], cid: str) -> Tuple[Dict[str, Any], Dict
         output = OPENCODE_MARKUP["pruned"] if compacted else state.get("output")
         output = output if isinstance(output, str) else _compact_json(output)
     elif status == "error":
-        output = OPENCODE_MARKUP["failed_tool"].format(state.get("error"))
+        output = str(state.get("error"))
     else:
         output = OPENCODE_MARKUP["interrupted"]
     return call, {"role": "tool", "tool_call_id": cid, "content": output}

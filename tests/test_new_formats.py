@@ -101,7 +101,7 @@ def test_opencode_reads_what_opencode_sends(pager):
     conv = read(pager, "opencode_export.json")
     text = {b["id"]: b["text"] for b in conv.blocks}
     assert text["call_read_1:result"] == "[Old tool result content cleared]"  # pruned by OpenCode
-    assert text["call_read_1~2:result"] == "Error: File not found: /work/invoice/rounding.py"
+    assert text["call_read_1~2:result"] == "File not found: /work/invoice/rounding.py"  # its error, as sent
     assert text["call_bash_3:result"] == "[Tool execution was interrupted]"  # aborted while running
     assert not any("shown to the user only" in t for t in text.values())  # an ignored part is not sent
     assert conv.other_lines["failed assistant message"] == 1 and conv.other_lines["reasoning part"] == 1
