@@ -3443,30 +3443,52 @@ class Conversation:
     _shell: Any = dataclasses.field(default=None, repr=False)
 
 
-class _Format(NamedTuple):
-    """One transcript format: how the pager recognises, reads, pairs, writes back and checks it."""
+class _Format:
+    """One transcript format: how the pager claims, reads, pairs, writes back and checks it.
 
-    name: str
-    emits_as: str       # the format its compacted history is written in (the API it was sent to)
-    jsonl: bool         # one JSON object a line (read from the text), else one JSON document
-    detect: Optional[Callable[[Any], bool]]                   # a whole-file JSON value: this format?
-    detect_line: Optional[Callable[[Dict[str, Any]], bool]]   # a JSONL record: a line of this format?
-    read: Callable[[Any], Conversation]                     # the document (or text) -> Conversation
-    # pair calls with results and repair the rest; given True when the server holds the earlier
-    # turns (see _continues_response), where an output may answer a call the history does not hold
-    pair: Optional[Callable[[List[_Msg], List[str], bool], None]]
-    units: Optional[Callable[[List[_Msg]], None]]           # units beyond call-and-result
-    write: Callable[[Conversation, Dict[str, Tuple[str, Optional[str]]]], Any]  # apply directives
-    check: Callable[[Any], List[str]]                         # the API's rules: what it would reject
+    A subclass per format, registered in _FORMATS (see "How to add a format" at the top of the
+    section); the methods below say what every format must do, the defaults what most need not.
+    """
+
+    name = ""              # its --format name
+    emits_as = ""          # the format its compacted history is written in (the API it was sent to)
+    jsonl = False          # one JSON object a line (read from the text), else one JSON document
+    tool_api: Optional[str] = None  # the API whose shape its tool calls and results take (None: no tools)
     # Its written-back form (``emits_as``) read as this format's session, when that form alone loses
     # what tells its messages apart (SWE-agent's command outputs are user messages; Claude Code's
-    # isMeta prompts), given the content ids the contract recorded as the harness's (see HARNESS);
-    # None: as emitted.
+    # isMeta prompts), given the content ids the contract recorded as the harness's (see HARNESS):
+    # a method ``read_back(value, harness_texts) -> Conversation`` in such a format; None: as emitted.
     read_back: Optional[Callable[[Any, Container[str]], Conversation]] = None
 
+    def claims(self, value: Any) -> bool:
+        """Return True if a whole-file JSON value is a document of this format (asked in probe order)."""
+        return False
 
-# The registry: format name -> _Format, filled by the format sections below, in FORMATS order.
-_FORMATS: Dict[str, _Format] = {}
+    def claims_line(self, record: Dict[str, Any]) -> bool:
+        """Return True if a JSONL record is a line of this format (asked in probe order)."""
+        return False
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        """Return the Conversation of a document (the text, for a JSONL format); ``held``: the
+        server holds the earlier turns (a live Responses conversation; other formats ignore it)."""
+        raise NotImplementedError
+
+    def pair(self, msgs: List[_Msg], repairs: List[str], held: bool) -> None:
+        """Pair calls with results and repair the rest; ``held``: the server holds the earlier turns
+        (see _continues_response), where an output may answer a call the history does not hold."""
+
+    def units(self, msgs: List[_Msg]) -> None:
+        """Group the parts that must share one directive beyond each call and its results."""
+
+    def write(self, conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+        """Return the document with the settled directives applied, in the ``emits_as`` API's shape."""
+        raise NotImplementedError
+
+    def check(self, obj: Any) -> List[str]:
+        """Return what the ``emits_as`` API would reject in ``obj`` ([] when valid)."""
+        raise NotImplementedError
+
+
 
 
 def _type_name(value: Any) -> str:
@@ -4405,8 +4427,7 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
                         and _content_id(msg.role, part.kind, part.text) in harness_texts:
                     part.harness = True
     _number_turns(msgs)
-    if spec.pair is not None:
-        spec.pair(msgs, repairs, held or _continues_response(shell))
+    spec.pair(msgs, repairs, held or _continues_response(shell))
     kept = []
     for msg in msgs:
         if msg.parts:
@@ -4474,8 +4495,7 @@ def _is_item_list(value: Any) -> bool:
 def _is_responses_value(value: Any) -> bool:
     """Return True for a Responses request body (``input``) or a list holding a Responses item type."""
     if isinstance(value, dict):
-        return (not isinstance(value.get("blocks"), list) and isinstance(value.get("input"), (list, str))
-                and "messages" not in value)
+        return isinstance(value.get("input"), (list, str)) and "messages" not in value
     return _is_item_list(value) and any(isinstance(x.get("type"), str) and x["type"] in RESPONSES_ITEM_TYPES
                                         for x in value)
 
@@ -4516,17 +4536,13 @@ def _hints_anthropic(body: Dict[str, Any]) -> bool:
 
 
 def _chat_messages(value: Any) -> Optional[Tuple[List[Any], Dict[str, Any]]]:
-    """Return (messages, the request body around them: empty for a bare list) for a chat-shaped value, else None."""
-    if _is_mini_swe_agent_run(value):
-        return None
+    """Return (messages, the request body around them: empty for a bare list) for a chat-shaped value, else None.
+
+    Asked after the narrower shapes in probe order (_PROBE_ORDER), so it need not rule them out.
+    """
     if isinstance(value, dict):
-        if isinstance(value.get("blocks"), list) or _is_responses_value(value) or \
-                not isinstance(value.get("messages"), list):
-            return None
-        return value["messages"], value
-    if _is_item_list(value) and not _is_responses_value(value) and all("role" in x for x in value):
-        return value, {}
-    return None
+        return (value["messages"], value) if isinstance(value.get("messages"), list) else None
+    return (value, {}) if _is_item_list(value) and all("role" in x for x in value) else None
 
 
 def _str_in(value: Any, names: Container[str]) -> bool:
@@ -4554,21 +4570,13 @@ def _chat_kind(messages: List[Any], body: Dict[str, Any]) -> str:
     return "anthropic" if anthropic or _hints_anthropic(body) else "openai"
 
 
-def _is_chat(kind: str) -> Callable[[Any], bool]:
-    """Return the detector of a chat format: the value is chat-shaped and _chat_kind names ``kind``."""
-    def detect(value: Any) -> bool:
+class _Chat(_Format):
+    """The family of chat message lists (Anthropic Messages, Chat Completions): a bare list of role
+    messages or a request body with ``messages``; _chat_kind tells the two apart."""
+
+    def claims(self, value: Any) -> bool:
         found = _chat_messages(value)
-        return found is not None and _chat_kind(*found) == kind
-    return detect
-
-
-def _is_codex_line(obj: Dict[str, Any]) -> bool:
-    return isinstance(obj.get("type"), str) and obj["type"] in CODEX_LINE_TYPES and "payload" in obj
-
-
-def _is_claude_line(obj: Dict[str, Any]) -> bool:
-    return (isinstance(obj.get("type"), str) and any(k in obj for k in CLAUDE_MARKER_KEYS)
-            and not _is_codex_line(obj))
+        return found is not None and _chat_kind(*found) == self.name
 
 
 def _directive(value: Any, block: Dict[str, Any]) -> Tuple[str, Optional[str]]:
@@ -4729,10 +4737,6 @@ def _content_problem(content: Any, where: str) -> Optional[str]:
 # --- pager: the pager's own history JSON ---
 
 
-def _is_pager_value(value: Any) -> bool:
-    return isinstance(value, dict) and isinstance(value.get("blocks"), list)
-
-
 def _load_pager(value: Any) -> Conversation:
     """Return the Conversation for the pager's own history object (each block checked by _block_problem)."""
     if not isinstance(value, dict) or not isinstance(value.get("blocks"), list):
@@ -4787,9 +4791,19 @@ def _validate_pager(obj: Any) -> List[str]:
     return problems
 
 
-_FORMATS["pager"] = _Format(
-    "pager", emits_as="pager", jsonl=False, detect=_is_pager_value, detect_line=None,
-    read=_load_pager, pair=None, units=None, write=_emit_pager, check=_validate_pager)
+class _PagerFormat(_Format):
+    """The pager's own history JSON: an object with a ``blocks`` list; the pager owns its units."""
+
+    name = emits_as = "pager"
+
+    def claims(self, value: Any) -> bool:
+        return isinstance(value, dict) and isinstance(value.get("blocks"), list)
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_pager(document)
+
+    write = staticmethod(_emit_pager)
+    check = staticmethod(_validate_pager)
 
 
 # --- openai: Chat Completions messages ---
@@ -5135,9 +5149,33 @@ def _validate_openai(obj: Any) -> List[str]:
     return problems
 
 
-_FORMATS["openai"] = _Format(
-    "openai", emits_as="openai", jsonl=False, detect=_is_chat("openai"), detect_line=None,
-    read=_load_openai, pair=_pair_openai, units=_openai_units, write=_emit_openai, check=_validate_openai)
+class _Openai(_Chat):
+    """OpenAI Chat Completions: a message list, or a request body with ``messages``."""
+
+    name = emits_as = tool_api = "openai"
+    tool_call_type = "function"  # a tool call's type in this API (the recall tool's shapes)
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_openai(document)
+
+    pair = staticmethod(_pair_openai)
+    units = staticmethod(_openai_units)
+    write = staticmethod(_emit_openai)
+    check = staticmethod(_validate_openai)
+
+    def tool_definition(self, name: str, description: str, schema: Dict[str, Any]) -> Dict[str, Any]:
+        """Return a tool's definition in this API's shape."""
+        return {"type": "function", "function": {"name": name, "description": description, "parameters": schema}}
+
+    def tool_call(self, call: Any) -> Tuple[Optional[str], Optional[str], Any]:
+        """Return (call id, tool name, arguments) of a tool call in this API's shape."""
+        fn = call.get("function") if isinstance(call, dict) else None
+        fn = fn if isinstance(fn, dict) else {}
+        return (call.get("id") if isinstance(call, dict) else None), fn.get("name"), fn.get("arguments")
+
+    def tool_result(self, call_id: Optional[str], text: str, failed: bool = False) -> Dict[str, Any]:
+        """Return the message, item or block that answers tool call ``call_id`` with ``text``."""
+        return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
 # --- responses: Responses API input items ---
@@ -5433,9 +5471,27 @@ def _validate_responses(obj: Any) -> List[str]:
     return problems
 
 
-_FORMATS["responses"] = _Format(
-    "responses", emits_as="responses", jsonl=False, detect=_is_responses_value, detect_line=None,
-    read=_load_responses, pair=_pair_responses, units=_responses_units, write=_emit_responses, check=_validate_responses)
+class _Responses(_Format):
+    """OpenAI Responses: an input item list, or a request body with ``input`` (and ``instructions``)."""
+
+    name = emits_as = tool_api = "responses"
+    tool_call_type = "function_call"
+
+    claims = staticmethod(_is_responses_value)
+    read = staticmethod(_load_responses)
+    pair = staticmethod(_pair_responses)
+    units = staticmethod(_responses_units)
+    write = staticmethod(_emit_responses)
+    check = staticmethod(_validate_responses)
+
+    def tool_definition(self, name: str, description: str, schema: Dict[str, Any]) -> Dict[str, Any]:
+        return {"type": "function", "name": name, "description": description, "parameters": schema}
+
+    def tool_call(self, call: Any) -> Tuple[Optional[str], Optional[str], Any]:
+        return call.get("call_id"), call.get("name"), call.get("arguments")
+
+    def tool_result(self, call_id: Optional[str], text: str, failed: bool = False) -> Dict[str, Any]:
+        return {"type": "function_call_output", "call_id": call_id, "output": text}
 
 
 # --- anthropic: Messages API request bodies ---
@@ -5819,9 +5875,31 @@ def _validate_anthropic(obj: Any) -> List[str]:
     return problems
 
 
-_FORMATS["anthropic"] = _Format(
-    "anthropic", emits_as="anthropic", jsonl=False, detect=_is_chat("anthropic"), detect_line=None,
-    read=_load_anthropic, pair=_pair_anthropic, units=_anthropic_units, write=_emit_anthropic, check=_validate_anthropic)
+class _Anthropic(_Chat):
+    """Anthropic Messages: a message list, or a request body with ``messages`` (and ``system``)."""
+
+    name = emits_as = tool_api = "anthropic"
+    tool_call_type = "tool_use"
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_anthropic(document)
+
+    pair = staticmethod(_pair_anthropic)
+    units = staticmethod(_anthropic_units)
+    write = staticmethod(_emit_anthropic)
+    check = staticmethod(_validate_anthropic)
+
+    def tool_definition(self, name: str, description: str, schema: Dict[str, Any]) -> Dict[str, Any]:
+        return {"name": name, "description": description, "input_schema": schema}
+
+    def tool_call(self, call: Any) -> Tuple[Optional[str], Optional[str], Any]:
+        return call.get("id"), call.get("name"), call.get("input")
+
+    def tool_result(self, call_id: Optional[str], text: str, failed: bool = False) -> Dict[str, Any]:
+        result: Dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+        if failed:
+            result["is_error"] = True
+        return result
 
 
 # --- claude-code: Claude Code session logs (JSONL), written back as anthropic ---
@@ -6067,10 +6145,19 @@ def _load_claude_code(text: str) -> Conversation:
     return conv
 
 
-_FORMATS["claude-code"] = _Format(
-    "claude-code", emits_as="anthropic", jsonl=True, detect=None, detect_line=_is_claude_line,
-    read=_load_claude_code, pair=_pair_anthropic, units=_anthropic_units, write=_emit_anthropic,
-    check=_validate_anthropic, read_back=_load_anthropic)
+class _ClaudeCode(_Anthropic):
+    """Claude Code session logs (JSONL), written back as Anthropic Messages."""
+
+    name, jsonl = "claude-code", True
+
+    def claims_line(self, record: Dict[str, Any]) -> bool:
+        return isinstance(record.get("type"), str) and any(k in record for k in CLAUDE_MARKER_KEYS)
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_claude_code(document)
+
+    def read_back(self, value: Any, harness_texts: Container[str] = ()) -> Conversation:
+        return _load_anthropic(value, harness_texts)
 
 
 # --- codex: Codex CLI rollouts (JSONL), written back as responses ---
@@ -6084,11 +6171,11 @@ def _is_codex_header(obj: Dict[str, Any]) -> bool:
 
 def _is_codex_record(obj: Dict[str, Any]) -> bool:
     """Return True for a line of a Codex rollout: an envelope {type, payload}, or an older rollout's header, state line or bare item."""
-    if _is_codex_line(obj) or _is_codex_header(obj) or set(obj) == {"record_type"}:
-        return True
     kind = obj.get("type")
-    return isinstance(kind, str) and (kind in RESPONSES_ITEM_TYPES or kind in CODEX_SKIPPED_ITEMS) \
-        and "payload" not in obj and not any(k in obj for k in CLAUDE_MARKER_KEYS)
+    if (isinstance(kind, str) and kind in CODEX_LINE_TYPES and "payload" in obj) or _is_codex_header(obj) \
+            or set(obj) == {"record_type"}:
+        return True
+    return isinstance(kind, str) and (kind in RESPONSES_ITEM_TYPES or kind in CODEX_SKIPPED_ITEMS) and "payload" not in obj
 
 
 def _codex_usage(payload: Dict[str, Any]) -> Optional[int]:
@@ -6175,9 +6262,18 @@ def _load_codex(text: str) -> Conversation:
     return conv
 
 
-_FORMATS["codex"] = _Format(
-    "codex", emits_as="responses", jsonl=True, detect=None, detect_line=_is_codex_record,
-    read=_load_codex, pair=_pair_responses, units=_responses_units, write=_emit_responses, check=_validate_responses)
+class _Codex(_Responses):
+    """Codex CLI rollouts (JSONL), written back as Responses input items."""
+
+    name, jsonl = "codex", True
+
+    def claims(self, value: Any) -> bool:
+        return False
+
+    claims_line = staticmethod(_is_codex_record)
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_codex(document)
 
 
 # --- swe-agent: SWE-agent trajectories (.traj), written back as openai ---
@@ -6322,15 +6418,29 @@ def _load_swe_agent_written_back(value: Any, harness_texts: Container[str] = ())
                         harness_texts)
 
 
-_FORMATS["swe-agent"] = _Format(
-    "swe-agent", emits_as="openai", jsonl=False, detect=_is_swe_agent_value, detect_line=None,
-    read=_load_swe_agent, pair=_pair_openai, units=None, write=_emit_openai, check=_validate_openai,
-    read_back=_load_swe_agent_written_back)
+class _SweAgent(_Openai):
+    """SWE-agent trajectories (.traj) and mini-swe-agent runs, written back as Chat Completions."""
+
+    name = "swe-agent"
+    claims = staticmethod(_is_swe_agent_value)
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_swe_agent(document)
+
+    read_back = staticmethod(_load_swe_agent_written_back)
 
 
-# --- the registry's entry points ---
+# --- the registry and its entry points ---
 
+# Every format by its --format name, in the order --help lists them.
+_FORMATS: Dict[str, _Format] = {f.name: f for f in (_PagerFormat(), _Openai(), _Responses(), _Anthropic(),
+                                                      _ClaudeCode(), _Codex(), _SweAgent())}
 FORMATS = tuple(_FORMATS)  # every format the pager reads, as --format names them
+# The order detection asks the formats (detect_format); the first to claim a document or a line wins,
+# so a narrower shape comes before a wider one that would also take it: the pager's ``blocks`` object
+# and a Responses body before a chat body, a trajectory (a mini-swe-agent run is a bare message list)
+# before the chat lists, a Claude Code line (its uuid keys) before Codex's bare Responses items.
+_PROBE_ORDER = ("pager", "responses", "swe-agent", "anthropic", "openai", "claude-code", "codex")
 
 
 def detect_format(text: str) -> str:
@@ -6377,14 +6487,14 @@ def detect_format(text: str) -> str:
     except (ValueError, RecursionError) as exc:
         whole_error = exc
     else:
-        for spec in _FORMATS.values():
-            if spec.detect is not None and spec.detect(value):
-                return spec.name
+        for name in _PROBE_ORDER:
+            if _FORMATS[name].claims(value):
+                return name
     counts: Dict[str, int] = {}  # in order of the first counted line, which wins a tie
     for _, obj in _first_records(text, DETECT_LINES):
-        for spec in _FORMATS.values():
-            if spec.detect_line is not None and spec.detect_line(obj):
-                counts[spec.name] = counts.get(spec.name, 0) + 1
+        for name in _PROBE_ORDER:
+            if _FORMATS[name].claims_line(obj):
+                counts[name] = counts.get(name, 0) + 1
                 break
     if counts:
         return max(counts, key=counts.__getitem__)
@@ -7532,15 +7642,17 @@ RECALL_TOOL_NAME = "recall_pages"
 RECALL_TOOL_DESCRIPTION = ("Return the exact original text of blocks the context pager paged out. A paged "
                            "block appears as a line '[paged ID | turn T | role | N tokens] summary'; pass "
                            "its ID.")
-TOOL_APIS = ("openai", "responses", "anthropic")  # the tool-use shapes the recall tool speaks
-LIBRARY_FORMATS = ("pager", "openai", "responses", "anthropic")  # formats compact takes as objects
+# The tool-use shapes the recall tool speaks: the formats that are an API's own (their tool_api).
+TOOL_APIS = tuple(name for name, spec in _FORMATS.items() if spec.tool_api == name)
+# The formats compact takes as objects: a document written back in its own shape.
+LIBRARY_FORMATS = tuple(name for name, spec in _FORMATS.items() if spec.emits_as == name and not spec.jsonl)
 def _read_value(fmt: str, value: Any, held: bool = False) -> Conversation:
     """Return the Conversation of a history already parsed from JSON, in format ``fmt``.
 
     ``held``: the server holds the earlier turns (Responses only; see _pair_responses).
     """
     try:
-        return _load_responses(value, held) if held and fmt == "responses" else _FORMATS[fmt].read(value)
+        return _FORMATS[fmt].read(value, held)
     except PagerError as exc:
         raise PagerError(f"{fmt} messages: {exc}") from None
 
@@ -7552,8 +7664,8 @@ def _detect_value(value: Any) -> Optional[str]:
     swe-agent) is, handed over live, the agent's messages themselves: read in the format such a
     run is written back in.
     """
-    for spec in _FORMATS.values():
-        if spec.detect is not None and spec.detect(value):
+    for spec in map(_FORMATS.__getitem__, _PROBE_ORDER):
+        if spec.claims(value):
             if spec.name in LIBRARY_FORMATS:
                 return spec.name
             return spec.emits_as if isinstance(value, list) and spec.emits_as in LIBRARY_FORMATS else None
@@ -7581,15 +7693,9 @@ def recall_tool(api: str = "openai") -> Dict[str, Any]:
         >>> recall_tool("anthropic")["input_schema"]["required"]
         ['ids']
     """
-    schema = json.loads(json.dumps(_RECALL_SCHEMA))  # a fresh copy: callers may edit theirs
-    if api == "openai":
-        return {"type": "function", "function": {"name": RECALL_TOOL_NAME, "description": RECALL_TOOL_DESCRIPTION,
-                                                 "parameters": schema}}
-    if api == "responses":
-        return {"type": "function", "name": RECALL_TOOL_NAME, "description": RECALL_TOOL_DESCRIPTION,
-                "parameters": schema}
-    if api == "anthropic":
-        return {"name": RECALL_TOOL_NAME, "description": RECALL_TOOL_DESCRIPTION, "input_schema": schema}
+    if api in TOOL_APIS:
+        schema = json.loads(json.dumps(_RECALL_SCHEMA))  # a fresh copy: callers may edit theirs
+        return _FORMATS[api].tool_definition(RECALL_TOOL_NAME, RECALL_TOOL_DESCRIPTION, schema)
     raise PagerError(f"api must be one of {', '.join(TOOL_APIS)} (got {_show(api)})")
 
 
@@ -7789,16 +7895,11 @@ def _detect_object_format(messages: Any) -> str:
 
 
 def _tool_call_parts(call: Any) -> Tuple[str, Optional[str], Optional[str], Any]:
-    """Return (api, call id, tool name, arguments) of a tool call in any of TOOL_APIS' shapes."""
-    if not isinstance(call, dict):
-        return "openai", None, None, None
-    if call.get("type") == "tool_use":
-        return "anthropic", call.get("id"), call.get("name"), call.get("input")
-    if call.get("type") == "function_call":
-        return "responses", call.get("call_id"), call.get("name"), call.get("arguments")
-    fn = call.get("function")
-    fn = fn if isinstance(fn, dict) else {}
-    return "openai", call.get("id"), fn.get("name"), fn.get("arguments")
+    """Return (api, call id, tool name, arguments) of a tool call in any of TOOL_APIS' shapes
+    (the API whose tool_call_type it has; Chat Completions, the first, when none)."""
+    kind = call.get("type") if isinstance(call, dict) else None
+    api = next((api for api in TOOL_APIS if kind == _FORMATS[api].tool_call_type), TOOL_APIS[0])
+    return (api,) + _FORMATS[api].tool_call(call)
 
 
 def _tool_recall(recall: Callable[[List[str]], Dict[str, str]], name: Any, arguments: Any) -> Tuple[str, bool]:
@@ -7834,14 +7935,7 @@ def _tool_result(api: str, call_id: Optional[str], text: str, failed: bool = Fal
         >>> _tool_result("anthropic", "toolu_1", "error: no such block", True)["is_error"]
         True
     """
-    if api == "anthropic":
-        result: Dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": text}
-        if failed:
-            result["is_error"] = True
-        return result
-    if api == "responses":
-        return {"type": "function_call_output", "call_id": call_id, "output": text}
-    return {"role": "tool", "tool_call_id": call_id, "content": text}
+    return _FORMATS[api].tool_result(call_id, text, failed)
 
 
 class Pager:
