@@ -22,11 +22,12 @@ section uses only what the sections above it define. Search for a banner
     Text                      tokens, stems, keyword matches, token estimates
     Stubs and the page index  what stands in for a paged block
     Scoring and decisions     Params, Decision, the _Scorer, budgets and units
+    Harness markup            one row per harness: what it writes as user text
     The pass plan             intent, PassPlan, plan_pass (pure: no I/O)
     Liminate statements       the six statement forms, contract state
     Reading histories         the pager's JSON, streamed in bounded memory
-    Transcripts               one registry entry per format: detect, read,
-                              pair, write back, validate
+    Transcripts               one class per format: claim, read, pair,
+                              write back, validate
     Page store                SQLite file of paged blocks' exact text
     The contract file         locked, all-or-nothing appends
     Recording a pass          pages, compacted history, contract, in order
@@ -2066,13 +2067,10 @@ class _MarkupReader:
         """Return True if ``text`` opens as a harness's user-role text does."""
         return text.lstrip().startswith(self.harness)
 
-    def is_report(self, text: str) -> bool:
-        """Return True if ``text`` opens as a tool report a coding agent sends as user text."""
-        return self._reports.match(text.lstrip()) is not None
-
-    def is_bare_report(self, text: str) -> bool:
-        """Return True if ``text`` is a tool report's header alone (its result follows in the next block)."""
-        return self._reports.fullmatch(text.strip()) is not None
+    def is_report(self, text: str, whole: bool = False) -> bool:
+        """Return True if ``text`` opens as a tool report a coding agent sends as user text (``whole``:
+        is a report's header alone, its result in the next block)."""
+        return (self._reports.fullmatch(text.strip()) if whole else self._reports.match(text.lstrip())) is not None
 
     def after_context(self, text: str) -> Optional[str]:
         """Return the words after the IDE context a text opens with, else None.
@@ -2083,12 +2081,10 @@ class _MarkupReader:
         """
         if not text.lstrip().startswith(self.context):
             return None
-        rest = text
-        while True:
-            found = self._context.match(rest)
-            if found is None:
-                break
+        rest, found = text, self._context.match(text)
+        while found is not None:
             rest = rest[found.end():]
+            found = self._context.match(rest)
         rest = rest.strip()
         return rest if rest and not rest.startswith(self.context) else None
 
@@ -3390,58 +3386,27 @@ def _load_and_plan(source, params: Params,
 # line, with ``id`` = ``<ID>``, ``text`` = the line, ``stub=True``, the role of its message,
 # ``unit=None`` and ``tokens=None``.  The engine scores such a block on the text it stored.
 #
-# Units (blocks that must share one directive):
-#   * a tool call and its result(s): ``tool:<call block id>``; parallel calls are separate units;
-#   * Anthropic/Claude Code: when an assistant turn (a run of consecutive assistant messages,
-#     normally one message) holds thinking or redacted_thinking blocks, those blocks, every
-#     tool_use of the turn and their tool_results form ONE unit ``turn:<turn>`` (thinking must
-#     stay with its turn, and a tool_use must keep its thinking); text blocks stay free;
-#   * Responses/Codex: a reasoning item, the model items that directly follow it (function and
-#     custom tool calls, assistant messages, up to the next reasoning or non-model item) and the
-#     outputs of those calls form ``turn:<turn of the reasoning>`` (the API rejects a reasoning
-#     item without the item it produced);
-#   * Anthropic server tools (``server_tool_use`` and ``*_tool_result`` in one message) pair like
-#     tool calls.
+# Units (blocks that must share one directive): a tool call and its result(s), ``tool:<call
+# block id>`` (parallel calls are separate units; an Anthropic server tool pairs the same way), plus
+# what a format's ``units`` adds: an Anthropic thinking turn with its tool calls, a Responses
+# reasoning item with the items it produced, a Chat reply's reasoning with its calls.
 #
-# Load-time repairs (reported in ``Conversation.repairs``, one line each, never an exception):
-#   * a tool result whose call is not where the API needs it (Anthropic: in the assistant turn
-#     right before; OpenAI: in the assistant message the tool messages follow; Responses: any
-#     earlier call with that call_id) is dropped;
-#   * a tool call with no result is dropped (Anthropic: unless its assistant message is the last
-#     thing in the conversation, which the API reads as a prefill; Chat Completions and Responses
-#     refuse a call with no result anywhere);
-#   * empty text blocks and messages left with no content are dropped.
+# Load-time repairs (``Conversation.repairs``, one line each, never an exception): a tool result
+# whose call is not where the API needs it, a call with no result (Anthropic keeps one in the last
+# message: a prefill), empty text blocks and messages left empty are dropped (each format's ``pair``).
 #
-# Emit rules:
-#   * decisions map block id -> ("retain", None) | ("retain", full_text) | ("page", stub) |
-#     ("evict", None); a missing id means retain, an unknown id or directive is a PagerError;
-#   * ("retain", full_text) restores a stub block: its line is replaced by full_text as a plain
-#     text part of the same message (a restored tool call or tool result stays text: the call
-#     and its result cannot be rebuilt from a stub).  For any other block, and for an empty
-#     full_text, the text is ignored and the block is written as it was;
-#   * a stub block given ("page", stub) is written with the new stub (its old line when the stub
-#     is empty); lines of one stub note that stay stubs stay together in one text part;
-#   * a page directive with an empty stub gets ``[paged <id> | turn <turn> | <role>]``, which a
-#     later load reads back as the same stub block;
-#   * a unit whose blocks got different directives takes the most conservative one
-#     (retain > page > evict), so no map can break a call/result pair;
-#   * a paged unit becomes ONE plain text note (its stubs joined by line breaks) at the place of
-#     its first block, in the assistant message of the call; the call and its results are
-#     removed.  This is always valid: no call/result pair is left half present, and no large tool
-#     arguments remain;
-#   * a paged block outside a unit becomes a text part holding the stub in the same message; a
-#     stub is never merged into other text (an OpenAI or Responses string content that would hold
-#     more than one piece becomes a list of text parts), so the next load finds it;
-#   * Responses/Codex: a message whose content was rewritten loses its ``id`` (it is no longer
-#     the stored item, and its remaining parts must keep their content-derived ids);
-#   * Anthropic: same-role neighbours are merged (tool_result blocks first in a user message,
-#     the leading thinking blocks first in an assistant message); if the first message is an
-#     assistant one, a user note (OMITTED_NOTE) is inserted before it;
-#   * an empty message list becomes one user message holding OMITTED_NOTE (the APIs reject an
-#     empty list);
-#   * pager format: retained blocks verbatim, paged blocks get ``text=stub`` and ``stub: true``,
-#     a stub block retained with its full text gets ``text=full_text`` and loses ``stub``,
-#     evicted blocks vanish; directives apply per block (the pager owns its units).
+# Emit rules (_effective, then the format's ``write``): decisions map block id -> ("retain", None)
+# | ("retain", full_text) | ("page", stub) | ("evict", None); a missing id means retain, an unknown
+# id or directive is a PagerError.  ("retain", full_text) restores a stub block as a plain text part
+# of its message (a restored call or result stays text); for any other block the text is ignored.
+# A page directive with an empty stub gets STUB_FALLBACK, which a later load reads back as the same
+# stub block.  A unit takes its members' most conservative directive (retain > page > evict), so no
+# map can break a call/result pair; a paged unit becomes ONE text note of its stubs at the place of
+# its first block, its call and results removed.  A paged block outside a unit becomes a text part
+# holding its stub in the same message, never merged into other text, so the next load finds it.
+# An empty message list becomes one user message holding OMITTED_NOTE (the APIs reject an empty
+# list).  What each API needs beyond that (Anthropic's alternation, a Responses item's id) is its
+# ``write``'s; references/formats.md lists them.
 
 
 # --- what the formats share: constants, the model of a conversation, ids, units ---
@@ -3551,7 +3516,7 @@ class Conversation:
     """A loaded history: pager blocks plus what emit needs to rebuild the same format."""
     fmt: str
     blocks: List[Dict[str, Any]]
-    emit_format: str          # the format emit() writes it back in (its registry entry's emits_as)
+    emit_format: str          # the format emit() writes it back in (its format class's emits_as)
     skipped_lines: int = 0
     repairs: List[str] = dataclasses.field(default_factory=list)
     # What the log recorded about the context a call really used (Claude Code and Codex usage):
@@ -3568,11 +3533,8 @@ class Conversation:
 
 
 class _Format:
-    """One transcript format: how the pager claims, reads, pairs, writes back and checks it.
-
-    A subclass per format, registered in _FORMATS (see "How to add a format" at the top of the
-    section); the methods below say what every format must do, the defaults what most need not.
-    """
+    """One transcript format: how the pager claims, reads, pairs, writes back and checks it (a subclass
+    per format in _FORMATS: see "How to add a format"); the defaults are what most formats need not do."""
 
     name = ""              # its --format name
     emits_as = ""          # the format its compacted history is written in (the API it was sent to)
@@ -3593,8 +3555,7 @@ class _Format:
         return False
 
     def read(self, document: Any, held: bool = False) -> Conversation:
-        """Return the Conversation of a document (the text, for a JSONL format); ``held``: the
-        server holds the earlier turns (a live Responses conversation; other formats ignore it)."""
+        """Return the Conversation of a document (a JSONL format: the text); ``held``: see pair."""
         raise NotImplementedError
 
     def pair(self, msgs: List[_Msg], repairs: List[str], held: bool) -> None:
@@ -4231,7 +4192,7 @@ def _is_agent_report(msg: _Msg, part: _Part) -> bool:
     if not _MARKUP.is_report(text):
         at = msg.parts.index(part)
         before = msg.parts[at - 1] if at else None
-        if before is None or before.kind != "text" or not _MARKUP.is_bare_report(before.text):
+        if before is None or before.kind != "text" or not _MARKUP.is_report(before.text, whole=True):
             return False
     return not any(tag in text for tag in _MARKUP.relayed)
 
@@ -4455,7 +4416,7 @@ def _continues_response(shell: Any) -> bool:
 def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: List[str],
             skipped: int = 0, archive: Optional[List[_Msg]] = None,
             harness_texts: Container[str] = (), held: bool = False) -> Conversation:
-    """Pair calls with results, repair, name and group the parts (as ``fmt``'s entry says); return the Conversation.
+    """Pair calls with results, repair, name and group the parts (as format ``fmt``'s class says); return the Conversation.
 
     The pager's own note is dropped (the writer puts it back where it is needed); turns are
     numbered by the human's messages; the first human message's text is the task statement
@@ -4463,7 +4424,7 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
     engine pages such a block at worst, never evicts it).  ``archive`` holds the messages before
     a compaction boundary: their blocks (``protected="archived"``) come last.  ``harness_texts``
     holds the content ids of user texts a contract recorded as the harness's (see HARNESS);
-    ``held`` says the server holds the earlier turns (see _pair_responses), as a body's own keys may.
+    ``held`` says the server holds the earlier turns (see _Responses.pair), as a body's own keys may.
     """
     spec = _FORMATS[fmt]
     msgs = [m for m in msgs if not _is_pager_note(m)]
@@ -4520,7 +4481,7 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
                 if part.kind != "result":  # a result paged in place stays in its call's unit
                     unit = f"note:{note[0].bid}" if len(note) > 1 else None
             # A result whose call the history does not hold answers a stored response's call (see
-            # _pair_responses), and a Responses item_reference may name such a call: leaving either
+            # _Responses.pair), and a Responses item_reference may name such a call: leaving either
             # out would leave a call unanswered or an output without its call, so both are pinned.
             stored = part.stub_id is None and ((part.kind == "result" and part.partner is None) or (
                 isinstance(part.raw, dict) and part.raw.get("type") == "item_reference"))
@@ -4539,14 +4500,6 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
 
 def _is_item_list(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(x, dict) for x in value)
-
-
-def _is_responses_value(value: Any) -> bool:
-    """Return True for a Responses request body (``input``) or a list holding a Responses item type."""
-    if isinstance(value, dict):
-        return isinstance(value.get("input"), (list, str)) and "messages" not in value
-    return _is_item_list(value) and any(isinstance(x.get("type"), str) and x["type"] in RESPONSES_ITEM_TYPES
-                                        for x in value)
 
 
 _SERVER_TOOL_VERSION = re.compile(r"_\d{8}$")  # an Anthropic server tool's type: web_search_20250305
@@ -4871,7 +4824,7 @@ def _openai_parts(msg: Dict[str, Any], where: str) -> Tuple[List[_Part], bool]:
 # An assistant message's reasoning as OpenAI-compatible servers send it back beside the content:
 # DeepSeek, Moonshot and vLLM name it ``reasoning_content``, OpenRouter ``reasoning`` (text) and
 # ``reasoning_details`` (entries of text, summary or encrypted data).  All of it is sent, so all of
-# it is one part: counted, paged or evicted with the message's tool calls (see _openai_units).
+# it is one part: counted, paged or evicted with the message's tool calls (see _Openai.units).
 CHAT_REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
 # What a Chat reply's message says about its content as the response gave it: a refusal (read as a
 # refusal part) and url-citation annotations (positions in that content).  Written back as they came
@@ -4939,7 +4892,7 @@ def _load_openai(value: Any, harness: Container[int] = (), harness_texts: Contai
         refusal = raw.get("refusal") if role == "assistant" else None
         if isinstance(refusal, str) and refusal.strip():
             # A refusal the response gave beside its content (null): the assistant's turn, read as
-            # the refusal part the content may hold instead (see _emit_openai).
+            # the refusal part the content may hold instead (see _Openai.write).
             parts.append(_text_part(where + ".refusal", {"type": "refusal", "refusal": refusal}, refusal,
                                     len(parts) + 1))
         voice = _reply_audio(raw, where, len(parts) + 1) if role == "assistant" else None
@@ -4981,208 +4934,6 @@ def _load_openai(value: Any, harness: Container[int] = (), harness_texts: Contai
     return _finish("openai", msgs, [], shell, repairs, harness_texts=harness_texts)
 
 
-def _pair_openai(msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
-    """Pair assistant tool_calls with the tool messages that follow them; repair the rest."""
-    owner: Optional[_Msg] = None
-    calls: Dict[str, _Part] = {}
-    answered: set = set()
-
-    def close() -> None:
-        # A call no tool message answers is dropped, in the final message too: the API refuses
-        # a request that holds one.
-        for key, call in calls.items():
-            if key not in answered and owner is not None:
-                named = "function_call" if key == LEGACY_FUNCTION_KEY else key
-                _drop(owner, call, repairs, f'tool call "{named}" has no tool message answering it')
-
-    for msg in msgs:
-        if msg.role in ("tool", "function"):
-            part = msg.parts[0]
-            if part.key in calls and part.key not in answered:
-                part.partner = calls[part.key]
-                answered.add(part.key)
-            else:
-                what = "function message" if part.key == LEGACY_FUNCTION_KEY else f'"{part.key}"'
-                _drop(msg, part, repairs, f"{what} has no matching tool call in the assistant message before it")
-            continue
-        close()
-        owner, calls, answered = None, {}, set()
-        if msg.role == "assistant":
-            owner = msg
-            for part in list(msg.parts):
-                if part.kind != "call":
-                    continue
-                if part.key in calls:
-                    _drop(msg, part, repairs, f'tool call id "{part.key}" repeats')
-                else:
-                    calls[part.key] = part
-    close()
-
-
-def _openai_units(msgs: List[_Msg]) -> None:
-    """Put an assistant message's reasoning and its tool calls (with their results) in one unit:
-    the servers that send reasoning back want it with the calls it led to."""
-    for msg in msgs:
-        if msg.role == "assistant" and msg.parts and msg.parts[0].kind == "reasoning" and \
-                any(p.kind == "call" for p in msg.parts):
-            unit = f"turn:{msg.parts[0].bid}"
-            for part in msg.parts:
-                if part.kind in ("reasoning", "call"):
-                    part.unit = unit
-
-
-def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
-    """Return the OpenAI message list (or request body) with decisions applied."""
-    out = []
-    for msg in conv._msgs:
-        if msg.role in ("tool", "function"):
-            # A result is paged with its call (their unit's note sits with the call), or in place.
-            verb, text = effective[msg.parts[0].bid]
-            if verb in ("retain", MASK):
-                out.append(_result_piece(msg.raw, verb, text))
-            continue
-        voice = next((p for p in msg.parts if _is_reply_audio(p)), None)
-        texts = [p for p in msg.parts if p.kind not in ("call", "reasoning") and p is not voice]
-        calls = [p for p in msg.parts if p.kind == "call"]
-        pieces, touched = _rebuild(_Msg(msg.role, msg.where, msg.raw, texts), effective,
-                                   lambda s: {"type": "text", "text": s})
-        kept_calls = [p for p in calls if effective[p.bid][0] == "retain"]
-        unsent: Container[str] = ()  # the reasoning fields left out (see CHAT_REASONING_FIELDS)
-        thought = False  # its reasoning is sent
-        if msg.parts and msg.parts[0].kind == "reasoning":
-            verb, stub = effective[msg.parts[0].bid]
-            thought = verb == "retain"
-            if not thought:
-                touched, unsent = True, msg.parts[0].raw
-            if verb == "page":
-                pieces.insert(0, stub)
-        spoken = voice is not None and effective[voice.bid][0] == "retain"  # its audio is sent (never paged)
-        if voice is not None and not spoken:
-            touched, unsent = True, (*unsent, CHAT_AUDIO_FIELD)
-        for call in calls:
-            verb, stub = effective[call.bid]
-            if verb != "retain":
-                touched = True
-            if verb == "page":
-                pieces.append({"type": "text", "text": stub})
-        if not (touched or msg.repaired):
-            out.append(msg.raw)
-            continue
-        # What described the content as it came: a refusal (kept, a part of the content now), annotations.
-        unsent = (*unsent, *CHAT_REPLY_FIELDS)
-        if not pieces and not kept_calls and not thought and not spoken:
-            continue
-        if not pieces:
-            content = None if kept_calls or spoken else ""  # reasoning alone still needs a content
-        elif isinstance(msg.raw.get("content"), list) or len(pieces) > 1 or \
-                (isinstance(pieces[0], dict) and "text" not in pieces[0]):
-            # Separate parts: a stub joined to other text would not be found by the next load.
-            content = [{"type": "text", "text": p} if isinstance(p, str) else p for p in pieces]
-        else:
-            content = pieces[0] if isinstance(pieces[0], str) else pieces[0]["text"]
-        new = {}
-        for key, value in msg.raw.items():
-            if key == "content":
-                new["content"] = content
-            elif key not in ("tool_calls", "function_call") and key not in unsent:
-                new[key] = value
-        new.setdefault("content", content)
-        tool_calls = [p.raw for p in kept_calls if p.key != LEGACY_FUNCTION_KEY]
-        if tool_calls:
-            new["tool_calls"] = tool_calls
-        legacy = [p.raw for p in kept_calls if p.key == LEGACY_FUNCTION_KEY]
-        if legacy:
-            new["function_call"] = legacy[0]
-        out.append(new)
-    if not out:
-        out = [{"role": "user", "content": OMITTED_NOTE}]
-    if isinstance(conv._shell, dict):
-        body = dict(conv._shell)
-        body["messages"] = out
-        return body
-    return out
-
-
-def _validate_openai(obj: Any) -> List[str]:
-    """Return the problems of an OpenAI Chat Completions message list or request body."""
-    messages = obj.get("messages") if isinstance(obj, dict) else obj
-    if not isinstance(messages, list):
-        return ["top level must be a messages array or an object with a messages array"]
-    if not messages:
-        return ["messages is empty"]
-    problems: List[str] = []
-    open_at, open_ids, answered = -1, [], set()  # the assistant tool_calls awaiting replies
-    legacy_open = False
-    call_ids = set()
-
-    def close() -> None:
-        for cid in open_ids:
-            if cid not in answered:
-                problems.append(f'messages[{open_at}].tool_calls id "{cid}" is not answered by a tool message')
-
-    for i, msg in enumerate(messages):
-        where = f"messages[{i}]"
-        if not isinstance(msg, dict):
-            problems.append(f"{where} must be an object")
-            continue
-        role = msg.get("role")
-        if role not in OPENAI_ROLES:
-            problems.append(f"{where}.role {_show(role)} is not a chat role")
-            continue
-        if role == "tool":
-            cid = msg.get("tool_call_id")
-            if cid not in open_ids:
-                problems.append(f"{where}.tool_call_id {_show(cid)} has no matching tool call in the assistant "
-                                "message before it")
-            elif cid in answered:
-                problems.append(f'{where}.tool_call_id "{cid}" is answered twice')
-            answered.add(cid)
-            continue
-        if role == "function":
-            if not legacy_open:
-                problems.append(f"{where} follows no assistant function_call")
-            legacy_open = False
-            continue
-        close()
-        open_at, open_ids, answered, legacy_open = -1, [], set(), False
-        if role != "assistant":
-            problem = _content_problem(msg.get("content"), where)
-            if problem:
-                problems.append(problem)
-            continue
-        calls = msg.get("tool_calls")
-        if calls is not None:
-            if not isinstance(calls, list) or not calls:
-                problems.append(f"{where}.tool_calls must be a non-empty array")
-                calls = []
-            for j, call in enumerate(calls):
-                w = f"{where}.tool_calls[{j}]"
-                fn = call.get("function") if isinstance(call, dict) else None
-                if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) \
-                        or not isinstance(fn.get("arguments"), str):
-                    problems.append(f"{w} needs a function with a name and string arguments")
-                cid = call.get("id") if isinstance(call, dict) else None
-                if not isinstance(cid, str):
-                    problems.append(f"{w}.id must be a string")
-                    continue
-                if cid in open_ids:  # within one message; SWE-agent reuses ids across turns
-                    problems.append(f'{w}.id "{cid}" repeats a tool call id of its message')
-                call_ids.add(cid)
-                open_ids.append(cid)
-            open_at = i
-        legacy_open = isinstance(msg.get("function_call"), dict)
-        content = msg.get("content")
-        if content in (None, "", []):
-            if not (open_ids or legacy_open or msg.get("refusal") or msg.get(CHAT_AUDIO_FIELD)):
-                problems.append(f"{where} is an empty assistant message without tool_calls")
-        else:
-            problem = _content_problem(content, where)
-            if problem:
-                problems.append(problem)
-    close()  # the final message's calls too: the API refuses a call no tool message answers
-    return problems
-
-
 class _Openai(_Chat):
     """OpenAI Chat Completions: a message list, or a request body with ``messages``."""
 
@@ -5192,10 +4943,201 @@ class _Openai(_Chat):
     def read(self, document: Any, held: bool = False) -> Conversation:
         return _load_openai(document)
 
-    pair = staticmethod(_pair_openai)
-    units = staticmethod(_openai_units)
-    write = staticmethod(_emit_openai)
-    check = staticmethod(_validate_openai)
+    def pair(self, msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
+        """Pair assistant tool_calls with the tool messages that follow them; repair the rest."""
+        owner: Optional[_Msg] = None
+        calls: Dict[str, _Part] = {}
+        answered: set = set()
+
+        def close() -> None:
+            # A call no tool message answers is dropped, in the final message too: the API refuses
+            # a request that holds one.
+            for key, call in calls.items():
+                if key not in answered and owner is not None:
+                    named = "function_call" if key == LEGACY_FUNCTION_KEY else key
+                    _drop(owner, call, repairs, f'tool call "{named}" has no tool message answering it')
+
+        for msg in msgs:
+            if msg.role in ("tool", "function"):
+                part = msg.parts[0]
+                if part.key in calls and part.key not in answered:
+                    part.partner = calls[part.key]
+                    answered.add(part.key)
+                else:
+                    what = "function message" if part.key == LEGACY_FUNCTION_KEY else f'"{part.key}"'
+                    _drop(msg, part, repairs, f"{what} has no matching tool call in the assistant message before it")
+                continue
+            close()
+            owner, calls, answered = None, {}, set()
+            if msg.role == "assistant":
+                owner = msg
+                for part in list(msg.parts):
+                    if part.kind != "call":
+                        continue
+                    if part.key in calls:
+                        _drop(msg, part, repairs, f'tool call id "{part.key}" repeats')
+                    else:
+                        calls[part.key] = part
+        close()
+
+    def units(self, msgs: List[_Msg]) -> None:
+        """Put an assistant message's reasoning and its tool calls (with their results) in one unit:
+        the servers that send reasoning back want it with the calls it led to."""
+        for msg in msgs:
+            if msg.role == "assistant" and msg.parts and msg.parts[0].kind == "reasoning" and \
+                    any(p.kind == "call" for p in msg.parts):
+                unit = f"turn:{msg.parts[0].bid}"
+                for part in msg.parts:
+                    if part.kind in ("reasoning", "call"):
+                        part.unit = unit
+
+    def write(self, conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+        """Return the OpenAI message list (or request body) with decisions applied."""
+        out = []
+        for msg in conv._msgs:
+            if msg.role in ("tool", "function"):
+                # A result is paged with its call (their unit's note sits with the call), or in place.
+                verb, text = effective[msg.parts[0].bid]
+                if verb in ("retain", MASK):
+                    out.append(_result_piece(msg.raw, verb, text))
+                continue
+            voice = next((p for p in msg.parts if _is_reply_audio(p)), None)
+            texts = [p for p in msg.parts if p.kind not in ("call", "reasoning") and p is not voice]
+            calls = [p for p in msg.parts if p.kind == "call"]
+            pieces, touched = _rebuild(_Msg(msg.role, msg.where, msg.raw, texts), effective,
+                                       lambda s: {"type": "text", "text": s})
+            kept_calls = [p for p in calls if effective[p.bid][0] == "retain"]
+            unsent: Container[str] = ()  # the reasoning fields left out (see CHAT_REASONING_FIELDS)
+            thought = False  # its reasoning is sent
+            if msg.parts and msg.parts[0].kind == "reasoning":
+                verb, stub = effective[msg.parts[0].bid]
+                thought = verb == "retain"
+                if not thought:
+                    touched, unsent = True, msg.parts[0].raw
+                if verb == "page":
+                    pieces.insert(0, stub)
+            spoken = voice is not None and effective[voice.bid][0] == "retain"  # its audio is sent (never paged)
+            if voice is not None and not spoken:
+                touched, unsent = True, (*unsent, CHAT_AUDIO_FIELD)
+            for call in calls:
+                verb, stub = effective[call.bid]
+                if verb != "retain":
+                    touched = True
+                if verb == "page":
+                    pieces.append({"type": "text", "text": stub})
+            if not (touched or msg.repaired):
+                out.append(msg.raw)
+                continue
+            # What described the content as it came: a refusal (kept, a part of the content now), annotations.
+            unsent = (*unsent, *CHAT_REPLY_FIELDS)
+            if not pieces and not kept_calls and not thought and not spoken:
+                continue
+            if not pieces:
+                content = None if kept_calls or spoken else ""  # reasoning alone still needs a content
+            elif isinstance(msg.raw.get("content"), list) or len(pieces) > 1 or \
+                    (isinstance(pieces[0], dict) and "text" not in pieces[0]):
+                # Separate parts: a stub joined to other text would not be found by the next load.
+                content = [{"type": "text", "text": p} if isinstance(p, str) else p for p in pieces]
+            else:
+                content = pieces[0] if isinstance(pieces[0], str) else pieces[0]["text"]
+            new = {}
+            for key, value in msg.raw.items():
+                if key == "content":
+                    new["content"] = content
+                elif key not in ("tool_calls", "function_call") and key not in unsent:
+                    new[key] = value
+            new.setdefault("content", content)
+            tool_calls = [p.raw for p in kept_calls if p.key != LEGACY_FUNCTION_KEY]
+            if tool_calls:
+                new["tool_calls"] = tool_calls
+            legacy = [p.raw for p in kept_calls if p.key == LEGACY_FUNCTION_KEY]
+            if legacy:
+                new["function_call"] = legacy[0]
+            out.append(new)
+        if not out:
+            out = [{"role": "user", "content": OMITTED_NOTE}]
+        if isinstance(conv._shell, dict):
+            body = dict(conv._shell)
+            body["messages"] = out
+            return body
+        return out
+
+    def check(self, obj: Any) -> List[str]:
+        """Return the problems of an OpenAI Chat Completions message list or request body."""
+        messages = obj.get("messages") if isinstance(obj, dict) else obj
+        if not isinstance(messages, list):
+            return ["top level must be a messages array or an object with a messages array"]
+        if not messages:
+            return ["messages is empty"]
+        problems: List[str] = []
+        open_at, open_ids, answered = -1, [], set()  # the assistant tool_calls awaiting replies
+        legacy_open = False
+
+        def close() -> None:
+            for cid in open_ids:
+                if cid not in answered:
+                    problems.append(f'messages[{open_at}].tool_calls id "{cid}" is not answered by a tool message')
+
+        for i, msg in enumerate(messages):
+            where = f"messages[{i}]"
+            if not isinstance(msg, dict):
+                problems.append(f"{where} must be an object")
+                continue
+            role = msg.get("role")
+            if role not in OPENAI_ROLES:
+                problems.append(f"{where}.role {_show(role)} is not a chat role")
+                continue
+            if role == "tool":
+                cid = msg.get("tool_call_id")
+                if cid not in open_ids:
+                    problems.append(f"{where}.tool_call_id {_show(cid)} has no matching tool call in the assistant "
+                                    "message before it")
+                elif cid in answered:
+                    problems.append(f'{where}.tool_call_id "{cid}" is answered twice')
+                answered.add(cid)
+                continue
+            if role == "function":
+                if not legacy_open:
+                    problems.append(f"{where} follows no assistant function_call")
+                legacy_open = False
+                continue
+            close()
+            open_at, open_ids, answered, legacy_open = -1, [], set(), False
+            if role != "assistant":
+                problem = _content_problem(msg.get("content"), where)
+                if problem:
+                    problems.append(problem)
+                continue
+            calls = msg.get("tool_calls")
+            if calls is not None:
+                if not isinstance(calls, list) or not calls:
+                    problems.append(f"{where}.tool_calls must be a non-empty array")
+                    calls = []
+                for j, call in enumerate(calls):
+                    w = f"{where}.tool_calls[{j}]"
+                    fn = call.get("function") if isinstance(call, dict) else None
+                    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) \
+                            or not isinstance(fn.get("arguments"), str):
+                        problems.append(f"{w} needs a function with a name and string arguments")
+                    cid = call.get("id") if isinstance(call, dict) else None
+                    if not isinstance(cid, str):
+                        problems.append(f"{w}.id must be a string")
+                        continue
+                    if cid in open_ids:  # within one message; SWE-agent reuses ids across turns
+                        problems.append(f'{w}.id "{cid}" repeats a tool call id of its message')
+                    open_ids.append(cid)
+                open_at = i
+            legacy_open = isinstance(msg.get("function_call"), dict)
+            content = msg.get("content")
+            if content in (None, "", []):
+                if not (open_ids or legacy_open or msg.get("refusal") or msg.get(CHAT_AUDIO_FIELD)):
+                    problems.append(f"{where} is an empty assistant message without tool_calls")
+            else:
+                problem = _content_problem(content, where)
+                if problem:
+                    problems.append(problem)
+        close()  # the final message's calls too: the API refuses a call no tool message answers
+        return problems
 
     def tool_definition(self, name: str, description: str, schema: Dict[str, Any]) -> Dict[str, Any]:
         """Return a tool's definition in this API's shape."""
@@ -5244,59 +5186,6 @@ def _orphan_reasoning(items: List[Any]) -> List[int]:
         if end == len(items) or not _produced_item(items[end]):
             orphans.append(index)
     return orphans
-
-
-def _pair_responses(msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
-    """Pair calls with outputs by call_id (output after call); repair the rest.
-
-    When the server holds the earlier turns (``held``: a body that continues a stored response,
-    see _continues_response) an output whose call is not in the input answers a call of that
-    response: it stays, unpaired (the pass keeps it verbatim).
-    """
-    calls: Dict[str, Tuple[int, _Msg, _Part]] = {}
-    answered = set()
-    for index, msg in enumerate(msgs):
-        if not msg.item:
-            continue
-        part = msg.parts[0]
-        if part.kind == "call":
-            if part.key in calls:
-                _drop(msg, part, repairs, f'"{part.key}" repeats an earlier call')
-            else:
-                calls[part.key] = (index, msg, part)
-        elif part.kind == "result":
-            found = calls.get(part.key)
-            fits = found and msg.raw.get("type") in RESPONSES_CALLS[found[1].raw.get("type")]
-            if fits and part.key not in answered:
-                part.partner = found[2]
-                answered.add(part.key)
-            elif held and found is None and part.key not in answered:
-                answered.add(part.key)  # it answers the stored response's call
-            else:
-                _drop(msg, part, repairs, f'"{part.key}" has no matching earlier call')
-    for key, (index, msg, part) in calls.items():
-        if key not in answered:  # at the end too: the API refuses a call with no output
-            _drop(msg, part, repairs, f'"{key}" has no output')
-    live = [m for m in msgs if m.parts]
-    for index in _orphan_reasoning([m.raw if m.parts[0].stub_id is None else {} for m in live]):
-        _drop(live[index], live[index].parts[0], repairs, "is a reasoning item without the item it produced")
-
-
-
-def _responses_units(msgs: List[_Msg]) -> None:
-    """Put a reasoning item, the model items it produced and their outputs in one unit."""
-    for index, msg in enumerate(msgs):
-        if not (msg.item and msg.parts[0].kind == "reasoning"):
-            continue
-        unit = f"turn:{msg.parts[0].bid}"
-        msg.parts[0].unit = unit
-        for follower in msgs[index + 1:]:
-            if not _is_model_item(follower) or (follower.item and
-                                                follower.parts[0].kind == "reasoning"):
-                break
-            for part in follower.parts:
-                if part.stub_id is None:
-                    part.unit = unit
 
 
 def _responses_msg(item: Any, where: str, repairs: List[str]) -> _Msg:
@@ -5375,148 +5264,195 @@ def _responses_msg(item: Any, where: str, repairs: List[str]) -> _Msg:
                 mid=item.get("id") if isinstance(item.get("id"), str) else None, item=True)
 
 
-def _load_responses(value: Any, held: bool = False) -> Conversation:
-    """Return the Conversation for a Responses input item list or request body.
-
-    ``held``: the server holds the earlier turns (the library's ``server_state``), as a body's
-    ``previous_response_id`` or ``conversation`` says of itself (see _pair_responses).
-    """
-    head: List[_Msg] = []
-    if isinstance(value, dict) and isinstance(value.get("input"), (list, str)):
-        shell, items = value, value["input"]
-        if isinstance(items, str):  # a bare string input is one user message
-            items = [{"role": "user", "content": items}]
-        instructions = value.get("instructions")
-        if isinstance(instructions, str) and instructions.strip():
-            part = _text_part("instructions", instructions, instructions, 0)
-            head.append(_Msg("system", "instructions", {"content": instructions}, [part],
-                             mid="instructions", string_content=True))
-    elif isinstance(value, list):
-        shell, items = None, value
-    else:
-        raise PagerError("responses input must be an item array or an object with an input "
-                          "array")
-    repairs: List[str] = []
-    msgs = [_responses_msg(item, f"input[{i}]", repairs) for i, item in enumerate(items)]
-    # An item_reference names an item the server stored: the call an output answers may be one.
-    held = held or any(isinstance(item, dict) and item.get("type") == "item_reference" for item in items)
-    return _finish("responses", msgs, head, shell, repairs, held=held)
-
-
-def _emit_responses(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
-    """Return the Responses item list (or request body) with decisions applied."""
-    items = []
-    for msg in conv._msgs:
-        if msg.item:
-            verb, stub = effective[msg.parts[0].bid]
-            if verb in ("retain", MASK):
-                items.append(_result_piece(msg.raw, verb, stub) if msg.parts[0].kind == "result" else msg.raw)
-            elif verb == "page":
-                items.append({"type": "message", "role": "assistant",
-                              "content": [{"type": "output_text", "text": stub}]})
-            continue
-        part_type = "output_text" if msg.role == "assistant" else "input_text"
-        pieces, touched = _rebuild(msg, effective, lambda s: {"type": part_type, "text": s})
-        if not pieces:
-            continue
-        if not touched:
-            items.append(msg.raw)
-            continue
-        # The rewritten message is no longer the stored item its id names.
-        new = {k: v for k, v in msg.raw.items() if k != "id"}
-        if msg.string_content and len(pieces) == 1:
-            new["content"] = pieces[0] if isinstance(pieces[0], str) else pieces[0]["text"]
-        else:
-            new["content"] = [{"type": part_type, "text": p} if isinstance(p, str) else p
-                              for p in pieces]
-        items.append(new)
-    # A reasoning item must precede the item it produced; a pass that removed that item
-    # (a unit is never split, but a stub is a message) drops the reasoning too.
-    for index in reversed(_orphan_reasoning(items)):
-        del items[index]
-    if not items:
-        items = [{"type": "message", "role": "user",
-                  "content": [{"type": "input_text", "text": OMITTED_NOTE}]}]
-    if not isinstance(conv._shell, dict):
-        return items
-    body = dict(conv._shell)
-    body["input"] = items
-    for head in conv._head:
-        pieces, touched = _rebuild(head, effective, lambda s: s)
-        if not pieces:
-            body.pop("instructions", None)
-        elif touched:
-            body["instructions"] = "\n\n".join(pieces)
-    return body
-
-
-def _validate_responses(obj: Any) -> List[str]:
-    """Return the problems of a Responses input item list or request body."""
-    items = obj.get("input") if isinstance(obj, dict) else obj
-    if not isinstance(items, list):
-        return ["top level must be an item array or an object with an input array"]
-    if not items:
-        return ["input is empty"]
-    problems: List[str] = []
-    calls: Dict[str, Tuple[int, str]] = {}
-    answered = set()
-    stored = _continues_response(obj) or any(isinstance(item, dict) and item.get("type") == "item_reference"
-                                             for item in items)
-    for i, item in enumerate(items):
-        where = f"input[{i}]"
-        if not isinstance(item, dict):
-            problems.append(f"{where} must be an object")
-            continue
-        kind = item.get("type") or ("message" if "role" in item else None)
-        if kind == "message":
-            if item.get("role") not in RESPONSES_ROLES:
-                problems.append(f"{where}.role {_show(item.get('role'))} is not a message role")
-            problem = _content_problem(item.get("content"), where)
-            if problem:
-                problems.append(problem)
-        elif kind in RESPONSES_CALLS:
-            cid = item.get("call_id")
-            if not isinstance(cid, str):
-                problems.append(f"{where}.call_id must be a string")
-                continue
-            if cid in calls:
-                problems.append(f'{where}.call_id "{cid}" repeats an earlier call')
-            calls[cid] = (i, kind)
-            if kind == "function_call" and not (isinstance(item.get("name"), str)
-                                                and isinstance(item.get("arguments"), str)):
-                problems.append(f"{where} needs a string name and string arguments")
-        elif kind in RESPONSES_OUTPUTS:
-            cid = item.get("call_id")
-            found = calls.get(cid) if isinstance(cid, str) else None
-            if found is None and stored and isinstance(cid, str) and cid not in answered:
-                pass  # it answers a call of the stored response
-            elif found is None or kind not in RESPONSES_CALLS[found[1]]:
-                problems.append(f'{where}.call_id {_show(cid)} has no earlier matching call')
-            elif cid in answered:
-                problems.append(f'{where}.call_id "{cid}" is answered twice')
-            answered.add(cid)
-        elif not isinstance(kind, str):
-            problems.append(f"{where} has no type")
-    for cid, (index, kind) in calls.items():
-        if cid not in answered:  # at the end too: the API refuses a call with no output
-            problems.append(f'input[{index}] {kind} "{cid}" has no output')
-    for index in _orphan_reasoning(items):
-        problems.append(f"input[{index}] is a reasoning item without the item it produced after it")
-    return problems
-
-
 class _Responses(_Format):
     """OpenAI Responses: an input item list, or a request body with ``input`` (and ``instructions``)."""
 
     name = emits_as = tool_api = "responses"
     tool_call_type = "function_call"
 
-    claims = staticmethod(_is_responses_value)
-    read = staticmethod(_load_responses)
-    pair = staticmethod(_pair_responses)
-    units = staticmethod(_responses_units)
-    write = staticmethod(_emit_responses)
-    check = staticmethod(_validate_responses)
+    def claims(self, value: Any) -> bool:
+        """Return True for a Responses request body (``input``) or a list holding a Responses item type."""
+        if isinstance(value, dict):
+            return isinstance(value.get("input"), (list, str)) and "messages" not in value
+        return _is_item_list(value) and any(isinstance(x.get("type"), str) and x["type"] in RESPONSES_ITEM_TYPES
+                                            for x in value)
+
+    def read(self, value: Any, held: bool = False) -> Conversation:
+        """Return the Conversation for a Responses input item list or request body.
+
+        ``held``: the server holds the earlier turns (the library's ``server_state``), as a body's
+        ``previous_response_id`` or ``conversation`` says of itself (see _Responses.pair).
+        """
+        head: List[_Msg] = []
+        if isinstance(value, dict) and isinstance(value.get("input"), (list, str)):
+            shell, items = value, value["input"]
+            if isinstance(items, str):  # a bare string input is one user message
+                items = [{"role": "user", "content": items}]
+            instructions = value.get("instructions")
+            if isinstance(instructions, str) and instructions.strip():
+                part = _text_part("instructions", instructions, instructions, 0)
+                head.append(_Msg("system", "instructions", {"content": instructions}, [part],
+                                 mid="instructions", string_content=True))
+        elif isinstance(value, list):
+            shell, items = None, value
+        else:
+            raise PagerError("responses input must be an item array or an object with an input "
+                              "array")
+        repairs: List[str] = []
+        msgs = [_responses_msg(item, f"input[{i}]", repairs) for i, item in enumerate(items)]
+        # An item_reference names an item the server stored: the call an output answers may be one.
+        held = held or any(isinstance(item, dict) and item.get("type") == "item_reference" for item in items)
+        return _finish(self.name, msgs, head, shell, repairs, held=held)
+
+    def pair(self, msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
+        """Pair calls with outputs by call_id (output after call); repair the rest.
+
+        When the server holds the earlier turns (``held``: a body that continues a stored response,
+        see _continues_response) an output whose call is not in the input answers a call of that
+        response: it stays, unpaired (the pass keeps it verbatim).
+        """
+        calls: Dict[str, Tuple[int, _Msg, _Part]] = {}
+        answered = set()
+        for index, msg in enumerate(msgs):
+            if not msg.item:
+                continue
+            part = msg.parts[0]
+            if part.kind == "call":
+                if part.key in calls:
+                    _drop(msg, part, repairs, f'"{part.key}" repeats an earlier call')
+                else:
+                    calls[part.key] = (index, msg, part)
+            elif part.kind == "result":
+                found = calls.get(part.key)
+                fits = found and msg.raw.get("type") in RESPONSES_CALLS[found[1].raw.get("type")]
+                if fits and part.key not in answered:
+                    part.partner = found[2]
+                    answered.add(part.key)
+                elif held and found is None and part.key not in answered:
+                    answered.add(part.key)  # it answers the stored response's call
+                else:
+                    _drop(msg, part, repairs, f'"{part.key}" has no matching earlier call')
+        for key, (index, msg, part) in calls.items():
+            if key not in answered:  # at the end too: the API refuses a call with no output
+                _drop(msg, part, repairs, f'"{key}" has no output')
+        live = [m for m in msgs if m.parts]
+        for index in _orphan_reasoning([m.raw if m.parts[0].stub_id is None else {} for m in live]):
+            _drop(live[index], live[index].parts[0], repairs, "is a reasoning item without the item it produced")
+
+    def units(self, msgs: List[_Msg]) -> None:
+        """Put a reasoning item, the model items it produced and their outputs in one unit."""
+        for index, msg in enumerate(msgs):
+            if not (msg.item and msg.parts[0].kind == "reasoning"):
+                continue
+            unit = f"turn:{msg.parts[0].bid}"
+            msg.parts[0].unit = unit
+            for follower in msgs[index + 1:]:
+                if not _is_model_item(follower) or (follower.item and
+                                                    follower.parts[0].kind == "reasoning"):
+                    break
+                for part in follower.parts:
+                    if part.stub_id is None:
+                        part.unit = unit
+
+    def write(self, conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+        """Return the Responses item list (or request body) with decisions applied."""
+        items = []
+        for msg in conv._msgs:
+            if msg.item:
+                verb, stub = effective[msg.parts[0].bid]
+                if verb in ("retain", MASK):
+                    items.append(_result_piece(msg.raw, verb, stub) if msg.parts[0].kind == "result" else msg.raw)
+                elif verb == "page":
+                    items.append({"type": "message", "role": "assistant",
+                                  "content": [{"type": "output_text", "text": stub}]})
+                continue
+            part_type = "output_text" if msg.role == "assistant" else "input_text"
+            pieces, touched = _rebuild(msg, effective, lambda s: {"type": part_type, "text": s})
+            if not pieces:
+                continue
+            if not touched:
+                items.append(msg.raw)
+                continue
+            # The rewritten message is no longer the stored item its id names.
+            new = {k: v for k, v in msg.raw.items() if k != "id"}
+            if msg.string_content and len(pieces) == 1:
+                new["content"] = pieces[0] if isinstance(pieces[0], str) else pieces[0]["text"]
+            else:
+                new["content"] = [{"type": part_type, "text": p} if isinstance(p, str) else p
+                                  for p in pieces]
+            items.append(new)
+        # A reasoning item must precede the item it produced; a pass that removed that item
+        # (a unit is never split, but a stub is a message) drops the reasoning too.
+        for index in reversed(_orphan_reasoning(items)):
+            del items[index]
+        if not items:
+            items = [{"type": "message", "role": "user",
+                      "content": [{"type": "input_text", "text": OMITTED_NOTE}]}]
+        if not isinstance(conv._shell, dict):
+            return items
+        body = dict(conv._shell)
+        body["input"] = items
+        for head in conv._head:
+            pieces, touched = _rebuild(head, effective, lambda s: s)
+            if not pieces:
+                body.pop("instructions", None)
+            elif touched:
+                body["instructions"] = "\n\n".join(pieces)
+        return body
+
+    def check(self, obj: Any) -> List[str]:
+        """Return the problems of a Responses input item list or request body."""
+        items = obj.get("input") if isinstance(obj, dict) else obj
+        if not isinstance(items, list):
+            return ["top level must be an item array or an object with an input array"]
+        if not items:
+            return ["input is empty"]
+        problems: List[str] = []
+        calls: Dict[str, Tuple[int, str]] = {}
+        answered = set()
+        stored = _continues_response(obj) or any(isinstance(item, dict) and item.get("type") == "item_reference"
+                                                 for item in items)
+        for i, item in enumerate(items):
+            where = f"input[{i}]"
+            if not isinstance(item, dict):
+                problems.append(f"{where} must be an object")
+                continue
+            kind = item.get("type") or ("message" if "role" in item else None)
+            if kind == "message":
+                if item.get("role") not in RESPONSES_ROLES:
+                    problems.append(f"{where}.role {_show(item.get('role'))} is not a message role")
+                problem = _content_problem(item.get("content"), where)
+                if problem:
+                    problems.append(problem)
+            elif kind in RESPONSES_CALLS:
+                cid = item.get("call_id")
+                if not isinstance(cid, str):
+                    problems.append(f"{where}.call_id must be a string")
+                    continue
+                if cid in calls:
+                    problems.append(f'{where}.call_id "{cid}" repeats an earlier call')
+                calls[cid] = (i, kind)
+                if kind == "function_call" and not (isinstance(item.get("name"), str)
+                                                    and isinstance(item.get("arguments"), str)):
+                    problems.append(f"{where} needs a string name and string arguments")
+            elif kind in RESPONSES_OUTPUTS:
+                cid = item.get("call_id")
+                found = calls.get(cid) if isinstance(cid, str) else None
+                if found is None and stored and isinstance(cid, str) and cid not in answered:
+                    pass  # it answers a call of the stored response
+                elif found is None or kind not in RESPONSES_CALLS[found[1]]:
+                    problems.append(f'{where}.call_id {_show(cid)} has no earlier matching call')
+                elif cid in answered:
+                    problems.append(f'{where}.call_id "{cid}" is answered twice')
+                answered.add(cid)
+            elif not isinstance(kind, str):
+                problems.append(f"{where} has no type")
+        for cid, (index, kind) in calls.items():
+            if cid not in answered:  # at the end too: the API refuses a call with no output
+                problems.append(f'input[{index}] {kind} "{cid}" has no output')
+        for index in _orphan_reasoning(items):
+            problems.append(f"input[{index}] is a reasoning item without the item it produced after it")
+        return problems
 
     def tool_definition(self, name: str, description: str, schema: Dict[str, Any]) -> Dict[str, Any]:
         return {"type": "function", "name": name, "description": description, "parameters": schema}
@@ -5607,55 +5543,6 @@ def _anthropic_parts(content: Any, where: str, repairs: List[str],
             parts.append(_Part("media" if kind in MEDIA_PART_TYPES else "other", raw, w,
                                text=_part_text(raw), pos=pos))
     return parts, False
-
-
-def _pair_anthropic(msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
-    """Pair tool_use with tool_result across adjacent assistant/user runs; repair the rest."""
-    runs = _runs(msgs)
-    for index, run in enumerate(runs):
-        if run[0].role == "assistant":
-            seen = set()
-            for msg in run:
-                for part in list(msg.parts):
-                    if part.kind == "result":
-                        _drop(msg, part, repairs, f'tool_result "{part.key}" sits in an assistant message')
-                    elif part.kind == "call":
-                        if part.key in seen:
-                            _drop(msg, part, repairs, f'tool_use id "{part.key}" repeats in its turn')
-                        seen.add(part.key)
-            continue
-        before = runs[index - 1] if index else []
-        calls = {p.key: p for m in before for p in m.parts if p.kind == "call"}
-        answered = set()
-        for msg in run:
-            for part in list(msg.parts):
-                if part.kind == "call":
-                    _drop(msg, part, repairs, f'tool_use "{part.key}" sits in a user message')
-                elif part.kind == "result":
-                    if part.key in calls and part.key not in answered:
-                        part.partner = calls[part.key]
-                        answered.add(part.key)
-                    else:
-                        _drop(msg, part, repairs, f'tool_result "{part.key}" has no matching tool_use in '
-                              'the previous assistant message')
-        for key, call in calls.items():
-            if key not in answered:
-                owner = next(m for m in before if call in m.parts)
-                _drop(owner, call, repairs, f'tool_use "{key}" has no tool_result in the next user message')
-    # A final assistant run keeps its unanswered calls: it is awaiting their results.
-
-
-def _anthropic_units(msgs: List[_Msg]) -> None:
-    """Put a thinking turn's thinking, its tool calls and their results in one unit."""
-    for run in _runs(msgs):
-        if run[0].role != "assistant":
-            continue
-        parts = [p for m in run for p in m.parts]
-        if any(p.kind == "thinking" for p in parts):
-            unit = f"turn:{parts[0].bid}"
-            for part in parts:
-                if part.kind in ("thinking", "call") or part.link is not None:
-                    part.unit = unit
 
 
 def _api_fields(raw: Dict[str, Any], kind: Any, foreign: Dict[str, int]) -> Dict[str, Any]:
@@ -5785,130 +5672,6 @@ def _merge_same_role(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return out
 
 
-def _emit_anthropic(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
-    """Return the Anthropic Messages object with decisions applied."""
-    def text_block(stub: str) -> Dict[str, str]:
-        return {"type": "text", "text": stub}
-
-    body = dict(conv._shell) if isinstance(conv._shell, dict) else {}
-    for head in conv._head:
-        pieces, touched = _rebuild(head, effective, text_block)
-        if not pieces:
-            body.pop("system", None)
-        elif head.string_content and not touched:
-            body["system"] = pieces[0]
-        else:
-            body["system"] = [text_block(p) if isinstance(p, str) else p for p in pieces]
-    messages = []
-    for msg in conv._msgs:
-        pieces, touched = _rebuild(msg, effective, text_block)
-        if not pieces:
-            continue
-        new = dict(msg.raw)
-        if msg.string_content and not touched:
-            new["content"] = pieces[0]
-        else:
-            blocks = [text_block(p) if isinstance(p, str) else p for p in pieces]
-            if msg.role == "user":
-                blocks = _results_first(blocks)
-            new["content"] = blocks
-        messages.append(new)
-    messages = _merge_same_role(messages)
-    if messages and messages[0]["role"] != "user":
-        messages.insert(0, {"role": "user", "content": OMITTED_NOTE})
-    if not messages:
-        messages = [{"role": "user", "content": OMITTED_NOTE}]
-    if isinstance(conv._shell, list):
-        return messages
-    body["messages"] = messages
-    return body
-
-
-def _validate_anthropic(obj: Any) -> List[str]:
-    """Return the problems of an Anthropic Messages object."""
-    if isinstance(obj, dict):
-        messages = obj.get("messages")
-    else:
-        messages = obj
-    if not isinstance(messages, list):
-        return ["top level must be an object with a messages array"]
-    problems: List[str] = []
-    if isinstance(obj, dict) and "system" in obj:
-        system = obj["system"]
-        if isinstance(system, list):
-            for j, block in enumerate(system):
-                if not (isinstance(block, dict) and block.get("type") == "text"
-                        and str(block.get("text") or "").strip()):
-                    problems.append(f"system[{j}] must be a non-empty text block")
-        elif not isinstance(system, str):
-            problems.append("system must be a string or an array of text blocks")
-    if not messages:
-        return problems + ["messages is empty"]
-    prev_role, prev_calls = None, []
-    use_ids = set()
-    for i, msg in enumerate(messages):
-        where = f"messages[{i}]"
-        if not isinstance(msg, dict) or msg.get("role") not in ANTHROPIC_ROLES:
-            problems.append(f"{where} must be an object with role user or assistant")
-            prev_role, prev_calls = None, []
-            continue
-        role = msg["role"]
-        if i == 0 and role != "user":
-            problems.append(f"messages[0].role must be user (got {role})")
-        if role == prev_role:
-            problems.append(f"{where} has the same role as messages[{i - 1}] ({role}); roles must alternate")
-        problem = _content_problem(msg.get("content"), where)
-        if problem:
-            problems.append(problem)
-        content = msg.get("content")
-        blocks = content if isinstance(content, list) else []
-        types = [b.get("type") if isinstance(b, dict) else None for b in blocks]
-        calls = []
-        if role == "user":
-            answered = set()
-            for j, block in enumerate(blocks):
-                if types[j] in ("tool_use",) + THINKING_TYPES:
-                    problems.append(f"{where}.content[{j}] is a {types[j]} in a user message")
-                if types[j] != "tool_result":
-                    continue
-                if any(t != "tool_result" for t in types[:j]):
-                    problems.append(f"{where}.content[{j}] tool_result must come before other blocks")
-                tid = block.get("tool_use_id")
-                if tid not in prev_calls:
-                    problems.append(f"{where}.content[{j}].tool_use_id {_show(tid)} has no matching tool_use in "
-                                    "the previous assistant message")
-                elif tid in answered:
-                    problems.append(f'{where}.content[{j}].tool_use_id "{tid}" is answered twice')
-                answered.add(tid)
-            for cid in prev_calls:
-                if cid not in answered:
-                    problems.append(f'messages[{i - 1}] tool_use "{cid}" is not answered in {where}')
-        else:
-            for cid in prev_calls:
-                problems.append(f'messages[{i - 1}] tool_use "{cid}" is not answered: {where} is not a user message')
-            if types and types[0] not in THINKING_TYPES and any(t in THINKING_TYPES for t in types):
-                problems.append(f"{where} holds thinking but starts with {_show(types[0])}: "
-                                "the API wants thinking first")
-            for j, block in enumerate(blocks):
-                if types[j] == "tool_result":
-                    problems.append(f"{where}.content[{j}] is a tool_result in an assistant message")
-                elif types[j] in THINKING_TYPES and (unsendable := _thinking_problem(block)):
-                    problems.append(f"{where}.content[{j}] is {unsendable}")
-                if types[j] != "tool_use":
-                    continue
-                cid = block.get("id")
-                if not isinstance(cid, str) or not isinstance(block.get("name"), str):
-                    problems.append(f"{where}.content[{j}] tool_use needs a string id and name")
-                    continue
-                if cid in use_ids:
-                    problems.append(f'{where}.content[{j}] tool_use id "{cid}" repeats')
-                use_ids.add(cid)
-                calls.append(cid)
-        prev_role, prev_calls = role, calls
-    # Calls left in the final assistant message are awaiting results: allowed.
-    return problems
-
-
 class _Anthropic(_Chat):
     """Anthropic Messages: a message list, or a request body with ``messages`` (and ``system``)."""
 
@@ -5918,10 +5681,174 @@ class _Anthropic(_Chat):
     def read(self, document: Any, held: bool = False) -> Conversation:
         return _load_anthropic(document)
 
-    pair = staticmethod(_pair_anthropic)
-    units = staticmethod(_anthropic_units)
-    write = staticmethod(_emit_anthropic)
-    check = staticmethod(_validate_anthropic)
+    def pair(self, msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
+        """Pair tool_use with tool_result across adjacent assistant/user runs; repair the rest."""
+        runs = _runs(msgs)
+        for index, run in enumerate(runs):
+            if run[0].role == "assistant":
+                seen = set()
+                for msg in run:
+                    for part in list(msg.parts):
+                        if part.kind == "result":
+                            _drop(msg, part, repairs, f'tool_result "{part.key}" sits in an assistant message')
+                        elif part.kind == "call":
+                            if part.key in seen:
+                                _drop(msg, part, repairs, f'tool_use id "{part.key}" repeats in its turn')
+                            seen.add(part.key)
+                continue
+            before = runs[index - 1] if index else []
+            calls = {p.key: p for m in before for p in m.parts if p.kind == "call"}
+            answered = set()
+            for msg in run:
+                for part in list(msg.parts):
+                    if part.kind == "call":
+                        _drop(msg, part, repairs, f'tool_use "{part.key}" sits in a user message')
+                    elif part.kind == "result":
+                        if part.key in calls and part.key not in answered:
+                            part.partner = calls[part.key]
+                            answered.add(part.key)
+                        else:
+                            _drop(msg, part, repairs, f'tool_result "{part.key}" has no matching tool_use in '
+                                  'the previous assistant message')
+            for key, call in calls.items():
+                if key not in answered:
+                    owner = next(m for m in before if call in m.parts)
+                    _drop(owner, call, repairs, f'tool_use "{key}" has no tool_result in the next user message')
+        # A final assistant run keeps its unanswered calls: it is awaiting their results.
+
+    def units(self, msgs: List[_Msg]) -> None:
+        """Put a thinking turn's thinking, its tool calls and their results in one unit."""
+        for run in _runs(msgs):
+            if run[0].role != "assistant":
+                continue
+            parts = [p for m in run for p in m.parts]
+            if any(p.kind == "thinking" for p in parts):
+                unit = f"turn:{parts[0].bid}"
+                for part in parts:
+                    if part.kind in ("thinking", "call") or part.link is not None:
+                        part.unit = unit
+
+    def write(self, conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+        """Return the Anthropic Messages object with decisions applied."""
+        def text_block(stub: str) -> Dict[str, str]:
+            return {"type": "text", "text": stub}
+
+        body = dict(conv._shell) if isinstance(conv._shell, dict) else {}
+        for head in conv._head:
+            pieces, touched = _rebuild(head, effective, text_block)
+            if not pieces:
+                body.pop("system", None)
+            elif head.string_content and not touched:
+                body["system"] = pieces[0]
+            else:
+                body["system"] = [text_block(p) if isinstance(p, str) else p for p in pieces]
+        messages = []
+        for msg in conv._msgs:
+            pieces, touched = _rebuild(msg, effective, text_block)
+            if not pieces:
+                continue
+            new = dict(msg.raw)
+            if msg.string_content and not touched:
+                new["content"] = pieces[0]
+            else:
+                blocks = [text_block(p) if isinstance(p, str) else p for p in pieces]
+                if msg.role == "user":
+                    blocks = _results_first(blocks)
+                new["content"] = blocks
+            messages.append(new)
+        messages = _merge_same_role(messages)
+        if messages and messages[0]["role"] != "user":
+            messages.insert(0, {"role": "user", "content": OMITTED_NOTE})
+        if not messages:
+            messages = [{"role": "user", "content": OMITTED_NOTE}]
+        if isinstance(conv._shell, list):
+            return messages
+        body["messages"] = messages
+        return body
+
+    def check(self, obj: Any) -> List[str]:
+        """Return the problems of an Anthropic Messages object."""
+        if isinstance(obj, dict):
+            messages = obj.get("messages")
+        else:
+            messages = obj
+        if not isinstance(messages, list):
+            return ["top level must be an object with a messages array"]
+        problems: List[str] = []
+        if isinstance(obj, dict) and "system" in obj:
+            system = obj["system"]
+            if isinstance(system, list):
+                for j, block in enumerate(system):
+                    if not (isinstance(block, dict) and block.get("type") == "text"
+                            and str(block.get("text") or "").strip()):
+                        problems.append(f"system[{j}] must be a non-empty text block")
+            elif not isinstance(system, str):
+                problems.append("system must be a string or an array of text blocks")
+        if not messages:
+            return problems + ["messages is empty"]
+        prev_role, prev_calls = None, []
+        use_ids = set()
+        for i, msg in enumerate(messages):
+            where = f"messages[{i}]"
+            if not isinstance(msg, dict) or msg.get("role") not in ANTHROPIC_ROLES:
+                problems.append(f"{where} must be an object with role user or assistant")
+                prev_role, prev_calls = None, []
+                continue
+            role = msg["role"]
+            if i == 0 and role != "user":
+                problems.append(f"messages[0].role must be user (got {role})")
+            if role == prev_role:
+                problems.append(f"{where} has the same role as messages[{i - 1}] ({role}); roles must alternate")
+            problem = _content_problem(msg.get("content"), where)
+            if problem:
+                problems.append(problem)
+            content = msg.get("content")
+            blocks = content if isinstance(content, list) else []
+            types = [b.get("type") if isinstance(b, dict) else None for b in blocks]
+            calls = []
+            if role == "user":
+                answered = set()
+                for j, block in enumerate(blocks):
+                    if types[j] in ("tool_use",) + THINKING_TYPES:
+                        problems.append(f"{where}.content[{j}] is a {types[j]} in a user message")
+                    if types[j] != "tool_result":
+                        continue
+                    if any(t != "tool_result" for t in types[:j]):
+                        problems.append(f"{where}.content[{j}] tool_result must come before other blocks")
+                    tid = block.get("tool_use_id")
+                    if tid not in prev_calls:
+                        problems.append(f"{where}.content[{j}].tool_use_id {_show(tid)} has no matching tool_use in "
+                                        "the previous assistant message")
+                    elif tid in answered:
+                        problems.append(f'{where}.content[{j}].tool_use_id "{tid}" is answered twice')
+                    answered.add(tid)
+                for cid in prev_calls:
+                    if cid not in answered:
+                        problems.append(f'messages[{i - 1}] tool_use "{cid}" is not answered in {where}')
+            else:
+                for cid in prev_calls:
+                    problems.append(f'messages[{i - 1}] tool_use "{cid}" is not answered: {where} is not a user message')
+                if types and types[0] not in THINKING_TYPES and any(t in THINKING_TYPES for t in types):
+                    problems.append(f"{where} holds thinking but starts with {_show(types[0])}: "
+                                    "the API wants thinking first")
+                for j, block in enumerate(blocks):
+                    if types[j] == "tool_result":
+                        problems.append(f"{where}.content[{j}] is a tool_result in an assistant message")
+                    elif types[j] in THINKING_TYPES and (unsendable := _thinking_problem(block)):
+                        problems.append(f"{where}.content[{j}] is {unsendable}")
+                    if types[j] != "tool_use":
+                        continue
+                    cid = block.get("id")
+                    if not isinstance(cid, str) or not isinstance(block.get("name"), str):
+                        problems.append(f"{where}.content[{j}] tool_use needs a string id and name")
+                        continue
+                    if cid in use_ids:
+                        problems.append(f'{where}.content[{j}] tool_use id "{cid}" repeats')
+                    use_ids.add(cid)
+                    calls.append(cid)
+            prev_role, prev_calls = role, calls
+        # Calls left in the final assistant message are awaiting results: allowed.
+        return problems
 
     def tool_definition(self, name: str, description: str, schema: Dict[str, Any]) -> Dict[str, Any]:
         return {"name": name, "description": description, "input_schema": schema}
@@ -6155,30 +6082,6 @@ def _claude_usage(lines: List[Tuple[int, Dict[str, Any]]]) -> Dict[str, int]:
     return {"recorded_context_tokens": last, "recorded_baseline_tokens": first}
 
 
-def _load_claude_code(text: str) -> Conversation:
-    """Return the Conversation for a Claude Code session transcript (JSONL).
-
-    The live context is read (see _live_branch); the lines before a compaction boundary become
-    archived blocks (pages, never written back).  ``isMeta`` and compaction-summary lines stay
-    (the model saw them) but are the harness's, not the human's.
-    """
-    with _collector_held():
-        records, skipped = _jsonl_records(text)
-        repairs: List[str] = []
-        live, before = _live_branch(records, repairs)
-        other: Dict[str, int] = {}
-        for _, obj in records:
-            if obj.get("type") not in ("user", "assistant") or not isinstance(obj.get("message"), dict):
-                name = str(obj.get("type"))
-                other[name] = other.get(name, 0) + 1
-        msgs = _claude_messages(live, repairs)
-        archive = _claude_messages(before, []) if before else None
-        conv = _finish("claude-code", msgs, [], None, repairs, skipped, archive)
-    conv.recorded = _claude_usage(live)
-    conv.other_lines = other
-    return conv
-
-
 class _ClaudeCode(_Anthropic):
     """Claude Code session logs (JSONL), written back as Anthropic Messages."""
 
@@ -6187,8 +6090,28 @@ class _ClaudeCode(_Anthropic):
     def claims_line(self, record: Dict[str, Any]) -> bool:
         return isinstance(record.get("type"), str) and any(k in record for k in CLAUDE_MARKER_KEYS)
 
-    def read(self, document: Any, held: bool = False) -> Conversation:
-        return _load_claude_code(document)
+    def read(self, text: str, held: bool = False) -> Conversation:
+        """Return the Conversation for a Claude Code session transcript (JSONL).
+
+        The live context is read (see _live_branch); the lines before a compaction boundary become
+        archived blocks (pages, never written back).  ``isMeta`` and compaction-summary lines stay
+        (the model saw them) but are the harness's, not the human's.
+        """
+        with _collector_held():
+            records, skipped = _jsonl_records(text)
+            repairs: List[str] = []
+            live, before = _live_branch(records, repairs)
+            other: Dict[str, int] = {}
+            for _, obj in records:
+                if obj.get("type") not in ("user", "assistant") or not isinstance(obj.get("message"), dict):
+                    name = str(obj.get("type"))
+                    other[name] = other.get(name, 0) + 1
+            msgs = _claude_messages(live, repairs)
+            archive = _claude_messages(before, []) if before else None
+            conv = _finish(self.name, msgs, [], None, repairs, skipped, archive)
+        conv.recorded = _claude_usage(live)
+        conv.other_lines = other
+        return conv
 
     def read_back(self, value: Any, harness_texts: Container[str] = ()) -> Conversation:
         return _load_anthropic(value, harness_texts)
@@ -6201,15 +6124,6 @@ def _is_codex_header(obj: Dict[str, Any]) -> bool:
     """Return True for the first line of an older Codex rollout: {id, timestamp, instructions?, git?}."""
     return ("type" not in obj and isinstance(obj.get("id"), str) and "timestamp" in obj
             and ("instructions" in obj or "git" in obj))
-
-
-def _is_codex_record(obj: Dict[str, Any]) -> bool:
-    """Return True for a line of a Codex rollout: an envelope {type, payload}, or an older rollout's header, state line or bare item."""
-    kind = obj.get("type")
-    if (isinstance(kind, str) and kind in CODEX_LINE_TYPES and "payload" in obj) or _is_codex_header(obj) \
-            or set(obj) == {"record_type"}:
-        return True
-    return isinstance(kind, str) and (kind in RESPONSES_ITEM_TYPES or kind in CODEX_SKIPPED_ITEMS) and "payload" not in obj
 
 
 def _codex_usage(payload: Dict[str, Any]) -> Optional[int]:
@@ -6227,87 +6141,87 @@ def _codex_item(item: Any) -> Any:
     return item
 
 
-def _load_codex(text: str) -> Conversation:
-    """Return the Conversation for a Codex CLI rollout (JSONL).
-
-    ``response_item`` payloads are Responses items (ghost_snapshot undo records are skipped);
-    session_meta, turn_context and event_msg lines are counted as other lines (a token_count
-    event gives the context the last call used).  Older rollouts (a first line
-    ``{id, timestamp, instructions, git}``, ``{"record_type": ...}`` lines, bare items) read the
-    same way.  A ``compacted`` line ends the context before it, as Codex does on resume: with
-    ``replacement_history`` the live history becomes those items; without it (older rollouts)
-    the earlier user/developer/system messages stay and the summary ``message`` is appended as a
-    user message.  Whatever the compaction took out is archived (stored as pages, never written
-    back).  Lines that do not parse, and lines whose payload is not an object, count as skipped.
-    """
-    records, skipped = _jsonl_records(text)
-    items: List[Tuple[str, Dict[str, Any]]] = []
-    archive: List[Tuple[str, Dict[str, Any]]] = []
-    other: Dict[str, int] = {}
-    usage: List[int] = []
-    for number, obj in records:
-        kind, payload = obj.get("type"), obj.get("payload")
-        if "payload" not in obj and isinstance(kind, str) and kind in RESPONSES_ITEM_TYPES | set(CODEX_SKIPPED_ITEMS):
-            kind, payload = "response_item", obj  # an older rollout's bare item
-        if kind not in ("response_item", "compacted"):
-            name = "record_type" if "record_type" in obj else "header" if _is_codex_header(obj) else str(kind)
-            other[name] = other.get(name, 0) + 1
-            if kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "token_count":
-                found = _codex_usage(payload)
-                if found is not None:
-                    usage.append(found)
-            continue
-        if not isinstance(payload, dict):
-            skipped += 1
-            continue
-        if kind == "response_item":
-            if payload.get("type") not in CODEX_SKIPPED_ITEMS:
-                items.append((f"line {number}.payload" if payload is not obj else f"line {number}", payload))
-            continue
-        history = payload.get("replacement_history")
-        if isinstance(history, list):
-            archive += items
-            items = [(f"line {number}.payload.replacement_history[{j}]", it)
-                     for j, it in enumerate(history)
-                     if not (isinstance(it, dict) and it.get("type") in CODEX_SKIPPED_ITEMS)]
-            continue
-        kept = [(w, it) for w, it in items if isinstance(it, dict)
-                and it.get("type", "message") == "message"
-                and it.get("role") in ("user", "developer", "system")]
-        archive += [(w, it) for w, it in items if (w, it) not in kept]
-        items = kept
-        summary = payload.get("message")
-        if isinstance(summary, str) and summary.strip():
-            items.append((f"line {number}.payload.message",
-                          {"type": "message", "role": "user",
-                           "content": [{"type": "input_text", "text": summary}]}))
-    if not items:
-        raise PagerError("codex rollout has no conversation items (response_item lines or bare items): nothing to page")
-    repairs: List[str] = []
-    msgs = [_responses_msg(_codex_item(item), where, repairs) for where, item in items]
-    for msg in msgs:
-        if msg.where.endswith("payload.message"):
-            msg.harness = msg.summary = True  # the compaction summary: the harness's words
-    old = [_responses_msg(_codex_item(item), where, []) for where, item in archive]  # never sent again
-    conv = _finish("codex", msgs, [], None, repairs, skipped, old or None)
-    conv.other_lines = other
-    if usage:
-        conv.recorded = {"recorded_context_tokens": usage[-1], "recorded_baseline_tokens": usage[0]}
-    return conv
-
-
 class _Codex(_Responses):
     """Codex CLI rollouts (JSONL), written back as Responses input items."""
 
     name, jsonl = "codex", True
+    claims = _Format.claims  # a rollout is JSONL: it claims no whole document, as Responses would
 
-    def claims(self, value: Any) -> bool:
-        return False
+    def claims_line(self, obj: Dict[str, Any]) -> bool:
+        """Return True for a line of a Codex rollout: an envelope {type, payload}, or an older rollout's header, state line or bare item."""
+        kind = obj.get("type")
+        if (isinstance(kind, str) and kind in CODEX_LINE_TYPES and "payload" in obj) or _is_codex_header(obj) \
+                or set(obj) == {"record_type"}:
+            return True
+        return isinstance(kind, str) and (kind in RESPONSES_ITEM_TYPES or kind in CODEX_SKIPPED_ITEMS) and "payload" not in obj
 
-    claims_line = staticmethod(_is_codex_record)
+    def read(self, text: str, held: bool = False) -> Conversation:
+        """Return the Conversation for a Codex CLI rollout (JSONL).
 
-    def read(self, document: Any, held: bool = False) -> Conversation:
-        return _load_codex(document)
+        ``response_item`` payloads are Responses items (ghost_snapshot undo records are skipped);
+        session_meta, turn_context and event_msg lines are counted as other lines (a token_count
+        event gives the context the last call used).  Older rollouts (a first line
+        ``{id, timestamp, instructions, git}``, ``{"record_type": ...}`` lines, bare items) read the
+        same way.  A ``compacted`` line ends the context before it, as Codex does on resume: with
+        ``replacement_history`` the live history becomes those items; without it (older rollouts)
+        the earlier user/developer/system messages stay and the summary ``message`` is appended as a
+        user message.  Whatever the compaction took out is archived (stored as pages, never written
+        back).  Lines that do not parse, and lines whose payload is not an object, count as skipped.
+        """
+        records, skipped = _jsonl_records(text)
+        items: List[Tuple[str, Dict[str, Any]]] = []
+        archive: List[Tuple[str, Dict[str, Any]]] = []
+        other: Dict[str, int] = {}
+        usage: List[int] = []
+        for number, obj in records:
+            kind, payload = obj.get("type"), obj.get("payload")
+            if "payload" not in obj and isinstance(kind, str) and kind in RESPONSES_ITEM_TYPES | set(CODEX_SKIPPED_ITEMS):
+                kind, payload = "response_item", obj  # an older rollout's bare item
+            if kind not in ("response_item", "compacted"):
+                name = "record_type" if "record_type" in obj else "header" if _is_codex_header(obj) else str(kind)
+                other[name] = other.get(name, 0) + 1
+                if kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "token_count":
+                    found = _codex_usage(payload)
+                    if found is not None:
+                        usage.append(found)
+                continue
+            if not isinstance(payload, dict):
+                skipped += 1
+                continue
+            if kind == "response_item":
+                if payload.get("type") not in CODEX_SKIPPED_ITEMS:
+                    items.append((f"line {number}.payload" if payload is not obj else f"line {number}", payload))
+                continue
+            history = payload.get("replacement_history")
+            if isinstance(history, list):
+                archive += items
+                items = [(f"line {number}.payload.replacement_history[{j}]", it)
+                         for j, it in enumerate(history)
+                         if not (isinstance(it, dict) and it.get("type") in CODEX_SKIPPED_ITEMS)]
+                continue
+            kept = [(w, it) for w, it in items if isinstance(it, dict)
+                    and it.get("type", "message") == "message"
+                    and it.get("role") in ("user", "developer", "system")]
+            archive += [(w, it) for w, it in items if (w, it) not in kept]
+            items = kept
+            summary = payload.get("message")
+            if isinstance(summary, str) and summary.strip():
+                items.append((f"line {number}.payload.message",
+                              {"type": "message", "role": "user",
+                               "content": [{"type": "input_text", "text": summary}]}))
+        if not items:
+            raise PagerError("codex rollout has no conversation items (response_item lines or bare items): nothing to page")
+        repairs: List[str] = []
+        msgs = [_responses_msg(_codex_item(item), where, repairs) for where, item in items]
+        for msg in msgs:
+            if msg.where.endswith("payload.message"):
+                msg.harness = msg.summary = True  # the compaction summary: the harness's words
+        old = [_responses_msg(_codex_item(item), where, []) for where, item in archive]  # never sent again
+        conv = _finish(self.name, msgs, [], None, repairs, skipped, old or None)
+        conv.other_lines = other
+        if usage:
+            conv.recorded = {"recorded_context_tokens": usage[-1], "recorded_baseline_tokens": usage[0]}
+        return conv
 
 
 # --- swe-agent: SWE-agent trajectories (.traj), written back as openai ---
@@ -6335,21 +6249,6 @@ def _trajectory_messages(value: Any) -> Optional[List[Any]]:
     return messages if isinstance(messages, list) else None
 
 
-def _is_swe_agent_value(value: Any) -> bool:
-    """Return True for a SWE-agent trajectory or a mini-swe-agent run: a list of role messages.
-
-    SWE-agent's list is its ``history``; beside it is the run record (``trajectory``, ``info``,
-    ``replay_config``), or, in a trajectory saved without one (SWE-agent's demonstrations),
-    SWE-agent's own keys on the messages (SWE_AGENT_MARKS).  mini-swe-agent's is its
-    ``messages``, or the whole value (see _is_mini_swe_agent_run).
-    """
-    history = _trajectory_messages(value)
-    if not history or not all(isinstance(m, dict) and "role" in m for m in history):
-        return False
-    return (_is_mini_swe_agent_run(value) or any(k in value for k in ("trajectory", "info", "replay_config"))
-            or any(k in m for m in history for k in SWE_AGENT_MARKS))
-
-
 def _user_text_ids(msg: Dict[str, Any]) -> List[str]:
     """Return the content ids of a Chat user message's text parts (as _finish names their blocks)."""
     try:
@@ -6364,7 +6263,7 @@ def _swe_agent_harness(messages: List[Any], demos: Container[int] = (), harness_
 
     The task is the first user message that is not a demonstration (position in ``demos``,
     opening with SWE-agent's ``demonstration`` (HARNESS_MARKUP), or a text the contract recorded as the harness's:
-    ``harness_texts``, see _load_swe_agent) nor the pager's own text (a stub, the omitted-part
+    ``harness_texts``, see _SweAgent.read) nor the pager's own text (a stub, the omitted-part
     note); every other user message is the harness's: demonstrations, and each command's output
     after the task.  The same rule reads a .traj and its written-back form (a pass's --emit output,
     which has no ``is_demo`` left), so a round trip finds the same task.  A stub stands where its
@@ -6422,43 +6321,49 @@ def _swe_agent_messages(history: List[Dict[str, Any]]) -> Tuple[List[Dict[str, A
     return out, demos
 
 
-def _load_swe_agent(value: Any) -> Conversation:
-    """Return the Conversation for a SWE-agent trajectory: its ``history``, read as Chat Completions messages."""
-    if not _is_swe_agent_value(value):
-        raise PagerError("swe-agent input must be a trajectory object with a history list of role messages "
-                         "(mini-swe-agent: a messages list and its trajectory_format)")
-    history = _trajectory_messages(value)
-    messages, demos = _swe_agent_messages(history)
-    # A demonstration's text is the harness's by its mark (``is_demo``), which the written-back
-    # form loses: its blocks take kind HARNESS, so the contract carries the mark.
-    texts = {cid for i in demos for cid in _user_text_ids(messages[i])}
-    conv = _load_openai(messages, _swe_agent_harness(messages, demos), texts)
-    conv.fmt = "swe-agent"
-    conv.other_lines = {k: 1 for k in value if value[k] is not history} if isinstance(value, dict) else {}
-    ended = sum(1 for m in history if m.get("role") == MINI_SWE_AGENT_EXIT_ROLE)
-    if ended:
-        conv.other_lines[f"{MINI_SWE_AGENT_EXIT_ROLE} message"] = ended
-    return conv
-
-
-def _load_swe_agent_written_back(value: Any, harness_texts: Container[str] = ()) -> Conversation:
-    """Return the Conversation of a SWE-agent session's written-back form (Chat Completions messages,
-    a pass's --emit output), its user messages told apart by SWE-agent's rule (_swe_agent_harness)."""
-    messages = value.get("messages") if isinstance(value, dict) else value
-    return _load_openai(value, _swe_agent_harness(messages if isinstance(messages, list) else [], (), harness_texts),
-                        harness_texts)
-
-
 class _SweAgent(_Openai):
     """SWE-agent trajectories (.traj) and mini-swe-agent runs, written back as Chat Completions."""
 
     name = "swe-agent"
-    claims = staticmethod(_is_swe_agent_value)
 
-    def read(self, document: Any, held: bool = False) -> Conversation:
-        return _load_swe_agent(document)
+    def claims(self, value: Any) -> bool:
+        """Return True for a SWE-agent trajectory or a mini-swe-agent run: a list of role messages.
 
-    read_back = staticmethod(_load_swe_agent_written_back)
+        SWE-agent's list is its ``history``; beside it is the run record (``trajectory``, ``info``,
+        ``replay_config``), or, in a trajectory saved without one (SWE-agent's demonstrations),
+        SWE-agent's own keys on the messages (SWE_AGENT_MARKS).  mini-swe-agent's is its
+        ``messages``, or the whole value (see _is_mini_swe_agent_run).
+        """
+        history = _trajectory_messages(value)
+        if not history or not all(isinstance(m, dict) and "role" in m for m in history):
+            return False
+        return (_is_mini_swe_agent_run(value) or any(k in value for k in ("trajectory", "info", "replay_config"))
+                or any(k in m for m in history for k in SWE_AGENT_MARKS))
+
+    def read(self, value: Any, held: bool = False) -> Conversation:
+        """Return the Conversation for a SWE-agent trajectory: its ``history``, read as Chat Completions messages."""
+        if not self.claims(value):
+            raise PagerError("swe-agent input must be a trajectory object with a history list of role messages "
+                             "(mini-swe-agent: a messages list and its trajectory_format)")
+        history = _trajectory_messages(value)
+        messages, demos = _swe_agent_messages(history)
+        # A demonstration's text is the harness's by its mark (``is_demo``), which the written-back
+        # form loses: its blocks take kind HARNESS, so the contract carries the mark.
+        texts = {cid for i in demos for cid in _user_text_ids(messages[i])}
+        conv = _load_openai(messages, _swe_agent_harness(messages, demos), texts)
+        conv.fmt = "swe-agent"
+        conv.other_lines = {k: 1 for k in value if value[k] is not history} if isinstance(value, dict) else {}
+        ended = sum(1 for m in history if m.get("role") == MINI_SWE_AGENT_EXIT_ROLE)
+        if ended:
+            conv.other_lines[f"{MINI_SWE_AGENT_EXIT_ROLE} message"] = ended
+        return conv
+
+    def read_back(self, value: Any, harness_texts: Container[str] = ()) -> Conversation:
+        """Return the Conversation of a SWE-agent session's written-back form (Chat Completions messages,
+        a pass's --emit output), its user messages told apart by SWE-agent's rule (_swe_agent_harness)."""
+        messages = value.get("messages") if isinstance(value, dict) else value
+        return _load_openai(value, _swe_agent_harness(messages if isinstance(messages, list) else [], (), harness_texts),
+                            harness_texts)
 
 
 # --- the registry and its entry points ---
@@ -6472,6 +6377,13 @@ FORMATS = tuple(_FORMATS)  # every format the pager reads, as --format names the
 # and a Responses body before a chat body, a trajectory (a mini-swe-agent run is a bare message list)
 # before the chat lists, a Claude Code line (its uuid keys) before Codex's bare Responses items.
 _PROBE_ORDER = ("pager", "responses", "swe-agent", "anthropic", "openai", "claude-code", "codex")
+
+
+def _format(name: str) -> _Format:
+    """Return the format class registered as ``name``, or raise a PagerError naming FORMATS."""
+    if name not in _FORMATS:
+        raise PagerError(f"unknown format \"{name}\" (expected one of {', '.join(FORMATS)})")
+    return _FORMATS[name]
 
 
 def detect_format(text: str) -> str:
@@ -6529,9 +6441,7 @@ def load(text: str, fmt: str) -> Conversation:
         >>> [(b["role"], b["text"]) for b in conversation_blocks(conv)]
         [('user', 'Weather in Oslo?')]
     """
-    spec = _FORMATS.get(fmt)
-    if spec is None:
-        raise PagerError(f"unknown format \"{fmt}\" (expected one of {', '.join(FORMATS)})")
+    spec = _format(fmt)
     if not isinstance(text, str) or not text.strip():
         raise PagerError(f"{fmt} input is empty")
     return spec.read(text if spec.jsonl else _parse_json(text))
@@ -6606,14 +6516,11 @@ def emit(conv: Conversation, decisions: Dict[str, Any]) -> Any:
 def validate(fmt_out: str, obj: Any) -> List[str]:
     """Return the problems that would make the API reject obj; [] means valid.
 
-    ``fmt_out`` names a format; its entry's API rules apply (claude-code is checked as the
+    ``fmt_out`` names a format; its class's API rules apply (claude-code is checked as the
     anthropic history it is written as, codex as responses). A tool call with no result is
     accepted only at the very end of the conversation, where the history awaits results.
     """
-    spec = _FORMATS.get(fmt_out)
-    if spec is None:
-        raise PagerError(f"unknown format \"{fmt_out}\" (expected one of {', '.join(FORMATS)})")
-    return spec.check(obj)
+    return _format(fmt_out).check(obj)
 
 
 def _is_pager_history(source: _HistorySource) -> bool:
@@ -7658,7 +7565,7 @@ LIBRARY_FORMATS = tuple(name for name, spec in _FORMATS.items() if spec.emits_as
 def _read_value(fmt: str, value: Any, held: bool = False) -> Conversation:
     """Return the Conversation of a history already parsed from JSON, in format ``fmt``.
 
-    ``held``: the server holds the earlier turns (Responses only; see _pair_responses).
+    ``held``: the server holds the earlier turns (Responses only; see _Responses.pair).
     """
     try:
         return _FORMATS[fmt].read(value, held)
