@@ -3541,10 +3541,10 @@ class _Format:
     emits_as = ""          # the format its compacted history is written in (the API it was sent to)
     jsonl = False          # one JSON object a line (read from the text), else one JSON document
     tool_api: Optional[str] = None  # the API whose shape its tool calls and results take (None: no tools)
-    # Its written-back form (``emits_as``) read as this format's session, when that form alone loses
-    # what tells its messages apart (SWE-agent's command outputs are user messages; Claude Code's
-    # isMeta prompts), given the content ids the contract recorded as the harness's (see HARNESS):
-    # a method ``read_back(value, harness_texts) -> Conversation`` in such a format; None: as emitted.
+    per_block = False      # directives apply block by block: its blocks carry their own units (the pager's)
+    # ``read_back(value, harness_texts)``: its written-back form read as its session, when that form
+    # alone loses what told the harness's messages apart (SWE-agent's command outputs, Claude Code's
+    # isMeta prompts; ``harness_texts``: the content ids the contract recorded, see HARNESS); None: as emitted.
     read_back: Optional[Callable[[Any, Container[str]], Conversation]] = None
 
     def claims(self, value: Any) -> bool:
@@ -4632,7 +4632,7 @@ def _effective(conv: Conversation,
         raise PagerError(f'decisions: unknown block id {_show(unknown[0])}')
     own = {b["id"]: _directive(decisions.get(b["id"], ("retain", None)), b)
            for b in conv.blocks}
-    if conv.fmt == "pager":
+    if _FORMATS[conv.fmt].per_block:
         return own
     units: Dict[str, List[str]] = {}
     for block in conv.blocks:
@@ -4748,10 +4748,10 @@ def _content_problem(content: Any, where: str) -> Optional[str]:
 
 
 class _PagerFormat(_Format):
-    """The pager's own history JSON: an object with a ``blocks`` list; directives apply per block
-    (the pager owns its units), each checked by _block_problem."""
+    """The pager's own history JSON: an object with a ``blocks`` list, each checked by _block_problem."""
 
     name = emits_as = "pager"
+    per_block = True
 
     def claims(self, value: Any) -> bool:
         return isinstance(value, dict) and isinstance(value.get("blocks"), list)

@@ -183,3 +183,13 @@ def test_the_intent_reads_a_codex_ide_request_without_its_open_tabs():
 ])
 def test_a_cline_tool_report_is_read_from_its_row(text, before, expected):
     assert engine._MARKUP.is_report(text, whole=before == "whole") is expected
+
+
+def test_only_the_pagers_own_format_takes_directives_block_by_block():
+    assert [name for name, spec in engine._FORMATS.items() if spec.per_block] == ["pager"]
+    history = {"blocks": [
+        {"id": "a", "turn": 1, "role": "assistant", "text": "call the tests", "unit": "tool:a"},
+        {"id": "b", "turn": 1, "role": "tool", "text": "2 failed", "unit": "tool:a"}]}
+    conv = engine.load(json.dumps(history), "pager")
+    out = engine.emit(conv, {"a": ("retain", None), "b": ("evict", None)})
+    assert [block["id"] for block in out["blocks"]] == ["a"]  # its unit is not settled for it
