@@ -2008,10 +2008,9 @@ HARNESS_MARKUP = (
     /hooks /ide /install-github-app /login /logout /mcp /memory /model /output-style /permissions /plugin
     /privacy-settings /release-notes /reload-plugins /rename /resume /rewind /sandbox /stats /status
     /statusline /terminal-setup /theme /todos /upgrade /usage /vim"""),
-    # Codex: the repository's AGENTS.md, the user's own instructions, the working environment; its
-    # IDE extension's request opens with the editor's state ("## Active file:", "## Active selection
-    # of the file:", "## Open tabs:") before "## My request for Codex:"; the open tabs say nothing of
-    # the request, so the intent leaves them out.
+    # Codex: the repository's AGENTS.md, the user's own instructions, the working environment; its IDE
+    # extension's request opens with the editor's state (the active file and selection, the open tabs)
+    # before "## My request for Codex:"; the open tabs say nothing of the request: the intent drops them.
     _Markup("Codex",
             text=("<user_shell_command>", "<turn_aborted>", "<recommended_plugins>", "<available_skills>"),
             instructions=("# AGENTS.md instructions for ", "<user_instructions>", "<environment_context>",
@@ -3341,17 +3340,14 @@ def _load_and_plan(source, params: Params,
 # of one API shape share a family base: Claude Code over Anthropic Messages, Codex over Responses,
 # SWE-agent over Chat Completions.  references/formats.md lists them.
 #
-# How to add a format.  Write a subclass of _Format (or of the family base whose API it is
-# written back in) after the helpers it needs: ``name``, ``emits_as``, ``jsonl``; ``claims`` (a
-# JSON document) or ``claims_line`` (a JSONL record); ``read`` (the document, or the text of a
-# JSONL file, into _Msg lists handed to _finish, which pairs with the class's ``pair`` and groups
-# with its ``units``); ``write`` and ``check`` (inherited from the family base when it is written
-# back in that API's shape; a new API needs both, and ``tool_api`` with ``tool_definition``,
-# ``tool_call``, ``tool_result`` and ``tool_call_type`` for the recall tool); ``read_back`` only
-# when its written-back form loses what tells the harness's messages from the human's.  Add it to
-# _FORMATS and to _PROBE_ORDER (before any format that would also claim its documents), its
-# harness's markup as a row of HARNESS_MARKUP, a fixture in tests/fixtures/transcripts and a row
-# in references/formats.md.
+# How to add a format: a subclass of _Format, or of the family base whose API it is written back
+# in (it inherits ``pair``, ``units``, ``write``, ``check``), after the helpers it needs: ``name``,
+# ``emits_as``, ``jsonl``, ``claims`` or ``claims_line``, ``read`` (into _Msg lists for _finish), and
+# ``read_back`` only when its written-back form loses what tells the harness's messages from the
+# human's.  A new API also needs ``write``, ``check`` and the recall tool's shapes (``tool_api``,
+# ``tool_definition``, ``tool_call``, ``tool_result``, ``takes_tool_call``).  Then its name in
+# _FORMATS and _PROBE_ORDER (before any format that would also claim its documents), its harness's
+# row in HARNESS_MARKUP, a fixture and a row in references/formats.md.
 #
 # Blocks.  Each message becomes one block, or one block per content part when a message holds
 # several (text, image, tool call, tool result, thinking, reasoning).  Every block is a dict with
@@ -3541,11 +3537,16 @@ class _Format:
     emits_as = ""          # the format its compacted history is written in (the API it was sent to)
     jsonl = False          # one JSON object a line (read from the text), else one JSON document
     tool_api: Optional[str] = None  # the API whose shape its tool calls and results take (None: no tools)
+    tool_call_type: Optional[str] = None  # an API class's: the ``type`` of a tool call in its shape
     per_block = False      # directives apply block by block: its blocks carry their own units (the pager's)
     # ``read_back(value, harness_texts)``: its written-back form read as its session, when that form
     # alone loses what told the harness's messages apart (SWE-agent's command outputs, Claude Code's
     # isMeta prompts; ``harness_texts``: the content ids the contract recorded, see HARNESS); None: as emitted.
     read_back: Optional[Callable[[Any, Container[str]], Conversation]] = None
+
+    def takes_tool_call(self, call: Any) -> bool:
+        """Return True if ``call`` is a tool call in this API's shape (the recall tool answers in it)."""
+        return isinstance(call, dict) and call.get("type") == self.tool_call_type
 
     def claims(self, value: Any) -> bool:
         """Return True if a whole-file JSON value is a document of this format (asked in probe order)."""
@@ -4939,7 +4940,7 @@ class _Openai(_Chat):
     """OpenAI Chat Completions: a message list, or a request body with ``messages``."""
 
     name = emits_as = tool_api = "openai"
-    tool_call_type = "function"  # a tool call's type in this API (the recall tool's shapes)
+    tool_call_type = "function"
 
     def read(self, document: Any, held: bool = False) -> Conversation:
         return _load_openai(document)
@@ -8365,9 +8366,8 @@ def _detect_object_format(messages: Any) -> str:
 
 def _tool_call_parts(call: Any) -> Tuple[str, Optional[str], Optional[str], Any]:
     """Return (api, call id, tool name, arguments) of a tool call in any of TOOL_APIS' shapes
-    (the API whose tool_call_type it has; Chat Completions, the first, when none)."""
-    kind = call.get("type") if isinstance(call, dict) else None
-    api = next((api for api in TOOL_APIS if kind == _FORMATS[api].tool_call_type), TOOL_APIS[0])
+    (the first API whose class takes it: takes_tool_call; Chat Completions, the first, when none)."""
+    api = next((api for api in TOOL_APIS if _FORMATS[api].takes_tool_call(call)), TOOL_APIS[0])
     return (api,) + _FORMATS[api].tool_call(call)
 
 
