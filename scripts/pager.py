@@ -6353,7 +6353,7 @@ class _SweAgent(_Openai):
         # form loses: its blocks take kind HARNESS, so the contract carries the mark.
         texts = {cid for i in demos for cid in _user_text_ids(messages[i])}
         conv = _load_openai(messages, _swe_agent_harness(messages, demos), texts)
-        conv.fmt = "swe-agent"
+        conv.fmt = self.name
         conv.other_lines = {k: 1 for k in value if value[k] is not history} if isinstance(value, dict) else {}
         ended = sum(1 for m in history if m.get("role") == MINI_SWE_AGENT_EXIT_ROLE)
         if ended:
