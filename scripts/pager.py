@@ -2020,17 +2020,15 @@ HARNESS_MARKUP = (
     # An IDE extension (Claude Code in VS Code and JetBrains): the file open, the lines selected.  A
     # text block of its own is the harness's; words after it in the same block are the human's.
     _Markup("IDE context", context=("ide_opened_file", "ide_selection")),
-    # Cline and Roo Code: the editor state after every message (the human's words sit in blocks of
-    # their own, ``<task>`` or ``<user_message>``), a tool's result as user text opening
-    # "[name for 'argument'] Result:" (or "[name] Result:"; the header alone in one block or followed
-    # by the result), a resumed task as "[TASK RESUMPTION] ...".  The human's words reach the model
-    # inside such a report only as a reply to a question or feedback on a result (``relayed``).
+    # Cline and Roo Code: the editor state after every message (the human's words sit in blocks of their
+    # own), a tool's result as user text opening "[name for 'argument'] Result:" or "[name] Result:" (the
+    # header alone in one block or followed by the result), a resumed task as "[TASK RESUMPTION] ...";
+    # a report relays the human's words only as a reply to a question or feedback on a result.
     _Markup("Cline / Roo Code", text=("<environment_details>", "# task_progress", "# TODO LIST UPDATE REQUIRED"),
             reports=r"\[(?:[\w.-]+(?: for '.*?')?\] Result:|TASK RESUMPTION\])",
             relayed=("<feedback>", "<answer>", "<user_message>")),
     _Markup("Crush", text=("<system_reminder>",)),  # its own spelling of Claude Code's reminder
-    # Mastra sends ``<system-reminder type="...">`` (a refused prefill's retry): any row's tag also
-    # opens a harness text as ``<name `` (with a space).
+    # Mastra sends ``<system-reminder type="...">`` (a refused prefill's retry): any row's tag may carry attributes.
     _Markup("Mastra", attributes=True),
     # SWE-agent's default demonstration template: a user message the harness wrote (``is_demo`` in a
     # .traj; the words alone once written back as Chat messages; see _swe_agent_harness).
@@ -3574,6 +3572,10 @@ class _Format:
     def check(self, obj: Any) -> List[str]:
         """Return what the ``emits_as`` API would reject in ``obj`` ([] when valid)."""
         raise NotImplementedError
+
+
+# The registry: every format by its --format name, in the order --help lists them (filled at the end of the section).
+_FORMATS: Dict[str, _Format] = {}
 
 
 def _type_name(value: Any) -> str:
@@ -6370,14 +6372,12 @@ class _SweAgent(_Openai):
 
 # --- the registry and its entry points ---
 
-# Every format by its --format name, in the order --help lists them.
-_FORMATS: Dict[str, _Format] = {f.name: f for f in (_PagerFormat(), _Openai(), _Responses(), _Anthropic(),
-                                                      _ClaudeCode(), _Codex(), _SweAgent())}
+_FORMATS.update((f.name, f) for f in (_PagerFormat(), _Openai(), _Responses(), _Anthropic(), _ClaudeCode(),
+                                        _Codex(), _SweAgent()))
 FORMATS = tuple(_FORMATS)  # every format the pager reads, as --format names them
-# The order detection asks the formats (detect_format); the first to claim a document or a line wins,
-# so a narrower shape comes before a wider one that would also take it: the pager's ``blocks`` object
-# and a Responses body before a chat body, a trajectory (a mini-swe-agent run is a bare message list)
-# before the chat lists, a Claude Code line (its uuid keys) before Codex's bare Responses items.
+# The order detection asks the formats (detect_format), the first claim winning: a narrower shape before a
+# wider one that would also take it (the pager's ``blocks`` object and a Responses body before a chat body,
+# a trajectory before the chat lists: a mini-swe-agent run is a bare message list; Claude Code before Codex).
 _PROBE_ORDER = ("pager", "responses", "swe-agent", "anthropic", "openai", "claude-code", "codex")
 
 
