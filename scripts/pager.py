@@ -3519,6 +3519,24 @@ class _JsonlHead(NamedTuple):
 
 # id(text) -> detection's head of that text, while ``_load`` has its reader read it (see _jsonl_records).
 _JSONL_HEADS: Dict[int, _JsonlHead] = {}
+_JSON_SCAN = json.JSONDecoder().scan_once  # json.loads' own scanner, called without its per-call wrapping
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")  # the white space JSON allows around a value (str.isspace allows more)
+
+
+def _json_line(line: str) -> Any:
+    """Return the JSON value of one JSONL line, as ``json.loads`` reads it; ValueError or RecursionError if none.
+
+    Example:
+        >>> _json_line('{"a": [1, 2]} '), _json_line(' {"a": 1}')
+        ({'a': [1, 2]}, {'a': 1})
+    """
+    try:
+        value, end = _JSON_SCAN(line, 0)
+    except StopIteration:  # no value at its first character (white space, or none): json.loads tells
+        return json.loads(line)
+    if end != len(line) and _JSON_SPACE.match(line, end).end() != len(line):  # JSON's white space only
+        raise ValueError("extra data after the line's JSON value")
+    return value
 
 
 def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
@@ -3536,7 +3554,7 @@ def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
         if not line or line.isspace():  # blank (strip() would copy every line to tell)
             continue
         try:
-            obj = json.loads(line)
+            obj = _json_line(line)
         except (ValueError, RecursionError):  # too deep or too long a number: unreadable too
             skipped += 1
             continue
@@ -3564,7 +3582,7 @@ def _jsonl_head(text: str, limit: int) -> _JsonlHead:
         if not line or line.isspace():
             continue
         try:
-            obj = json.loads(line)
+            obj = _json_line(line)
         except (ValueError, RecursionError):  # too deep or too long a number: unreadable too
             skipped += 1
             continue

@@ -1,10 +1,12 @@
 """Loading a transcript: how a JSONL text is split into lines, detection's parse, and what loading keeps alive."""
 
+import gc
 import json
+import sys
 
 import pytest
 
-from pager import detect_format, load
+from pager import PagerError, detect_format, load
 
 
 def _line_breakers():
@@ -91,3 +93,67 @@ def test_crlf_line_ends_read_as_lf(fmt, make):
     assert crlf.skipped_lines == 0
     assert crlf.blocks == lf.blocks
     assert detect_format("\r\n".join(lines)) == fmt
+
+
+def _long_session(messages):
+    """A Claude Code session of ``messages`` user/assistant lines, with one line that is not JSON among them."""
+    lines, parent = [], None
+    for n in range(messages):
+        role = ("user", "assistant")[n % 2]
+        content = f"Step {n}: the invoice rounding, line {n}." if role == "user" else [
+            {"type": "text", "text": f"Looked at totals.py for step {n}."}]
+        message = {"role": role, "content": content, **({"id": f"msg_{n}"} if role == "assistant" else {})}
+        lines.append(json.dumps({"type": role, "message": message, "uuid": f"u{n}", "parentUuid": parent,
+                                 "sessionId": "S", "timestamp": "2026-01-01T00:00:00Z"}))
+        parent = f"u{n}"
+    lines.insert(5, "{not json")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("limit", [3, 2000])  # detection stops inside the file, or reads all of it
+def test_load_auto_parses_each_line_once(pager, monkeypatch, limit):
+    text = _long_session(40)
+    plain = load(text, detect_format(text))
+    monkeypatch.setattr(pager, "DETECT_LINES", limit)
+    parsed = []
+    real = pager._json_line
+    monkeypatch.setattr(pager, "_json_line", lambda line: parsed.append(line) or real(line))
+    conv = load(text, "auto")
+    assert sorted(parsed) == sorted(line for line in text.split("\n") if line)  # every line once, no line twice
+    assert conv.blocks == plain.blocks
+    assert conv.skipped_lines == plain.skipped_lines == 1
+
+
+def test_the_cli_reads_a_jsonl_log_with_one_parse_per_line(cli, pager, monkeypatch, tmp_path):
+    text = _long_session(30)
+    history = tmp_path / "session.jsonl"
+    history.write_text(text, encoding="utf-8")
+    parsed = []
+    real = pager._json_line
+    monkeypatch.setattr(pager, "_json_line", lambda line: parsed.append(line) or real(line))
+    result = cli("--history", str(history), "--contract", str(tmp_path / "c.limn"), "--now", "2026-01-01T00:00:00Z")
+    assert result.code == 0, result.err
+    assert sorted(parsed) == sorted(line for line in text.split("\n") if line)
+
+
+def test_detection_keeps_no_reference_to_the_text():
+    text = _long_session(10)  # JSONL: the whole text is not one JSON value, so its parse fails
+    gc.collect()
+    gc.disable()  # a cycle holding the text would stay until the collector ran
+    try:
+        before = sys.getrefcount(text)
+        assert detect_format(text) == "claude-code"
+        assert sys.getrefcount(text) == before
+        with pytest.raises(PagerError):
+            detect_format(text.replace("\"type\"", "\"kind\""))  # no known line: the failure names the JSON error
+    finally:
+        gc.enable()
+
+
+def test_detection_failures_still_name_the_json_problem():
+    with pytest.raises(PagerError, match=r"invalid JSON at line 2 column 1 .*no line is a Claude Code or Codex"):
+        detect_format('{"a": 1}\n{"b": 2}\n')
+    with pytest.raises(PagerError, match="nested too deeply"):
+        detect_format("[" * 100000)
+    with pytest.raises(PagerError, match="input is empty"):
+        detect_format(" \n\t ")
