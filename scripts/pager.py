@@ -6392,43 +6392,6 @@ _FORMATS["swe-agent"] = _Format(
 FORMATS = tuple(_FORMATS)  # every format the pager reads, as --format names them
 
 
-def detect_format(text: str) -> str:
-    """Return the format of a raw history file.
-
-    Rules, first match wins:
-      1. The whole text is one JSON value:
-         a. object with a ``blocks`` list -> ``pager``;
-         b. object with an ``input`` list or string -> ``responses``;
-         c. object with a ``messages`` list -> chat (see 3), unless its ``trajectory_format``
-            names mini-swe-agent's layout: ``swe-agent``, as is an object with SWE-agent's
-            ``history`` list and its run record (and e's list when a user message in it is a
-            command's output as mini-swe-agent sends it);
-         d. non-empty list of objects, one of which has a Responses item ``type`` (message,
-            function_call, function_call_output, reasoning, custom_tool_call...) -> ``responses``;
-         e. non-empty list of objects that all have ``role`` -> chat (see 3).
-      2. Otherwise the text is read as JSONL (its first 2,000 records): a line ``{type, payload}``
-         with a Codex line type (or an older rollout's header, state line or bare item) counts for ``codex``; a line with a string ``type`` and one of uuid, parentUuid,
-         sessionId, leafUuid, messageId counts for ``claude-code``.  More lines wins; a tie goes
-         to the kind of the first counted line.  No counted line -> PagerError.
-      3. Chat: a body whose own keys are Anthropic's (a top-level ``system``, a tool with an
-         ``input_schema`` or a dated server tool type, an Anthropic ``tool_choice``: _says_anthropic)
-         -> ``anthropic``; else any OpenAI-only role
-         (system, developer, tool, function), field (tool_calls, tool_call_id, function_call)
-         or part type (image_url, input_audio, file, refusal) -> ``openai``; else any
-         Anthropic-only block type (tool_use, tool_result, thinking, image, document, compaction,
-         mcp_tool_use, a server tool's ``*_tool_result``...) -> ``anthropic``; else (plain
-         user/assistant text fits both) a body hinting at Anthropic (stop_sequences, top_k, an
-         Anthropic ``thinking`` setting, a ``claude-*`` model: _hints_anthropic) -> ``anthropic``;
-         else -> ``openai``.
-    Each entry's ``detect`` and ``detect_line`` say this for its format; no two accept the same value.
-
-    Example:
-        >>> detect_format('{"blocks": []}')
-        'pager'
-    """
-    return _detect(text).fmt
-
-
 _UNREAD = object()  # _Detected.value when the text is not one JSON value
 
 
@@ -6482,22 +6445,41 @@ def _detect(text: str) -> _Detected:
     raise PagerError(f"not a known history format: a JSON {_type_name(value)} matches none of {', '.join(FORMATS)}")
 
 
-def load(text: str, fmt: str) -> Conversation:
-    """Return the Conversation read from ``text`` in format ``fmt`` (one of FORMATS, or ``auto``).
+def detect_format(text: str) -> str:
+    """Return the format of a raw history file.
 
-    ``auto`` detects the format (detect_format) and reads on from what detection parsed: each
-    line of a JSONL log, or a JSON file, is parsed once.
+    Rules, first match wins:
+      1. The whole text is one JSON value:
+         a. object with a ``blocks`` list -> ``pager``;
+         b. object with an ``input`` list or string -> ``responses``;
+         c. object with a ``messages`` list -> chat (see 3), unless its ``trajectory_format``
+            names mini-swe-agent's layout: ``swe-agent``, as is an object with SWE-agent's
+            ``history`` list and its run record (and e's list when a user message in it is a
+            command's output as mini-swe-agent sends it);
+         d. non-empty list of objects, one of which has a Responses item ``type`` (message,
+            function_call, function_call_output, reasoning, custom_tool_call...) -> ``responses``;
+         e. non-empty list of objects that all have ``role`` -> chat (see 3).
+      2. Otherwise the text is read as JSONL (its first 2,000 records): a line ``{type, payload}``
+         with a Codex line type (or an older rollout's header, state line or bare item) counts for ``codex``; a line with a string ``type`` and one of uuid, parentUuid,
+         sessionId, leafUuid, messageId counts for ``claude-code``.  More lines wins; a tie goes
+         to the kind of the first counted line.  No counted line -> PagerError.
+      3. Chat: a body whose own keys are Anthropic's (a top-level ``system``, a tool with an
+         ``input_schema`` or a dated server tool type, an Anthropic ``tool_choice``: _says_anthropic)
+         -> ``anthropic``; else any OpenAI-only role
+         (system, developer, tool, function), field (tool_calls, tool_call_id, function_call)
+         or part type (image_url, input_audio, file, refusal) -> ``openai``; else any
+         Anthropic-only block type (tool_use, tool_result, thinking, image, document, compaction,
+         mcp_tool_use, a server tool's ``*_tool_result``...) -> ``anthropic``; else (plain
+         user/assistant text fits both) a body hinting at Anthropic (stop_sequences, top_k, an
+         Anthropic ``thinking`` setting, a ``claude-*`` model: _hints_anthropic) -> ``anthropic``;
+         else -> ``openai``.
+    Each entry's ``detect`` and ``detect_line`` say this for its format; no two accept the same value.
 
     Example:
-        >>> conv = load('[{"role": "user", "content": "Weather in Oslo?"}]', "openai")
-        >>> [(b["role"], b["text"]) for b in conversation_blocks(conv)]
-        [('user', 'Weather in Oslo?')]
-        >>> load('{"type": "user", "uuid": "u1", "message": {"role": "user", "content": "Hi"}}', "auto").fmt
-        'claude-code'
+        >>> detect_format('{"blocks": []}')
+        'pager'
     """
-    if fmt == "auto":
-        return _load(text, _detect(text))
-    return _load(text, fmt)
+    return _detect(text).fmt
 
 
 def _load(text: str, fmt: Union[str, _Detected]) -> Conversation:
@@ -6518,6 +6500,24 @@ def _load(text: str, fmt: Union[str, _Detected]) -> Conversation:
         return spec.read(text)
     finally:
         _JSONL_HEADS.pop(id(text), None)
+
+
+def load(text: str, fmt: str) -> Conversation:
+    """Return the Conversation read from ``text`` in format ``fmt`` (one of FORMATS, or ``auto``).
+
+    ``auto`` detects the format (detect_format) and reads on from what detection parsed: each
+    line of a JSONL log, or a JSON file, is parsed once.
+
+    Example:
+        >>> conv = load('[{"role": "user", "content": "Weather in Oslo?"}]', "openai")
+        >>> [(b["role"], b["text"]) for b in conversation_blocks(conv)]
+        [('user', 'Weather in Oslo?')]
+        >>> load('{"type": "user", "uuid": "u1", "message": {"role": "user", "content": "Hi"}}', "auto").fmt
+        'claude-code'
+    """
+    if fmt == "auto":
+        return _load(text, _detect(text))
+    return _load(text, fmt)
 
 
 def conversation_blocks(conv: Conversation) -> List[Dict[str, Any]]:
