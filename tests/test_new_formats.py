@@ -264,3 +264,10 @@ def test_a_session_with_nothing_to_page_is_one_error_line(cli, tmp_path, lines, 
     result = cli("--history", history, "--contract", tmp_path / "c.limn", "--now", NOW)
     assert result.code == 2 and result.err.strip() == f"pager: error: {history}: {expected}"
     assert not (tmp_path / "c.limn").exists()
+
+
+def test_the_library_compacts_a_gemini_body_in_its_own_shape(pager):
+    body = pager.emit(read(pager, "gemini_cli_session.json"), {})
+    out, report = pager.compact(body, budget=150)
+    assert set(out) == {"contents"} and api_rules.problems_gemini(out) == [] and report.format == "gemini"
+    assert report.tokens_after <= 150

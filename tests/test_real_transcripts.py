@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import api_rules
-from conftest import ROOT
+from conftest import ROOT, _pager
 
 DATA = ROOT.parent / "shared" / "data" / "transcripts-dev"
 # The sessions of Gemini CLI, GitHub Copilot CLI and OpenCode, taken like the development set.
@@ -24,9 +24,7 @@ NEW_DATA = ROOT.parent / "shared" / "data" / "transcripts-new"
 FILES = sorted(p for folder in (DATA, NEW_DATA) if folder.is_dir() for p in folder.rglob("*")
                if p.is_file() and p.suffix in (".json", ".jsonl", ".traj"))
 NOW, LATER = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
-EMITTED_AS = {"openai": "openai", "swe-agent": "openai", "anthropic": "anthropic", "claude-code": "anthropic",
-              "responses": "responses", "codex": "responses", "gemini": "gemini", "gemini-cli": "gemini",
-              "copilot-cli": "openai", "opencode": "openai"}
+EMITTED_AS = {name: spec.emits_as for name, spec in _pager._FORMATS.items()}  # each format class's
 CHECKS = {"openai": api_rules.problems_chat, "anthropic": api_rules.problems_anthropic,
           "responses": api_rules.problems_responses, "gemini": api_rules.problems_gemini}
 
@@ -903,12 +901,12 @@ def test_a_slash_commands_arguments_are_what_the_human_typed(cli, pager, tmp_pat
     path.write_text("\n".join(lines) + "\n")
     conv = pager.load(path.read_text(), "claude-code")
     assert [r["text"] for r in pager.human_requests(conv)] == [command]
-    assert pager._typed_command(command) == "/apply-grant help me apply for the agentic engineering grant"
-    assert pager._typed_command("<command-name>/clear</command-name>\n<command-args></command-args>") is None
+    assert pager._MARKUP.typed_command(command) == "/apply-grant help me apply for the agentic engineering grant"
+    assert pager._MARKUP.typed_command("<command-name>/clear</command-name>\n<command-args></command-args>") is None
     # /compact's arguments tell the summary what to keep: the harness's, like /model's.
-    assert pager._typed_command("<command-name>/compact</command-name><command-args>keep the plan</command-args>") is None
+    assert pager._MARKUP.typed_command("<command-name>/compact</command-name><command-args>keep the plan</command-args>") is None
     # Managing plugins is the harness's business too (a real session held only such commands).
-    assert pager._typed_command("<command-name>/plugin</command-name>\n<command-args>install x@y</command-args>") is None
+    assert pager._MARKUP.typed_command("<command-name>/plugin</command-name>\n<command-args>install x@y</command-args>") is None
     _, summary = run(cli, path, tmp_path / "c.limn", NOW)
     assert summary["intent_source"].startswith("last human message")
     assert {"agentic", "grant", "engineering"} <= set(summary["intent"])
@@ -920,7 +918,7 @@ def test_a_plain_text_swe_agent_trajectory_round_trips(cli, pager, tmp_path):
     messages they have no SWE-agent marks left, so the next pass (the contract says swe-agent)
     reads them by the same rule: the same task, the same turns and ids, nothing new or moved."""
     history = [{"role": "system", "content": "You are an autonomous programmer.", "agent": "primary"},
-               {"role": "user", "content": pager.SWE_AGENT_DEMO_PREAMBLE + "\n--- DEMONSTRATION ---\n"
+               {"role": "user", "content": pager._MARKUP.rows["SWE-agent"].demonstration + "\n--- DEMONSTRATION ---\n"
                 + "ls\nfile.py\n" * 300, "agent": "primary", "is_demo": True},
                {"role": "user", "content": "ISSUE: Pixel Representation should be optional.", "agent": "primary"}]
     for n in range(10):
@@ -1389,7 +1387,7 @@ def test_an_ides_context_is_the_harnesss_and_the_words_after_it_the_humans(pager
              cc("user", "u3", "u2", [{"type": "text", "text": opened}])]
     conv = pager.load("\n".join(lines) + "\n", "claude-code")
     assert [r["text"] for r in pager.human_requests(conv)] == ["Why does the invoice spec fail?", selected]
-    assert pager._after_ide_context(opened) is None and pager._after_ide_context(selected) == "Round once, on the total."
+    assert pager._MARKUP.after_context(opened) is None and pager._MARKUP.after_context(selected) == "Round once, on the total."
 
 
 def test_audio_counts_by_its_length_not_its_bytes(pager):
@@ -1582,8 +1580,8 @@ def test_a_harness_tag_with_attributes_is_still_the_harnesss(pager):
         {"role": "user", "content": '<system-reminder type="prefill-retry">continue</system-reminder>'}]}
     conv = pager.load(json.dumps(body), "anthropic")
     assert [r["text"] for r in pager.human_requests(conv)] == ["Reply with one sentence naming the ALPHA build."]
-    assert '<task-notification id="7">done</task-notification>'.startswith(pager.HARNESS_PREFIXES)
-    assert not "<task-notifications> is the tag I mean".startswith(pager.HARNESS_PREFIXES)  # another word
+    assert pager._MARKUP.opens_harness_text('<task-notification id="7">done</task-notification>')
+    assert not pager._MARKUP.opens_harness_text("<task-notifications> is the tag I mean")  # another word
 
 
 def test_a_cline_tool_report_is_the_harnesss_and_feedback_in_one_the_humans(cli, pager, tmp_path):
