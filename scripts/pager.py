@@ -2043,7 +2043,7 @@ HARNESS_MARKUP = (
     # is Crush's spelling, in that row).
     _Markup("GitHub Copilot CLI", text=("<current_datetime>", "<reminder>")),
     # OpenCode: a synthetic part ("Called the Read tool with the following input: ..."), and last the
-    # question a compaction part stands for (_OpenCode.compaction_ask).
+    # question a compaction part stands for (OPENCODE_COMPACTION_ASK).
     _Markup("OpenCode", text=("Called the ", "What did we do so far?")),
     _Markup("the pager", text=(OMITTED_NOTE,)),
 )
@@ -6463,6 +6463,9 @@ GEMINI_IMAGE = "image/"            # an inlineData part of this type is read as 
 # a ``gemini`` reply carries ``toolCalls`` (``{id, name, args, result, status, ...}``: each call and
 # its result parts, sent back as the next user turn), ``thoughts`` and ``tokens``.  The user
 # texts the CLI writes itself are its row of HARNESS_MARKUP ("Gemini CLI").
+GEMINI_CLI_HEADER = ("sessionId", "projectHash")   # on the header line and the one-object file
+GEMINI_CLI_TYPES = ("user", "gemini", "info", "error", "warning")
+GEMINI_CLI_NOT_RESUMED = ("/", "?", "<session_context>", "<hook_context>")  # user texts its resume leaves out
 
 
 def _gemini_parts(content: Any, where: str) -> List[Dict[str, Any]]:
@@ -6601,9 +6604,15 @@ def _gemini_chat(body: Dict[str, Any], repairs: List[str]) -> Tuple[List[Dict[st
     return messages, shell
 
 
+def _is_gemini_body(value: Any) -> bool:
+    """Return True for a generateContent body: an object with a ``contents`` list of role/parts objects."""
+    contents = value.get("contents") if isinstance(value, dict) else None
+    return isinstance(contents, list) and all(isinstance(c, dict) and ("parts" in c or "role" in c) for c in contents)
+
+
 def _load_gemini(value: Any, harness_texts: Container[str] = ()) -> Conversation:
     """Return the Conversation for a Gemini API generateContent request body."""
-    if not _Gemini.claims(value):
+    if not _is_gemini_body(value):
         raise PagerError("gemini input must be an object with a contents list (a generateContent request)")
     repairs: List[str] = []
     messages, shell = _gemini_chat(value, repairs)
@@ -6776,7 +6785,7 @@ def _gemini_cli_messages(text: str) -> Tuple[List[Dict[str, Any]], Dict[str, int
             if obj["id"] in found:
                 other["earlier copy of a message"] = other.get("earlier copy of a message", 0) + 1
             found[obj["id"]] = obj
-        elif all(k in obj for k in _GeminiCli.header_keys):
+        elif all(k in obj for k in GEMINI_CLI_HEADER):
             other["header"] = other.get("header", 0) + 1
         else:
             skipped += 1
@@ -6794,7 +6803,7 @@ def _gemini_cli_body(messages: List[Dict[str, Any]], other: Dict[str, int]) -> T
     """Return the generateContent body Gemini CLI resumes a session with, and its harness texts.
 
     As the CLI rebuilds its history: info, error and warning messages and the user texts it
-    does not resume (_GeminiCli.not_resumed) are left out; a reply is a model turn of its text and
+    does not resume (GEMINI_CLI_NOT_RESUMED) are left out; a reply is a model turn of its text and
     its tool calls, followed by a user turn of their results (a string result as
     ``{output: ...}``, a list of parts as they are).  The harness texts (content ids) are the
     user text parts the CLI wrote: one opening with its mark (HARNESS_MARKUP), and in a user message whose
@@ -6812,7 +6821,7 @@ def _gemini_cli_body(messages: List[Dict[str, Any]], other: Dict[str, int]) -> T
         parts = _gemini_parts(msg.get("content") if msg.get("content") is not None else [], f"message {msg.get('id')}")
         if kind == "user":
             sent = _gemini_cli_text(msg.get("content")).strip()
-            if not sent or sent.startswith(_GeminiCli.not_resumed):
+            if not sent or sent.startswith(GEMINI_CLI_NOT_RESUMED):
                 other["user message not resumed"] = other.get("user message not resumed", 0) + 1
                 continue
             shown = msg.get("displayContent")
@@ -6868,12 +6877,7 @@ class _Gemini(_Format):
     write = staticmethod(_emit_gemini)
     check = staticmethod(_validate_gemini)
 
-    @staticmethod
-    def claims(value: Any) -> bool:
-        """Return True for a generateContent body: an object with a ``contents`` list of role/parts objects."""
-        contents = value.get("contents") if isinstance(value, dict) else None
-        return isinstance(contents, list) and all(isinstance(c, dict) and ("parts" in c or "role" in c)
-                                                  for c in contents)
+    claims = staticmethod(_is_gemini_body)
 
     def read(self, document: Any, held: bool = False) -> Conversation:
         return _load_gemini(document)
@@ -6888,22 +6892,19 @@ class _GeminiCli(_Gemini):
 
     name = "gemini-cli"
     jsonl = True
-    header_keys = ("sessionId", "projectHash")         # on the header line and the one-object file
-    message_types = ("user", "gemini", "info", "error", "warning")
-    not_resumed = ("/", "?", "<session_context>", "<hook_context>")  # user texts its resume leaves out
 
     def claims(self, value: Any) -> bool:
         """Return True for the one-object chat file: its header keys and a list of typed messages."""
-        return isinstance(value, dict) and all(k in value for k in self.header_keys) \
+        return isinstance(value, dict) and all(k in value for k in GEMINI_CLI_HEADER) \
             and isinstance(value.get("messages", []), list) and "chatMessages" not in value
 
     def claims_line(self, record: Dict[str, Any]) -> bool:
         """Return True for a line of the JSONL chat file: the header, a message, a $set or $rewindTo record."""
         if "$set" in record or "$rewindTo" in record:
             return len(record) == 1
-        if all(k in record for k in self.header_keys):
+        if all(k in record for k in GEMINI_CLI_HEADER):
             return True
-        return isinstance(record.get("id"), str) and record.get("type") in self.message_types \
+        return isinstance(record.get("id"), str) and record.get("type") in GEMINI_CLI_TYPES \
             and "content" in record and "timestamp" in record
 
     def read(self, document: Any, held: bool = False) -> Conversation:
@@ -6924,6 +6925,20 @@ class _GeminiCli(_Gemini):
 # (~/.copilot/history-session-state/*.json) is ``{sessionId, startTime, chatMessages, timeline}``:
 # the Chat Completions messages it sent, and a timeline whose ``user`` entries hold the words the
 # user typed.  The texts it wraps around them are its row of HARNESS_MARKUP ("GitHub Copilot CLI").
+COPILOT_ENVELOPE = ("type", "data", "id", "timestamp")   # the keys of every event line
+COPILOT_CONVERSATION = ("system.message", "user.message", "assistant.message", "tool.execution_complete")
+COPILOT_FAILED_TOOL = "the tool failed"                  # a failed tool's result when its error has no message
+
+
+def _is_copilot_event(record: Dict[str, Any]) -> bool:
+    """Return True for an event line: its envelope, a dotted type and a data object."""
+    return all(k in record for k in COPILOT_ENVELOPE) and isinstance(record.get("type"), str) \
+        and "." in record["type"] and isinstance(record.get("data"), dict)
+
+
+def _is_copilot_legacy(value: Any) -> bool:
+    """Return True for the legacy session file: a sessionId and a chatMessages list."""
+    return isinstance(value, dict) and "sessionId" in value and isinstance(value.get("chatMessages"), list)
 
 
 def _copilot_split(sent: str, typed: str) -> Tuple[List[Dict[str, Any]], set]:
@@ -6964,13 +6979,13 @@ def _copilot_event_messages(text: str) -> Tuple[List[Dict[str, Any]], set, Dict[
     other: Dict[str, int] = {}
     for _, event in records:
         kind, data = event.get("type"), event.get("data")
-        if not _CopilotCli.claims_line(event):
+        if not _is_copilot_event(event):
             skipped += 1
             continue
         if isinstance(data.get("parentToolCallId"), str):  # a sub-agent's own turn: not this conversation's
             other["sub-agent event"] = other.get("sub-agent event", 0) + 1
             continue
-        if kind not in _CopilotCli.conversation:
+        if kind not in COPILOT_CONVERSATION:
             other[kind] = other.get(kind, 0) + 1
         elif kind == "system.message":
             if isinstance(data.get("content"), str):
@@ -7009,7 +7024,7 @@ def _copilot_event_messages(text: str) -> Tuple[List[Dict[str, Any]], set, Dict[
             result = data.get("result") if isinstance(data.get("result"), dict) else {}
             error = data.get("error") if isinstance(data.get("error"), dict) else {}
             body = result.get("content") if isinstance(result.get("content"), str) else \
-                str(error.get("message", _CopilotCli.failed_tool))
+                str(error.get("message", COPILOT_FAILED_TOOL))
             results[data["toolCallId"]] = {"role": "tool", "tool_call_id": data["toolCallId"], "content": body}
     messages = [{"role": "system", "content": system}] if system is not None else []
     for msg, awaited in turns:
@@ -7055,7 +7070,7 @@ def _load_copilot(text: str) -> Conversation:
     except (ValueError, RecursionError):
         whole = None
     skipped = 0
-    if _CopilotCli.claims(whole):
+    if _is_copilot_legacy(whole):
         messages, harness, other = _copilot_legacy_messages(whole)
     else:
         messages, harness, other, skipped = _copilot_event_messages(text)
@@ -7071,20 +7086,8 @@ class _CopilotCli(_Openai):
 
     name = "copilot-cli"
     jsonl = True
-    envelope = ("type", "data", "id", "timestamp")   # the keys of every event line
-    conversation = ("system.message", "user.message", "assistant.message", "tool.execution_complete")
-    failed_tool = "the tool failed"                  # a failed tool's result when its error has no message
-
-    @staticmethod
-    def claims(value: Any) -> bool:
-        """Return True for the legacy session file: a sessionId and a chatMessages list."""
-        return isinstance(value, dict) and "sessionId" in value and isinstance(value.get("chatMessages"), list)
-
-    @classmethod
-    def claims_line(cls, record: Dict[str, Any]) -> bool:
-        """Return True for an event line: its envelope, a dotted type and a data object."""
-        return all(k in record for k in cls.envelope) and isinstance(record.get("type"), str) \
-            and "." in record["type"] and isinstance(record.get("data"), dict)
+    claims = staticmethod(_is_copilot_legacy)
+    claims_line = staticmethod(_is_copilot_event)
 
     def read(self, document: Any, held: bool = False) -> Conversation:
         return _load_copilot(document)
@@ -7111,6 +7114,15 @@ class _CopilotCli(_Openai):
 OPENCODE_PRUNED = "[Old tool result content cleared]"       # the text a pruned tool output is sent as
 OPENCODE_INTERRUPTED = "[Tool execution was interrupted]"   # a call that never finished
 OPENCODE_ABORTED = "MessageAbortedError"                    # an error after which the parts are still sent
+OPENCODE_COMPACTION_ASK = _MARKUP.rows["OpenCode"].text[-1]  # the user turn a compaction part stands for
+
+
+def _is_opencode_export(value: Any) -> bool:
+    """Return True for an OpenCode export: an ``info`` object and ``messages`` of ``{info, parts}``."""
+    messages = value.get("messages") if isinstance(value, dict) else None
+    return isinstance(value, dict) and isinstance(value.get("info"), dict) and isinstance(messages, list) \
+        and all(isinstance(m, dict) and isinstance(m.get("info"), dict) and isinstance(m.get("parts"), list)
+                for m in messages)
 
 
 def _opencode_tool(part: Dict[str, Any], cid: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
@@ -7156,8 +7168,8 @@ def _opencode_messages(value: Dict[str, Any]) -> Tuple[List[Dict[str, Any]], set
                     if part.get("synthetic"):
                         harness.add(_content_id("user", "text", part["text"]))
                 elif kind == "compaction":
-                    content.append({"type": "text", "text": _OpenCode.compaction_ask})
-                    harness.add(_content_id("user", "text", _OpenCode.compaction_ask))
+                    content.append({"type": "text", "text": OPENCODE_COMPACTION_ASK})
+                    harness.add(_content_id("user", "text", OPENCODE_COMPACTION_ASK))
                 elif kind == "file" and str(part.get("mime", "")).startswith("image/") \
                         and str(part.get("url", "")).startswith("data:"):
                     content.append({"type": "image_url", "image_url": {"url": part["url"]}})
@@ -7206,7 +7218,7 @@ def _opencode_messages(value: Dict[str, Any]) -> Tuple[List[Dict[str, Any]], set
 
 def _load_opencode(value: Any) -> Conversation:
     """Return the Conversation for an OpenCode export."""
-    if not _OpenCode.claims(value):
+    if not _is_opencode_export(value):
         raise PagerError("opencode input must be an `opencode export` object: info and a messages list of {info, parts}")
     messages, harness, other = _opencode_messages(value)
     if not messages:
@@ -7220,15 +7232,7 @@ class _OpenCode(_Openai):
     """OpenCode sessions (``opencode export`` JSON), written back as Chat Completions."""
 
     name = "opencode"
-    compaction_ask = _MARKUP.rows["OpenCode"].text[-1]  # the user turn a compaction part stands for
-
-    @staticmethod
-    def claims(value: Any) -> bool:
-        """Return True for an OpenCode export: an ``info`` object and ``messages`` of ``{info, parts}``."""
-        messages = value.get("messages") if isinstance(value, dict) else None
-        return isinstance(value, dict) and isinstance(value.get("info"), dict) and isinstance(messages, list) \
-            and all(isinstance(m, dict) and isinstance(m.get("info"), dict) and isinstance(m.get("parts"), list)
-                    for m in messages)
+    claims = staticmethod(_is_opencode_export)
 
     def read(self, document: Any, held: bool = False) -> Conversation:
         return _load_opencode(document)
