@@ -87,9 +87,11 @@ import datetime
 import io
 import json
 import math
+import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -954,6 +956,351 @@ def print_coding(figures, max_cuts):
               f"uncached {t['uncached_tokens']:>8} | sent {t['sent_tokens']:>8}")
 
 
+# ===== Compaction events: what the agent needs after its harness compacts =====
+
+ACTING_STEPS = 10          # assistant steps after a boundary whose names are measured
+SEARCH_TOP = 5             # a search finds a name when a page holding it is among this many hits
+INJECT_TOKENS = 2000       # the injected context's cap (the hook's default; `index --tokens` for Codex)
+ROOT = Path(__file__).resolve().parent.parent
+HOOKS_FILE = ROOT / "hooks" / "hooks.json"
+HOOK_TIMEOUT = 300         # seconds a hook may take here (Claude Code allows PreCompact 120)
+_SAFE_SESSION = re.compile(r"[^A-Za-z0-9._-]+")
+# issue 32's targets: (what, events, share); reported, never enforced
+COMPACTION_TARGETS = (("recallable", "all", 0.97), ("injected", "Claude Code", 0.30),
+                      ("either", "Claude Code", 0.50), ("either", "all", 0.50), ("search", "all", 0.9))
+SHARES = ("summary", "injected", "either", "recallable", "search")
+
+
+class Engine(NamedTuple):
+    """What the engine's ``--help`` lists of issue 32's interfaces (built on branch ``compaction``)."""
+    before_compaction: bool
+    search: bool
+
+
+def engine_features():
+    """Return which of ``--before-compaction`` and the ``search`` command ``pager.py --help`` lists."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            pager.main(["--help"])
+        except SystemExit:
+            pass
+    text = out.getvalue()
+    return Engine("--before-compaction" in text, re.search(r"\bsearch\b", text) is not None)
+
+
+def boundary_lines(text):
+    """Return the 0-based numbers of a JSONL transcript's compaction boundary lines."""
+    return [n for n, line in enumerate(text.splitlines(keepends=True)) if _is_compaction(line)]
+
+
+def compaction_files(folder):
+    """Return [(path, kind, [boundary line numbers])] for the Claude Code and Codex files under ``folder``."""
+    found = []
+    for path in sorted(p for p in Path(folder).rglob("*.jsonl") if p.is_file()):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        lines = boundary_lines(text)
+        kind = session_kind(path, text) if lines else None
+        if kind in ("Claude Code", "Codex"):
+            found.append((path, kind, lines))
+    return found
+
+
+def _blocks_of(text, fmt):
+    return pager.conversation_blocks(pager.load(text, fmt)) if text.strip() else []
+
+
+def event_sides(text, line, next_line=None):
+    """Return (before, after, summary) of the compaction whose boundary is ``line``.
+
+    before: every block of the transcript cut at the boundary (what the agent saw before it,
+    earlier compactions' archived blocks included). after: the blocks the model sees after it,
+    up to the next boundary (the harness's summary and what it kept or re-sent, then the new
+    work). summary: the harness's summary text (Claude Code's compact summary message; Codex
+    writes ``message``, empty when the summary is server-side).
+    """
+    fmt = pager.detect_format(text)
+    lines = text.splitlines(keepends=True)
+    before = _blocks_of("".join(lines[:line]), fmt)
+    upto = "".join(lines[:next_line] if next_line is not None else lines)
+    after = [b for b in _blocks_of(upto, fmt) if b.get("protected") != pager.ARCHIVED]
+    summaries = [b["text"] for b in after if b.get("kind") == "summary"]
+    if not summaries:
+        record = json.loads(lines[line])
+        message = (record.get("payload") or {}).get("message") if isinstance(record, dict) else None
+        summaries = [message] if isinstance(message, str) and message else []
+    return before, after, "\n".join(summaries)
+
+
+def thinking_texts(text):
+    """Return the texts of a transcript's thinking parts (Claude Code ``thinking``, Codex reasoning summaries).
+
+    The acting steps' names are read from what the agent says and does (text, tool names and
+    arguments); an assistant block whose text is one of these is its thinking, left out.
+    """
+    found = set()
+    for line in text.splitlines():
+        if '"thinking"' not in line and '"reasoning"' not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict):
+            continue
+        message = record.get("message") if isinstance(record.get("message"), dict) else {}
+        payload = record.get("payload") if isinstance(record.get("payload"), dict) else {}
+        parts = message.get("content") if isinstance(message.get("content"), list) else []
+        if payload.get("type") == "reasoning":
+            parts = [*(payload.get("summary") or []), *(payload.get("content") or [])]
+        for part in parts:
+            if isinstance(part, dict) and part.get("type") in ("thinking", "summary_text", "reasoning_text"):
+                value = part.get("thinking", part.get("text"))
+                if isinstance(value, str) and value.strip():
+                    found.add(value.strip())
+    return found
+
+
+def needed_after(before, after, steps=ACTING_STEPS, thinking=frozenset()):
+    """Return the names the agent's first ``steps`` acting steps after a compaction need from before it, in order.
+
+    A name is a distinctive token (distinctive_tokens) of an assistant block of those steps
+    (its text, tool names and arguments), held by 1 to MAX_HOLDERS blocks of ``before``, and
+    absent from every block after the boundary that is not the agent's own (user messages,
+    tool results, re-sent instructions; the harness's summary aside, measured on its own) up to
+    its first use. A name's first use decides. Assistant blocks whose text is in ``thinking``
+    (thinking_texts) are not acting.
+    """
+    holders = TokenIndex(before).holders
+    shown, seen, needed = set(), set(), []
+    acting = assistant_steps(after)[:steps]
+    last = acting[-1][1] if acting else 0
+    in_steps = {i for first, end in acting for i in range(first, end)}
+    for i, block in enumerate(after[:last]):
+        tokens = distinctive_tokens(block["text"])
+        if block["role"] != "assistant":
+            if block.get("kind") != "summary":
+                shown |= tokens
+            continue
+        if i not in in_steps or block["text"].strip() in thinking:
+            continue
+        for token in sorted(tokens - seen):
+            seen.add(token)
+            if token not in shown and 0 < len(holders.get(token, ())) <= MAX_HOLDERS:
+                needed.append(token)
+    return needed
+
+
+def hook_command(event_name):
+    """Return the command hooks/hooks.json gives the harness for ``event_name``."""
+    hooks = json.loads(HOOKS_FILE.read_text(encoding="utf-8"))["hooks"][event_name]
+    return hooks[0]["hooks"][0]["command"]
+
+
+def run_hook(event_name, event, project):
+    """Run a plugin hook as Claude Code does (its command through the shell, JSON on stdin); return its output object."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PROSECODE_CONTEXT_TOKENS", "CLAUDE_PLUGIN_OPTION_CONTEXT_TOKENS")}
+    env.update(CLAUDE_PLUGIN_ROOT=str(ROOT), CLAUDE_PROJECT_DIR=str(project))
+    proc = subprocess.run(["/bin/sh", "-c", hook_command(event_name)], input=json.dumps(event), capture_output=True,
+                          text=True, cwd=project, env=env, timeout=HOOK_TIMEOUT)
+    log = Path(project) / ".prosecode" / "hooks.log"
+    if proc.returncode != 0 or log.exists():
+        why = log.read_text(encoding="utf-8").strip().splitlines()[-1] if log.exists() else proc.stderr.strip()
+        raise SystemExit(f"benchmark-quality: the {event_name} hook failed: {why}")
+    return json.loads(proc.stdout) if proc.stdout.strip() else {}
+
+
+def _engine(argv):
+    """Run the engine's CLI in-process; return its standard output, or raise SystemExit with its error."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = pager.main([str(a) for a in argv])
+    if code != 0:
+        raise SystemExit(f"benchmark-quality: pager {' '.join(map(str, argv[:1]))} failed: {err.getvalue().strip()[-300:]}")
+    return out.getvalue()
+
+
+def inject_after(kind, transcript, project, session, trigger, features):
+    """Run what the plugin (or the Codex command) does around one compaction; return (contract, injected text).
+
+    Claude Code: the PreCompact hook on the transcript cut at the boundary, then SessionStart with
+    source ``compact``; the injected text is its ``additionalContext``. Codex, once the engine has
+    ``--before-compaction``: that pass on the cut rollout, then ``index --tokens INJECT_TOKENS``;
+    before then, the same two hooks (the plugin serves Codex's hooks too), Codex's hook input.
+    """
+    common = {"session_id": session, "transcript_path": str(transcript), "cwd": str(project)}
+    if kind == "Codex" and features.before_compaction:
+        contract = Path(project) / ".prosecode" / f"{session}.limn"
+        contract.parent.mkdir(parents=True, exist_ok=True)
+        _engine(["--history", transcript, "--contract", contract, "--before-compaction", "--json"])
+        return contract, _engine(["index", "--contract", contract, "--tokens", INJECT_TOKENS])
+    if kind == "Codex":
+        pre = dict(common, hook_event_name="PreCompact", trigger=trigger, model="gpt-5", turn_id="turn-1")
+        start = dict(common, hook_event_name="SessionStart", source="compact", model="gpt-5",
+                     permission_mode="default")
+    else:
+        pre = dict(common, hook_event_name="PreCompact", trigger=trigger, custom_instructions="")
+        start = dict(common, hook_event_name="SessionStart", source="compact")
+    run_hook("PreCompact", pre, project)
+    output = run_hook("SessionStart", start, project)
+    text = (output.get("hookSpecificOutput") or {}).get("additionalContext", "")
+    return Path(project) / ".prosecode" / f"{session}.limn", text
+
+
+def store_names(contract):
+    """Return {paged block id: its distinctive tokens} of every page the contract lists, read from its store."""
+    listed = json.loads(_engine(["index", "--contract", contract, "--json"]))["paged"]
+    store = pager.PageStore.open(store_path_of(contract), create=False)
+    if store is None:
+        return {}
+    try:
+        pages = {entry["block"]: store.get(entry["block"]) for entry in listed}
+        found = {block: distinctive_tokens(page.text) for block, page in pages.items() if page is not None}
+        for block in [b for b, page in pages.items() if page is None and RANGE_ID.fullmatch(b)]:
+            method = getattr(store, "range_members", None)
+            members = [store.get(m) for m in (method(block) if method else [])]
+            found[block] = set().union(*(distinctive_tokens(m.text) for m in members if m is not None))
+        return found
+    finally:
+        store.close()
+
+
+def search_finds(name, contract, pages):
+    """Return True if ``search NAME`` ranks a page holding ``name`` among its first SEARCH_TOP hits."""
+    hits = json.loads(_engine(["search", name, "--contract", contract, "--json", "--limit", SEARCH_TOP]))
+    return any(name in pages.get(hit.get("id"), ()) for hit in hits[:SEARCH_TOP])
+
+
+def _without(text, *paths):
+    """Return ``text`` without the given file paths (the measure's own folders name no page)."""
+    for path in paths:
+        text = text.replace(str(path), " ")
+    return text
+
+
+def measure_event(before, after, summary, injected, pages, search, thinking=frozenset()):
+    """Return one event's figures: needed names and, for each, where it is (see measure_compaction)."""
+    needed = needed_after(before, after, thinking=thinking)
+    in_summary, in_injected = distinctive_tokens(summary), distinctive_tokens(injected)
+    stored = set().union(*pages.values()) if pages else set()
+    found = {"summary": [n for n in needed if n in in_summary], "injected": [n for n in needed if n in in_injected],
+             "either": [n for n in needed if n in in_summary or n in in_injected],
+             "recallable": [n for n in needed if n in stored],
+             "search": [n for n in needed if search(n)] if search is not None else None}
+    return {"needed": needed, "found": found, "summary_tokens": block_cost(summary) if summary else 0,
+            "injected_tokens": block_cost(injected) if injected else 0,
+            "injected_estimate": pager.estimate_tokens(injected) if injected else 0}
+
+
+def measure_compaction(folder, features=None):
+    """Return the figures of every compaction event under ``folder``: per event, pooled by kind and over all."""
+    features = features or engine_features()
+    files = compaction_files(folder)
+    if not files:
+        raise SystemExit(f"benchmark-quality: no Claude Code or Codex transcript with a compaction under {folder}")
+    events = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for path, kind, boundaries in files:
+            text = path.read_text(encoding="utf-8")
+            lines = text.splitlines(keepends=True)
+            thinking = thinking_texts(text)
+            session = _SAFE_SESSION.sub("-", path.stem)[:100].strip("-._") or "session"
+            project = Path(workdir) / session
+            project.mkdir()
+            transcript = project / ("rollout.jsonl" if kind == "Codex" else "transcript.jsonl")
+            for number, line in enumerate(boundaries):
+                nxt = boundaries[number + 1] if number + 1 < len(boundaries) else None
+                before, after, summary = event_sides(text, line, nxt)
+                record = json.loads(lines[line])
+                trigger = ((record.get("compactMetadata") or {}).get("trigger") or "auto") if kind == "Claude Code" else "auto"
+                transcript.write_text("".join(lines[:line]), encoding="utf-8")  # the file as the harness had it
+                contract, injected = inject_after(kind, transcript, project, session, trigger, features)
+                pages = store_names(contract)
+                search = (lambda n, c=contract, p=pages: search_finds(n, c, p)) if features.search else None
+                injected = _without(injected, ROOT / "scripts" / "pager.py", workdir)
+                figures = measure_event(before, after, summary, injected, pages, search, thinking)
+                events.append(dict(figures, file=path.name, kind=kind, event=number + 1,
+                                   line=line + 1, blocks_before=len(before), pages=len(pages)))
+    pooled = {"all": pool_events(events)}
+    for kind in ("Claude Code", "Codex"):
+        members = [e for e in events if e["kind"] == kind]
+        if members:
+            pooled[kind] = pool_events(members)
+    return {"events": events, "pooled": pooled, "features": features._asdict()}
+
+
+def pool_events(events):
+    """Return the pooled shares of ``events``: found names / needed names, each measure; mean tokens."""
+    needed = sum(len(e["needed"]) for e in events)
+    shares = {}
+    for what in SHARES:
+        if any(e["found"][what] is None for e in events):
+            shares[what] = None
+        else:
+            shares[what] = sum(len(e["found"][what]) for e in events) / needed if needed else 0.0
+    return {"events": len(events), "needed": needed, "shares": shares,
+            "summary_tokens": sum(e["summary_tokens"] for e in events) / len(events) if events else 0,
+            "injected_tokens": sum(e["injected_tokens"] for e in events) / len(events) if events else 0,
+            "injected_estimate_max": max((e["injected_estimate"] for e in events), default=0)}
+
+
+def _share(value):
+    return "   n/a" if value is None else f"{value:>6.3f}"
+
+
+def print_compaction(figures):
+    """Print the per-event and pooled table of ``measure_compaction``'s figures, and issue 32's targets."""
+    events = figures["events"]
+    features = figures["features"]
+    print(f"Compaction events: {len(events)} in {len({e['file'] for e in events})} files. Needed names: distinctive "
+          f"tokens of the {ACTING_STEPS} acting steps after the boundary, held by 1-{MAX_HOLDERS} blocks before it, "
+          "shown by no user message or tool result after it before their use. Share of them in: the harness's "
+          "summary, the injected context, either, the page store (recallable), a top-"
+          f"{SEARCH_TOP} hit of `search NAME`; tokens = ceil(chars / 4)")
+    codex = ("--before-compaction pass, then index --tokens" if features["before_compaction"]
+             else "the plugin's PreCompact / SessionStart hooks (no --before-compaction in this engine)")
+    print(f"injected context: Claude Code: the plugin's PreCompact then SessionStart (source compact); Codex: {codex}")
+    if not features["search"]:
+        print("search: not available (this engine's pager.py --help lists no search command)")
+    head = (f"{'event':<60} | {'needed':>6} | {'summary':>7} | {'injected':>8} | {'either':>6} | {'recallable':>10} | "
+            f"{'search':>6} | summary tok | injected tok")
+    print(head)
+    rows = [(f"{e['file']} #{e['event']} (line {e['line']})", e, {w: (None if e['found'][w] is None else
+             len(e['found'][w]) / len(e['needed']) if e['needed'] else 0.0) for w in SHARES}) for e in events]
+    rows += [(f"pooled: {kind} ({p['events']} events)", p, p["shares"]) for kind, p in figures["pooled"].items()]
+    for label, e, shares in rows:
+        needed = len(e["needed"]) if isinstance(e["needed"], list) else e["needed"]
+        print(f"{label[-60:]:<60} | {needed:>6} | {_share(shares['summary']):>7} | {_share(shares['injected']):>8} | "
+              f"{_share(shares['either'])} | {_share(shares['recallable']):>10} | {_share(shares['search'])} | "
+              f"{e['summary_tokens']:>11.0f} | {e['injected_tokens']:>12.0f}")
+    print("issue 32 targets on these (development) events, reported, not enforced:")
+    for what, kind, bound in COMPACTION_TARGETS:
+        pooled = figures["pooled"].get(kind)
+        if pooled is None:
+            continue
+        value = pooled["shares"][what]
+        verdict = ("not available" if value is None else
+                   f"{value:.3f} {'holds' if value >= bound else 'MISSED'}")
+        print(f"  {what} >= {bound} on {kind} events: {verdict}")
+    most = figures["pooled"]["all"]["injected_estimate_max"]
+    print(f"  injected context <= {INJECT_TOKENS} tokens (the engine's estimate, largest event): {most} "
+          f"{'holds' if most <= INJECT_TOKENS else 'MISSED'}")
+
+
+def run_compaction(args):
+    """Measure the compaction events under ``args.compaction``, print them; return 0."""
+    start = time.perf_counter()
+    figures = measure_compaction(args.compaction)
+    print_compaction(figures)
+    print(f"({time.perf_counter() - start:.1f} s)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
 def parse_variant(text):
     """Return (name, flags) of a --variant NAME=FLAGS value."""
     name, sep, flags = text.partition("=")
@@ -989,6 +1336,8 @@ def main(argv=None):
     parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
     parser.add_argument("--floor", type=float, help=f"exit 1 if the pager's recall at {FLOOR_BUDGET} is below this")
     parser.add_argument("--coding", metavar="DIR", help="measure coding transcripts under DIR instead of LoCoMo")
+    parser.add_argument("--compaction", metavar="DIR",
+                        help="measure what the agent needs after each compaction event of the transcripts under DIR")
     parser.add_argument("--max-cuts", type=int, default=0, metavar="N",
                         help="with --coding: at most N cut points a session, evenly spaced (default: all)")
     parser.add_argument("--variant", type=parse_variant, action="append", default=[], metavar="NAME=FLAGS",
@@ -996,6 +1345,12 @@ def main(argv=None):
     parser.add_argument("--cache-budget", type=int, default=CACHE_BUDGET, metavar="TOKENS",
                         help=f"with --coding: budget of the cache replay (default {CACHE_BUDGET})")
     args = parser.parse_args(argv)
+    if args.compaction is not None:
+        if args.folder is not None or args.floor is not None or args.coding is not None:
+            parser.error("--compaction measures compaction events: give no other folder, --coding or --floor")
+        if not Path(args.compaction).is_dir():
+            parser.error(f"{args.compaction} is not a folder")
+        return run_compaction(args)
     if args.coding is not None:
         if args.folder is not None or args.floor is not None:
             parser.error("--coding measures coding transcripts: give no LoCoMo folder and no --floor")
