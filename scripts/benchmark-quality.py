@@ -1265,7 +1265,7 @@ def print_compaction(figures):
     print(f"injected context: Claude Code: the plugin's PreCompact then SessionStart (source compact); Codex: {codex}")
     if not features["search"]:
         print("search: not available (this engine's pager.py --help lists no search command)")
-    head = (f"{'event':<60} | {'needed':>6} | {'summary':>7} | {'injected':>8} | {'either':>6} | {'recallable':>10} | "
+    head = (f"{'event':<66} | {'needed':>6} | {'summary':>7} | {'injected':>8} | {'either':>6} | {'recallable':>10} | "
             f"{'search':>6} | summary tok | injected tok")
     print(head)
     rows = [(f"{e['file']} #{e['event']} (line {e['line']})", e, {w: (None if e['found'][w] is None else
@@ -1273,7 +1273,7 @@ def print_compaction(figures):
     rows += [(f"pooled: {kind} ({p['events']} events)", p, p["shares"]) for kind, p in figures["pooled"].items()]
     for label, e, shares in rows:
         needed = len(e["needed"]) if isinstance(e["needed"], list) else e["needed"]
-        print(f"{label[-60:]:<60} | {needed:>6} | {_share(shares['summary']):>7} | {_share(shares['injected']):>8} | "
+        print(f"{label[-66:]:<66} | {needed:>6} | {_share(shares['summary']):>7} | {_share(shares['injected']):>8} | "
               f"{_share(shares['either'])} | {_share(shares['recallable']):>10} | {_share(shares['search'])} | "
               f"{e['summary_tokens']:>11.0f} | {e['injected_tokens']:>12.0f}")
     print("issue 32 targets on these (development) events, reported, not enforced:")
