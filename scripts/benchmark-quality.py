@@ -45,6 +45,19 @@ policy: the pager gets that figure as each block's ``tokens``.
               tokens held by 1 to MAX_HOLDERS earlier blocks and not in the last user message
               before the cut. Tokens found only after the cut hold no earlier block.
   recall      needed blocks kept verbatim / needed blocks, pooled over cut points.
+  reachable   needed blocks kept verbatim or whose exact text the page store holds (the pager's
+              store beside its contract, read right after the pass), or held by a range page
+              (``r-<12 hex>``) the emitted request names.
+  findable    needed blocks kept verbatim, or reachable with a line of the emitted request that
+              stands for them naming one of the names the next steps use from them: the block's
+              own stub, an index line naming its id, or the line of a range page holding it
+              (membership: the engine's ``PageStore.range_members`` when it has one, else its
+              ``recall r-... --json`` on copies of the contract and store). The recall command
+              on a line is left out (see line_names).
+  Each is pooled over every session and per session kind (Claude Code, Codex, SWE-agent; other
+  formats only in "all"), and issue 31's targets for the pager are printed, reported, not
+  enforced: recall at least the window's; reachable 1.0; findable at least the window's recall
+  + 0.15 (at most 1.0) at 4,000 and 8,000.
 
 Policies at each budget B in CODING_BUDGETS (system blocks are kept by every policy, as every
 agent keeps its instructions, and count against B):
@@ -78,6 +91,35 @@ Example:
     python3 scripts/benchmark-quality.py --coding ../shared/data/transcripts-dev
     python3 scripts/benchmark-quality.py --coding ../shared/data/transcripts-dev --max-cuts 40 \
         --variant plain="--similarity plain" --json /tmp/coding.json
+
+Compaction events (--compaction DIR): what the agent needs after its harness compacts
+--------------------------------------------------------------------------------------
+Every Claude Code or Codex JSONL file under DIR with compaction boundaries (``compact_boundary``
+lines, Codex ``compacted`` items) gives one event per boundary, in order, all of a file's events
+on one session contract (the plugin extends it at every compaction).
+  needed names  distinctive tokens (the coding measure's) of the assistant blocks of the
+              ACTING_STEPS acting steps after the boundary (text, tool names and arguments; the
+              transcript's thinking left out), held by 1 to MAX_HOLDERS blocks before it, and
+              absent from every user message, tool result and re-sent instruction after it up to
+              their first use (the harness's summary aside). See needed_after.
+  summary     the harness's summary (Claude Code's compact summary; Codex's ``message``, empty
+              when the summary stays server-side).
+  injected    Claude Code: the plugin's PreCompact hook on the transcript cut at the boundary,
+              then SessionStart with source ``compact``, run as Claude Code runs them (the
+              command of hooks/hooks.json through the shell, the hook JSON on stdin): its
+              ``additionalContext``. Codex: the pass with ``--before-compaction`` on the cut
+              rollout, then ``index --tokens 2000``, when ``pager.py --help`` lists that flag;
+              before then the same two hooks with Codex's hook input (today's behaviour).
+  recallable  a page the contract lists holds the name (its store's text).
+  search      ``search NAME --json --limit 5`` ranks a page holding the name in its first 5
+              hits; "not available" while ``pager.py --help`` lists no search command.
+Shares are of the needed names, per event and pooled (all events, Claude Code, Codex), with
+the summary's and the injected context's tokens (ceil(chars / 4)), and issue 32's targets as
+reported lines: recallable >= 0.97; injected >= 0.30 on Claude Code events; summary or
+injected >= 0.50; search top-5 >= 0.9; the injected context within 2,000 tokens.
+
+Example:
+    python3 scripts/benchmark-quality.py --compaction ../shared/data/transcripts-dev --json /tmp/compaction.json
 """
 
 import argparse
