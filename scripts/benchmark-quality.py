@@ -1211,9 +1211,24 @@ def store_names(contract):
 
 
 def search_finds(name, contract, pages):
-    """Return True if ``search NAME`` ranks a page holding ``name`` among its first SEARCH_TOP hits."""
+    """Return True if ``search NAME`` ranks a page holding ``name`` among its first SEARCH_TOP hits.
+
+    ``pages`` (store_names) gives each listed page's names; a hit it does not list (a block of
+    a range page) is read from the store, and remembered in ``pages``.
+    """
     hits = json.loads(_engine(["search", name, "--contract", contract, "--json", "--limit", SEARCH_TOP]))
-    return any(name in pages.get(hit.get("id"), ()) for hit in hits[:SEARCH_TOP])
+    ids = [hit.get("id") for hit in hits[:SEARCH_TOP] if isinstance(hit, dict)]
+    unknown = [i for i in ids if isinstance(i, str) and i not in pages]
+    if unknown:
+        store = pager.PageStore.open(store_path_of(contract), create=False)
+        try:
+            for block in unknown:
+                page = store.get(block) if store is not None else None
+                pages[block] = distinctive_tokens(page.text) if page is not None else set()
+        finally:
+            if store is not None:
+                store.close()
+    return any(name in pages.get(i, ()) for i in ids)
 
 
 def _without(text, *paths):
@@ -1261,7 +1276,8 @@ def measure_compaction(folder, features=None):
                 transcript.write_text("".join(lines[:line]), encoding="utf-8")  # the file as the harness had it
                 contract, injected = inject_after(kind, transcript, project, session, trigger, features)
                 pages = store_names(contract)
-                search = (lambda n, c=contract, p=pages: search_finds(n, c, p)) if features.search else None
+                found = dict(pages)  # search_finds adds the hits it reads beyond the listed pages
+                search = (lambda n, c=contract, p=found: search_finds(n, c, p)) if features.search else None
                 injected = _without(injected, ROOT / "scripts" / "pager.py", workdir)
                 figures = measure_event(before, after, summary, injected, pages, search, thinking)
                 events.append(dict(figures, file=path.name, kind=kind, event=number + 1,

@@ -407,3 +407,31 @@ def test_compaction_cli_runs_the_plugin_hooks_on_each_event(bq, tmp_path, capsys
         assert event["found"]["search"] is None and "search: not available" in printed
     with pytest.raises(SystemExit):
         bq.main(["--compaction", str(folder), "--coding", str(folder)])
+
+
+def _features(bq):
+    return bq.engine_features()
+
+
+def test_search_finds_a_name_in_a_top_hit_once_the_engine_has_search(bq, tmp_path):
+    if not _features(bq).search:
+        pytest.skip("this engine's pager.py --help lists no search command (branch compaction builds it)")
+    blocks, _, contract, _ = _paged_ledger_pass(bq, tmp_path)
+    pages = {}
+    assert bq.search_finds("customer_ledger", contract, pages)  # b10, read from the store on the way
+    assert "customer_ledger" in pages["b10"]
+    assert not bq.search_finds("nowhere_to_be_found", contract, pages)
+
+
+def test_codex_events_use_the_before_compaction_pass_and_the_bounded_index(bq, tmp_path):
+    features = _features(bq)
+    if not features.before_compaction:
+        pytest.skip("this engine's pager.py --help lists no --before-compaction (branch compaction builds it)")
+    text = (ROOT / "tests" / "fixtures" / "transcripts" / "codex_rollout.jsonl").read_text(encoding="utf-8")
+    [line] = bq.boundary_lines(text)
+    rollout = tmp_path / "rollout.jsonl"
+    rollout.write_text("".join(text.splitlines(keepends=True)[:line]), encoding="utf-8")
+    contract, injected = bq.inject_after("Codex", rollout, tmp_path, "s1", "auto", features)
+    assert contract.exists() and injected.strip()
+    assert bq.pager.estimate_tokens(injected) <= bq.INJECT_TOKENS
+    assert bq.store_names(contract)  # every block before the boundary is a page
