@@ -141,6 +141,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import claude_hooks  # noqa: E402
 import pager  # noqa: E402
 
 BUDGETS = (1024, 2048, 4096)
@@ -1002,7 +1003,7 @@ def print_coding(figures, max_cuts):
 
 ACTING_STEPS = 10          # assistant steps after a boundary whose names are measured
 SEARCH_TOP = 5             # a search finds a name when a page holding it is among this many hits
-INJECT_TOKENS = 2000       # the injected context's cap (the hook's default; `index --tokens` for Codex)
+INJECT_TOKENS = claude_hooks.DEFAULT_CONTEXT_TOKENS  # the injected context's cap (`index --tokens` for Codex too)
 ROOT = Path(__file__).resolve().parent.parent
 HOOKS_FILE = ROOT / "hooks" / "hooks.json"
 HOOK_TIMEOUT = 300         # seconds a hook may take here (Claude Code allows PreCompact 120)
@@ -1144,7 +1145,7 @@ def hook_command(event_name):
 
 def run_hook(event_name, event, project):
     """Run a plugin hook as Claude Code does (its command through the shell, JSON on stdin); return its output object."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PROSECODE_CONTEXT_TOKENS", "CLAUDE_PLUGIN_OPTION_CONTEXT_TOKENS")}
+    env = {k: v for k, v in os.environ.items() if k not in claude_hooks.TOKEN_ENV}  # the default cap
     env.update(CLAUDE_PLUGIN_ROOT=str(ROOT), CLAUDE_PROJECT_DIR=str(project))
     proc = subprocess.run(["/bin/sh", "-c", hook_command(event_name)], input=json.dumps(event), capture_output=True,
                           text=True, cwd=project, env=env, timeout=HOOK_TIMEOUT)
