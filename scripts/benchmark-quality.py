@@ -101,7 +101,8 @@ on one session contract (the plugin extends it at every compaction).
               ACTING_STEPS acting steps after the boundary (text, tool names and arguments; the
               transcript's thinking left out), held by 1 to MAX_HOLDERS blocks before it, and
               absent from every user message, tool result and re-sent instruction after it up to
-              their first use (the harness's summary aside). See needed_after.
+              their first use (the harness's summary aside; the files Claude Code re-attaches
+              right after the boundary count as shown). See needed_after.
   summary     the harness's summary (Claude Code's compact summary; Codex's ``message``, empty
               when the summary stays server-side).
   injected    Claude Code: the plugin's PreCompact hook on the transcript cut at the boundary,
@@ -1107,7 +1108,42 @@ def thinking_texts(text):
     return found
 
 
-def needed_after(before, after, steps=ACTING_STEPS, thinking=frozenset()):
+def _strings(value):
+    """Yield every string inside a JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def reattached(text, line):
+    """Return the text of the attachments a Claude Code transcript records right after the boundary ``line``.
+
+    Claude Code re-reads recent files into the new context after compacting (``attachment`` lines
+    of type ``file``, ``compact_file_reference``...) before the agent's next turn; the reader
+    skips those lines, but the model sees them, so their names count as shown after the boundary.
+    The lines up to the first assistant record are read.
+    """
+    found = []
+    for raw in text.splitlines()[line + 1:]:
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(record, dict):
+            continue
+        if record.get("type") == "assistant":
+            break
+        if record.get("type") == "attachment":
+            found.extend(_strings(record.get("attachment")))
+    return "\n".join(found)
+
+
+def needed_after(before, after, steps=ACTING_STEPS, thinking=frozenset(), shown=""):
     """Return the names the agent's first ``steps`` acting steps after a compaction need from before it, in order.
 
     A name is a distinctive token (distinctive_tokens) of an assistant block of those steps
@@ -1115,10 +1151,11 @@ def needed_after(before, after, steps=ACTING_STEPS, thinking=frozenset()):
     absent from every block after the boundary that is not the agent's own (user messages,
     tool results, re-sent instructions; the harness's summary aside, measured on its own) up to
     its first use. A name's first use decides. Assistant blocks whose text is in ``thinking``
-    (thinking_texts) are not acting.
+    (thinking_texts) are not acting; ``shown`` is text the harness showed right after the
+    boundary outside the blocks (reattached).
     """
     holders = TokenIndex(before).holders
-    shown, seen, needed = set(), set(), []
+    shown, seen, needed = distinctive_tokens(shown) if shown else set(), set(), []
     acting = assistant_steps(after)[:steps]
     last = acting[-1][1] if acting else 0
     in_steps = {i for first, end in acting for i in range(first, end)}
@@ -1239,9 +1276,9 @@ def _without(text, *paths):
     return text
 
 
-def measure_event(before, after, summary, injected, pages, search, thinking=frozenset()):
+def measure_event(before, after, summary, injected, pages, search, thinking=frozenset(), shown=""):
     """Return one event's figures: needed names and, for each, where it is (see measure_compaction)."""
-    needed = needed_after(before, after, thinking=thinking)
+    needed = needed_after(before, after, thinking=thinking, shown=shown)
     in_summary, in_injected = distinctive_tokens(summary), distinctive_tokens(injected)
     stored = set().union(*pages.values()) if pages else set()
     found = {"summary": [n for n in needed if n in in_summary], "injected": [n for n in needed if n in in_injected],
@@ -1280,7 +1317,8 @@ def measure_compaction(folder, features=None):
                 found = dict(pages)  # search_finds adds the hits it reads beyond the listed pages
                 search = (lambda n, c=contract, p=found: search_finds(n, c, p)) if features.search else None
                 injected = _without(injected, ROOT / "scripts" / "pager.py", workdir)
-                figures = measure_event(before, after, summary, injected, pages, search, thinking)
+                figures = measure_event(before, after, summary, injected, pages, search, thinking,
+                                        reattached(text, line))
                 events.append(dict(figures, file=path.name, kind=kind, event=number + 1,
                                    line=line + 1, blocks_before=len(before), pages=len(pages)))
     pooled = {"all": pool_events(events)}

@@ -365,6 +365,8 @@ def test_needed_names_after_a_compaction_are_computed_as_defined(bq):
     assert needed == ["billing", "src/billing/totals.py", "totals", "totals.py", "parse_total"]
     assert "secret_plan" in bq.needed_after(before, after)  # without the thinking set it would count
     assert bq.needed_after(before, after, steps=1, thinking={"thinking of secret_plan"}) == needed[:4]
+    # a file the harness re-attached after the boundary shows its names again
+    assert bq.needed_after(before, after, thinking={"thinking of secret_plan"}, shown="re-read parse_total") == needed[:4]
     figures = bq.measure_event(before, after, "parse_total is wrong", "see totals.py",
                                {"p1": {"parse_total", "billing"}}, None, {"thinking of secret_plan"})
     assert figures["found"] == {"summary": ["parse_total"], "injected": ["totals", "totals.py"],
@@ -373,6 +375,18 @@ def test_needed_names_after_a_compaction_are_computed_as_defined(bq):
     assert figures["summary_tokens"] == 5 and figures["injected_tokens"] == 4
     pooled = bq.pool_events([figures, dict(figures, found=dict(figures["found"], search=[]))])
     assert pooled["needed"] == 10 and pooled["shares"]["recallable"] == 0.4 and pooled["shares"]["search"] is None
+
+
+def test_files_claude_code_reattaches_after_the_boundary_are_read(bq):
+    lines = [{"type": "system", "subtype": "compact_boundary"},
+             {"type": "user", "message": {"role": "user", "content": "summary"}, "isCompactSummary": True},
+             {"type": "attachment", "attachment": {"type": "file", "filename": "/src/ledger.py",
+                                                   "content": {"file": {"content": "def post_entry(): ..."}}}},
+             {"type": "assistant", "message": {"role": "assistant", "content": "ok"}},
+             {"type": "attachment", "attachment": {"type": "queued_command", "prompt": "later_name"}}]
+    text = "\n".join(json.dumps(line) for line in lines)
+    shown = bq.reattached(text, 0)
+    assert "/src/ledger.py" in shown and "def post_entry(): ..." in shown and "later_name" not in shown
 
 
 def test_compaction_events_of_a_session_are_found_and_split_at_the_boundary(bq):
