@@ -1354,7 +1354,7 @@ def print_compaction(figures):
     features = figures["features"]
     print(f"Compaction events: {len(events)} in {len({e['file'] for e in events})} files. Needed names: distinctive "
           f"tokens of the {ACTING_STEPS} acting steps after the boundary, held by 1-{MAX_HOLDERS} blocks before it, "
-          "shown by no user message or tool result after it before their use. Share of them in: the harness's "
+          "shown by nothing after it (user messages, tool results, re-attached files) before their use. Share in: the harness's "
           "summary, the injected context, either, the page store (recallable), a top-"
           f"{SEARCH_TOP} hit of `search NAME`; tokens = ceil(chars / 4)")
     codex = ("--before-compaction pass, then index --tokens" if features["before_compaction"]
