@@ -127,6 +127,7 @@ import argparse
 import bisect
 import contextlib
 import datetime
+import functools
 import io
 import json
 import math
@@ -1033,6 +1034,12 @@ def engine_features():
     return Engine("--before-compaction" in text, re.search(r"\bsearch\b", text) is not None)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def names_of(text):
+    """Return distinctive_tokens(text), frozen and remembered: a file's events and pages share most texts."""
+    return frozenset(distinctive_tokens(text))
+
+
 def boundary_lines(text):
     """Return the 0-based numbers of a JSONL transcript's compaction boundary lines."""
     return [n for n, line in enumerate(text.splitlines(keepends=True)) if _is_compaction(line)]
@@ -1053,7 +1060,9 @@ def compaction_files(folder):
     return found
 
 
+@functools.lru_cache(maxsize=4)
 def _blocks_of(text, fmt):
+    """Return the blocks of a transcript's text (remembered: one event's after is the next one's before)."""
     return pager.conversation_blocks(pager.load(text, fmt)) if text.strip() else []
 
 
@@ -1154,13 +1163,16 @@ def needed_after(before, after, steps=ACTING_STEPS, thinking=frozenset(), shown=
     (thinking_texts) are not acting; ``shown`` is text the harness showed right after the
     boundary outside the blocks (reattached).
     """
-    holders = TokenIndex(before).holders
-    shown, seen, needed = distinctive_tokens(shown) if shown else set(), set(), []
+    holders = {}
+    for i, block in enumerate(before):
+        for token in names_of(block["text"]):
+            holders.setdefault(token, []).append(i)
+    shown, seen, needed = set(names_of(shown)) if shown else set(), set(), []
     acting = assistant_steps(after)[:steps]
     last = acting[-1][1] if acting else 0
     in_steps = {i for first, end in acting for i in range(first, end)}
     for i, block in enumerate(after[:last]):
-        tokens = distinctive_tokens(block["text"])
+        tokens = names_of(block["text"])
         if block["role"] != "assistant":
             if block.get("kind") != "summary":
                 shown |= tokens
@@ -1238,11 +1250,11 @@ def store_names(contract):
         return {}
     try:
         pages = {entry["block"]: store.get(entry["block"]) for entry in listed}
-        found = {block: distinctive_tokens(page.text) for block, page in pages.items() if page is not None}
+        found = {block: names_of(page.text) for block, page in pages.items() if page is not None}
         for block in [b for b, page in pages.items() if page is None and RANGE_ID.fullmatch(b)]:
             method = getattr(store, "range_members", None)
             members = [store.get(m) for m in (method(block) if method else [])]
-            found[block] = set().union(*(distinctive_tokens(m.text) for m in members if m is not None))
+            found[block] = set().union(*(names_of(m.text) for m in members if m is not None))
         return found
     finally:
         store.close()
@@ -1262,7 +1274,7 @@ def search_finds(name, contract, pages):
         try:
             for block in unknown:
                 page = store.get(block) if store is not None else None
-                pages[block] = distinctive_tokens(page.text) if page is not None else set()
+                pages[block] = names_of(page.text) if page is not None else frozenset()
         finally:
             if store is not None:
                 store.close()
