@@ -179,9 +179,9 @@ NAME_MIN_CHARS = 4          # a name (for rarity) is a word token of at least th
 INDEX_SUMMARY_WORDS = 12   # words of a stub a page-index line keeps
 STORE_SUFFIX = ".pages.sqlite3"  # C.limn -> C.pages.sqlite3 beside the contract
 INDEX_FLAG = "pager_index"  # marks the page-index block --with-index prepends; passes skip it
-RECALL_COMMAND = "python3 scripts/pager.py recall"  # relative to the skill root, as SKILL.md says
+# This file, absolute (read once at import): the CLI's recall hints name it, so they run from any folder.
+SCRIPT_PATH = os.path.abspath(__file__)
 CONSOLE_SCRIPT = "prosecode-pager"  # the command pip installs (pyproject.toml)
-IMPORT_NAME = "prosecode_pager"  # the installed package: no top-level module named pager
 
 COMPACTION = "compaction"  # a provider's compaction block or item: it is the compacted past, kept like the instructions
 PROTECTIONS = ("pinned", "system", "recent", COMPACTION)  # reasons a block is kept whatever its score...
@@ -752,22 +752,25 @@ def _shell_word(text: str) -> str:
     return text if _SHELL_PLAIN.fullmatch(text) else "'" + text.replace("'", "'\\''") + "'"
 
 
-def _recall_command(argv0: Optional[str] = None) -> str:
-    """Return the recall command as the pager was run: the console script, ``-m``, else the script path.
+RECALL_COMMAND = f"python3 {_shell_word(SCRIPT_PATH)} recall"  # the recall hint of a pager run as a script
 
-    ``argv0`` defaults to ``sys.argv[0]``.
+
+def _recall_command(argv0: Optional[str] = None) -> str:
+    """Return a recall command that runs from any folder: the console script, else this script's absolute path.
+
+    ``argv0`` (default ``sys.argv[0]``) tells how the pager was run. The path enters the stubs'
+    text, so the same input and flags give the same bytes from the same copy of the script.
 
     Example:
-        >>> _recall_command("/usr/local/bin/prosecode-pager"), _recall_command("scripts/pager.py")
-        ('prosecode-pager recall', 'python3 scripts/pager.py recall')
+        >>> _recall_command("/usr/local/bin/prosecode-pager")
+        'prosecode-pager recall'
+        >>> _recall_command("scripts/pager.py") == f"python3 {_shell_word(SCRIPT_PATH)} recall"
+        True
     """
     if argv0 is None:
         argv0 = sys.argv[0] if sys.argv else ""
-    name = os.path.basename(argv0 or "")
-    if name.startswith(CONSOLE_SCRIPT):
+    if os.path.basename(argv0 or "").startswith(CONSOLE_SCRIPT):
         return f"{CONSOLE_SCRIPT} recall"
-    if name == "pager.py" and os.path.basename(os.path.dirname(argv0)) == IMPORT_NAME:
-        return f"python3 -m {IMPORT_NAME}.pager recall"  # run from the installed package
     return RECALL_COMMAND
 
 
@@ -6857,7 +6860,40 @@ def _decode_contract(path: str, data: Optional[bytes]) -> str:
         raise PagerError(f"{path}: not valid UTF-8 text (byte {exc.start})") from None
 
 
+# The words a Liminate statement can open with (the interpreter's verbs and declarations, ``when``
+# blocks and the statement-initial ``inherited``, as liminate 0.18 reads them): a line opening with
+# any other word is not Liminate, so the file is not a contract (a JSON file, a transcript, notes).
+_LIMINATE_OPENERS = frozenset((
+    "remember", "show", "filter", "keep", "count", "gather", "sum", "each", "choose", "finish", "add",
+    "remove", "weakens", "require", "forbid", "permit", "assign", "expect", "sort", "compare",
+    "transform", "about", "define", "when", "inherited"))
+_PAGER_OPENINGS = ("add ", "remember ", "remove ")  # the pager's own lines: no word split needed
+
+
+def _check_liminate_lines(path: str, text: str) -> None:
+    """Raise PagerError unless every line of ``text`` opens as a Liminate statement (or is blank or a comment).
+
+    An unterminated last line may be cut anywhere in its first word (a crash mid-line): a prefix of
+    an opener passes here and is judged by read_contract_state.
+    """
+    lines = text.splitlines()
+    last = len(lines) - 1
+    for number, line in enumerate(lines):
+        if line.startswith(_PAGER_OPENINGS) or _is_liminate_comment(line):
+            continue
+        words = _liminate_words(line)
+        first = words[0] if words else ""
+        if first in _LIMINATE_OPENERS:
+            continue
+        if (number == last and text[-1] not in _LINE_BREAKS and first
+                and any(opener.startswith(first) for opener in _LIMINATE_OPENERS)):
+            continue
+        raise PagerError(f"{path}: not a Liminate contract: line {number + 1} is not a Liminate statement "
+                         f"({_show(line, 60)}); --contract takes a .limn contract, an empty file or a new path")
+
+
 def _state_of(path: str, text: str) -> ContractState:
+    _check_liminate_lines(path, text)
     try:
         return read_contract_state(text)
     except PagerError as exc:
@@ -7040,6 +7076,16 @@ def _append_to_contract(path: str, render: Callable[[ContractState], _Payload]) 
 
 
 # ===== Recording a pass: pages, compacted history, contract =====
+
+
+def _cli_hint(args: argparse.Namespace) -> Callable[[str], str]:
+    """Return block id -> the CLI's recall hint, naming the contract (and a --store) by absolute path.
+
+    With the script's absolute path (RECALL_COMMAND) the hint runs from any folder.
+    """
+    contract = os.path.abspath(args.contract)
+    store = os.path.abspath(args.store) if args.store else None
+    return lambda block: _recall_hint(block, contract, store)
 
 
 def _normalize_now(text: Optional[str]) -> str:
@@ -7269,7 +7315,7 @@ def _index_reserve(args: argparse.Namespace, locked: Optional[_LockedContract], 
     """
     if not args.with_index:
         return 0
-    header = _index_header(10 ** 6, _recall_hint("ID", args.contract, args.store))
+    header = _index_header(10 ** 6, _cli_hint(args)("ID"))
     state = locked.state if locked is not None else contract_state(args.contract)
     earlier = [b for b, a in state.directives.items() if a == "page" and b not in seen]
     pages = [p for p in (store.get(b) for b in earlier) if p is not None] if store is not None else []
@@ -7354,7 +7400,7 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
         with _file_beside(args.emit) as out:
             if store is not None:
                 store.begin()
-            hint = lambda block: _recall_hint(block, args.contract, args.store)  # noqa: E731
+            hint = _cli_hint(args)
             transcript = reading.conversation
             if needs_text or out is not None:
                 if out is not None and transcript is None:
@@ -7382,7 +7428,7 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
                 index = None
                 if args.with_index:
                     index = _index_block(_paged_pages(dict.fromkeys(final, "page"), store, store_path),
-                                         _recall_hint("ID", args.contract, args.store))
+                                         _cli_hint(args)("ID"))
                 _write_pager_history(out, plan.header, blocks_file, index)  # type: ignore[arg-type]
             payload = render(state)
             if out is not None:  # on disk before the contract says the pass happened
@@ -7479,6 +7525,8 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
 
     Under the contract's lock: every id must be listed as paged, its text is read from the
     store, and ``remove``/``add`` statements move it to the retained list, with ``last-recall``.
+    Recall is idempotent: a block already back (retained, its page still in the store, as after
+    a recall) gives its text again and records nothing; a call that pages nothing in appends nothing.
     Returns the store's path, the pages and their texts, in the order of ``ids`` (repeats once).
     """
     ids = list(dict.fromkeys(ids))
@@ -7491,7 +7539,7 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
         state = locked.state
         for block in ids:
             action = state.directives.get(block)
-            if action != "page":
+            if action not in ("page", "retain"):
                 raise PagerError(f"{contract}: {_not_paged(block, action)}")
         store_path = _resolve_store(contract, store, state)
         _check_paths(None, contract, store_path, None)
@@ -7499,17 +7547,23 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
         if opened is None:
             raise PagerError(f"{store_path}: the page store does not exist")
         try:
+            back = [block for block in ids if state.directives[block] == "retain"]
+            for block in back:  # retained: back already, if the store still holds its page
+                if opened.get(block) is None:
+                    raise PagerError(f"{contract}: {_not_paged(block, 'retain')}")
             pages = _paged_pages({block: "page" for block in ids}, opened, store_path)
             texts = [_verified_text(page, store_path) for page in pages]
         finally:
             opened.close()
         statements = []
         for block in ids:
-            statements.append(_statement_remove(block, "page", "recalled"))
-            statements.append(_statement_add(block, "retain", "recalled"))
-        statements.append(_statement_value("last-recall", now))
-        _check_statements(statements)
-        locked.append(_encode_batches(state, [statements]))
+            if block not in back:
+                statements.append(_statement_remove(block, "page", "recalled"))
+                statements.append(_statement_add(block, "retain", "recalled"))
+        if statements:
+            statements.append(_statement_value("last-recall", now))
+            _check_statements(statements)
+            locked.append(_encode_batches(state, [statements]))
     return store_path, pages, texts
 
 
@@ -8437,6 +8491,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
     source = reading.source
     conv = reading.conversation
     store = PageStore.open(store_path, create=False, stub_words=params.stub_words)
+    hint = _cli_hint(args)
     try:
         # With --target the last directives stand between compactions: the contract's, read
         # under the lock the whole pass holds.
@@ -8445,7 +8500,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
             previous = dict((locked.state if locked is not None else contract_state(args.contract)).directives)
         plan = _load_and_plan(source, params, store.get if store is not None else None,
                              lambda page, newer=None, edge=0: make_stub(
-                                 page, _recall_hint(page.block, args.contract, args.store), newer, edge),
+                                 page, hint(page.block), newer, edge),
                              args.with_index, lambda seen: _index_reserve(args, locked, store, seen)
                              + (conv.definitions_tokens if conv is not None else 0), given,
                              previous, _settling(locked.state if locked is not None else
@@ -8644,14 +8699,15 @@ def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
     finally:
         if store is not None:
             store.close()
+    hint = _cli_hint(args)
     if args.json:
         stdout.write(json.dumps({"contract": args.contract, "store": store_path, "paged": [
             {"block": p.block, "turn": p.turn, "role": p.role, "tokens": p.tokens, "summary": p.summary,
-             "recall": _recall_hint(p.block, args.contract, args.store)} for p in pages]},
+             "recall": hint(p.block)} for p in pages]},
             ensure_ascii=False) + "\n")
     else:
         stdout.write(f"Paged blocks: {len(pages)} (recall one with: "
-                     f"{_recall_hint('ID', args.contract, args.store)})\n")
+                     f"{hint('ID')})\n")
         for line in index_lines(pages):
             stdout.write(line + "\n")
     return EXIT_OK
