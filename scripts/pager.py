@@ -7837,9 +7837,22 @@ def _detect_object_format(messages: Any) -> str:
     """
     kind = _detect_value(messages)
     if kind is None:
+        if _is_langchain(messages):
+            raise PagerError("messages are LangChain message objects: compact them with the LangChain adapter, "
+                             "langchain_adapter.compact_messages(Pager(...), messages) (prosecode_pager."
+                             "langchain_adapter installed; pager_middleware or pre_model_hook in an agent)")
         raise PagerError(f"messages must be a message list or a request body of {', '.join(LIBRARY_FORMATS)} "
                          f"(got {_show(messages)})")
     return kind
+
+
+_LANGCHAIN_MODULE = "langchain"  # LangChain's message classes live in modules under this name
+
+
+def _is_langchain(messages: Any) -> bool:
+    """Return True if ``messages`` is a LangChain message, or a list starting with one (LangChain not imported)."""
+    first = messages[0] if isinstance(messages, (list, tuple)) and messages else messages
+    return type(first).__module__.split(".")[0].startswith(_LANGCHAIN_MODULE)
 
 
 def _tool_call_parts(call: Any) -> Tuple[str, Optional[str], Optional[str], Any]:
@@ -8301,13 +8314,20 @@ example:
 
 output:
   stdout  one summary line (or JSON with --json); with --dry-run, the statements first
-  stderr  one JSON record per block, in input order
+  stderr  one JSON record per block, in input order (--records FILE: in FILE; --quiet: none),
+          then warnings and repairs (always on stderr)
 
 exit codes:
   0  the pass was recorded (or printed, with --dry-run)
   1  an unexpected bug (with a traceback)
   2  bad input: a flag, the history, the contract or the page store; nothing was written
 """
+
+
+def _prog() -> str:
+    """Return the command's name for usage lines: the console script as installed, else pager.py."""
+    name = os.path.basename(sys.argv[0]) if sys.argv else ""
+    return CONSOLE_SCRIPT if name.startswith(CONSOLE_SCRIPT) else "pager.py"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -8344,12 +8364,14 @@ def _count_flag(flag: str, least: int = 1) -> Callable[[str], int]:
 
 def _build_parser() -> argparse.ArgumentParser:
     """Return the command-line parser of a paging pass."""
-    parser = _Parser(prog="pager.py", description=__doc__.split("\n\n")[0],
+    parser = _Parser(prog=_prog(), description=__doc__.split("\n\n")[0],
                      epilog=HELP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--history", required=True, metavar="H.json",
-                        help="history in the pager's JSON schema; '-' reads standard input")
+                        help="the history: an agent's transcript or a request body in any format --format "
+                             "names (detected from the content), or the pager's own JSON; '-' reads standard input")
     parser.add_argument("--contract", required=True, metavar="C.limn",
-                        help="session contract to append to (created if missing)")
+                        help="session contract to append to: a Liminate (.limn) file, created if missing; "
+                             "a file that is not Liminate is refused")
     parser.add_argument("--alpha", type=_number_flag("--alpha"), default=DEFAULT_ALPHA,
                         help=f"weight of intent similarity (default {DEFAULT_ALPHA})")
     parser.add_argument("--beta", type=_number_flag("--beta"), default=DEFAULT_BETA,
@@ -8404,6 +8426,10 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true",
                         help="print the statements the pass would append; write nothing")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.add_argument("--records", metavar="FILE",
+                        help="write the per-block JSON records to FILE instead of stderr")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no per-block records on stderr (warnings and repairs still go there)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -8417,7 +8443,7 @@ def _store_flags(parser: argparse.ArgumentParser) -> None:
 
 def _build_recall_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py recall``."""
-    parser = _Parser(prog="pager.py recall", description="Print paged blocks' exact original text "
+    parser = _Parser(prog=f"{_prog()} recall", description="Print paged blocks' exact original text "
                      "(checked against its SHA-256) and record the page-in in the contract.")
     parser.add_argument("ids", nargs="+", metavar="ID", help="block ids the contract lists as paged")
     _store_flags(parser)
@@ -8427,9 +8453,39 @@ def _build_recall_parser() -> argparse.ArgumentParser:
 
 def _build_index_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py index``."""
-    parser = _Parser(prog="pager.py index", description="List every paged block, one line each.")
+    parser = _Parser(prog=f"{_prog()} index", description="List every paged block, one line each.")
     _store_flags(parser)
     return parser
+
+
+def _check_records_path(args: argparse.Namespace, store_path: str) -> None:
+    """Refuse a --records path the pass must not write (a link, a folder, a missing folder, another file's path)."""
+    path = args.records
+    if path is None:
+        return
+    _refuse_link(path, "--records path")
+    if os.path.isdir(path):
+        raise PagerError(f"{path}: --records names a directory; name the file to write")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise PagerError(f"{path}: --records' folder {_show(parent)} does not exist")
+    for what, other in (("--history", args.history if args.history != "-" else None), ("--contract", args.contract),
+                        ("the page store", store_path), ("--emit", args.emit)):
+        if other is not None and _same_file(path, other):
+            raise PagerError(f"{path}: --records and {what} name the same file; give each its own")
+
+
+def _emit_records(args: argparse.Namespace, stderr, decisions: Sequence[Decision]) -> None:
+    """Write the per-block records where the flags say: stderr (default), --records FILE, or nowhere (--quiet)."""
+    if args.records is not None:
+        try:
+            with _file_beside(args.records) as out:
+                _write_records(out, decisions)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise PagerError(f"{args.records}: can't write the records ({exc.strerror}); "
+                             f"the pass itself is recorded in {args.contract}") from None
+    elif not args.quiet:
+        _write_records(stderr, decisions)
 
 
 def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
@@ -8437,6 +8493,9 @@ def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
     if args.intent is not None and args.intent_file is not None:
         raise PagerError("give --intent or --intent-file, not both")
     if args.intent is not None:
+        if not args.intent.strip():
+            raise PagerError("--intent is empty: say what the agent is doing now, or leave --intent out "
+                             "(the intent then comes from the history)")
         return Intent(intent_keywords([args.intent]), "--intent")
     if args.intent_file is not None:
         try:
@@ -8531,7 +8590,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
             store.close()
     lead = 1 if state.needs_newline else 0  # the line end owed to an unterminated last line
     changes = _count_changes(plan, state)
-    _write_records(stderr, plan.decisions)
+    _emit_records(args, stderr, plan.decisions)
     counts = plan.counts()
     if args.dry_run:
         stdout.write(payload.tobytes()[lead:].decode("utf-8"))
@@ -8628,6 +8687,9 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
                     args.budget, args.stub_words, args.keep_recent, args.mask_results, args.trigger,
                     _cli_target(args),
                     args.work_steps, not args.no_protect_task, False if args.page_small else None).validate()
+    if args.alpha == 0 and args.beta == 0:
+        raise PagerError("--alpha and --beta are both 0: every block would score R = 0; give similarity or "
+                         "recency a positive weight")
     now = _normalize_now(args.now)
     if args.with_index and not args.emit:
         raise PagerError("--with-index needs --emit")
@@ -8635,6 +8697,7 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
         _check_quotable(args.store, "--store")  # it is recorded in the contract
     store_path = args.store or _default_store_path(args.contract)
     _check_paths(args.history, args.contract, store_path, args.emit)
+    _check_records_path(args, store_path)
     given = _flag_intent(args)
     # Read once before the pass takes the lock, for the session's format and intent (under the
     # lock the pass reads it again for everything it decides, parsing it only if it changed).

@@ -264,7 +264,7 @@ def test_a_plain_install_has_the_console_script_and_no_pager_module(tmp_path):
     work = tmp_path / "work"
     work.mkdir()  # run outside the checkout: nothing of scripts/ on the path
     helped = subprocess.run([str(bin_dir / "prosecode-pager"), "--help"], cwd=work, capture_output=True, text=True)
-    assert helped.returncode == 0 and helped.stdout.startswith("usage: "), helped.stderr
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: prosecode-pager "), helped.stderr
     code = "import prosecode_pager as p; print(p.__version__, callable(p.compact), p.Pager.__module__)"
     imported = subprocess.run([str(python), "-c", code], cwd=work, capture_output=True, text=True)
     assert imported.stdout.split() == ["0.1.0", "True", "prosecode_pager.pager"], imported.stderr
@@ -280,4 +280,4 @@ def test_a_plain_install_has_the_console_script_and_no_pager_module(tmp_path):
     assert "(recall: prosecode-pager recall " in (work / "out.json").read_text(encoding="utf-8")
     index = subprocess.run([str(bin_dir / "prosecode-pager"), "index", "--contract", "c.limn"],
                            cwd=work, capture_output=True, text=True)
-    assert "(recall one with: prosecode-pager recall ID --contract c.limn)" in index.stdout
+    assert f"(recall one with: prosecode-pager recall ID --contract {work / 'c.limn'})" in index.stdout
