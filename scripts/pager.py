@@ -7827,6 +7827,15 @@ def _library_intent(intent: Any) -> Optional[Intent]:
     raise PagerError(f"intent must be text or a list of texts (got {_show(intent)})")
 
 
+_LANGCHAIN_MODULE = "langchain"  # LangChain's message classes live in modules under this name
+
+
+def _is_langchain(messages: Any) -> bool:
+    """Return True if ``messages`` is a LangChain message, or a list starting with one (LangChain not imported)."""
+    first = messages[0] if isinstance(messages, (list, tuple)) and messages else messages
+    return type(first).__module__.split(".")[0].startswith(_LANGCHAIN_MODULE)
+
+
 def _detect_object_format(messages: Any) -> str:
     """Return the format of a conversation held as Python objects (see ``detect_format``).
 
@@ -7844,15 +7853,6 @@ def _detect_object_format(messages: Any) -> str:
         raise PagerError(f"messages must be a message list or a request body of {', '.join(LIBRARY_FORMATS)} "
                          f"(got {_show(messages)})")
     return kind
-
-
-_LANGCHAIN_MODULE = "langchain"  # LangChain's message classes live in modules under this name
-
-
-def _is_langchain(messages: Any) -> bool:
-    """Return True if ``messages`` is a LangChain message, or a list starting with one (LangChain not imported)."""
-    first = messages[0] if isinstance(messages, (list, tuple)) and messages else messages
-    return type(first).__module__.split(".")[0].startswith(_LANGCHAIN_MODULE)
 
 
 def _tool_call_parts(call: Any) -> Tuple[str, Optional[str], Optional[str], Any]:
