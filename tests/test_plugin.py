@@ -288,7 +288,7 @@ def test_readme_example_is_what_the_hook_injects(tmp_path):
                                  env={"PROSECODE_CONTEXT_TOKENS": "600"}))
     shown = context.replace(str(ROOT / "scripts" / "pager.py"), "/opt/prosecode-context-pager/scripts/pager.py")
     shown = shown.replace(str(project), "/home/me/rust-port")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "references" / "plugin.md").read_text(encoding="utf-8")
     example = readme.split("**What the model sees.**", 1)[1].split("```text\n", 1)[1].split("\n```", 1)[0]
     # The paths here are not the README's, and their length moves the cap by a line: compare the
     # listed pages as a prefix, and the count of listed plus unlisted pages.
