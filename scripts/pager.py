@@ -7848,8 +7848,8 @@ def _detect_object_format(messages: Any) -> str:
     if kind is None:
         if _is_langchain(messages):
             raise PagerError("messages are LangChain message objects: compact them with the LangChain adapter, "
-                             "langchain_adapter.compact_messages(Pager(...), messages) (prosecode_pager."
-                             "langchain_adapter installed; pager_middleware or pre_model_hook in an agent)")
+                             "langchain_adapter.compact_messages(Pager(...), messages), or pager_middleware / "
+                             "pre_model_hook in an agent (pip install \".[langchain]\")")
         raise PagerError(f"messages must be a message list or a request body of {', '.join(LIBRARY_FORMATS)} "
                          f"(got {_show(messages)})")
     return kind
@@ -8424,7 +8424,7 @@ def _build_parser() -> argparse.ArgumentParser:
                         help=f"words of text a stub keeps (default {DEFAULT_STUB_WORDS})")
     parser.add_argument("--now", metavar="ISO-8601", help="pass timestamp (default: the clock, UTC)")
     parser.add_argument("--dry-run", action="store_true",
-                        help="print the statements the pass would append; write nothing")
+                        help="print the statements the pass would append; write no contract, store or history")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument("--records", metavar="FILE",
                         help="write the per-block JSON records to FILE instead of stderr")
