@@ -51,6 +51,7 @@ import gc
 import hashlib
 import io
 import json
+import marshal
 import math
 import operator
 import os
@@ -3606,14 +3607,66 @@ def _parse_json(text: str, where: str = "input") -> Any:
         raise PagerError(f"{where}: invalid JSON ({_decode_problem(exc) or exc})") from None
 
 
+def _jsonl_lines(text: str) -> List[str]:
+    r"""Return the lines of a JSONL text: split at ``\n`` only (a ``\r`` before it is JSON white space).
+
+    Never ``str.splitlines()``: it also breaks at U+2028, U+2029, U+0085, ``\x0b``, ``\x0c`` and
+    ``\x1c``-``\x1e``, which JSON allows raw inside a string, and would cut such a record in two.
+
+    Example:
+        >>> _jsonl_lines('{"text": "a\u2028b"}\r\n{}')
+        ['{"text": "a\u2028b"}\r', '{}']
+    """
+    return text.split("\n")
+
+
+class _JsonlHead(NamedTuple):
+    """A JSONL text's first records as detection parsed them, for its reader to go on from."""
+
+    text: str                                  # the text they were read from (the reader checks it is its own)
+    lines: int                                 # lines read: the reader parses from the next one
+    records: List[Tuple[int, Dict[str, Any]]]  # (line number, object) of each line that parsed as an object
+    skipped: int                               # lines that did not
+
+
+# id(text) -> detection's head of that text, while ``_load`` has its reader read it (see _jsonl_records).
+_JSONL_HEADS: Dict[int, _JsonlHead] = {}
+_JSON_SCAN = json.JSONDecoder().scan_once  # json.loads' own scanner, called without its per-call wrapping
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")  # the white space JSON allows around a value (str.isspace allows more)
+
+
+def _json_line(line: str) -> Any:
+    """Return the JSON value of one JSONL line, as ``json.loads`` reads it; ValueError or RecursionError if none.
+
+    Example:
+        >>> _json_line('{"a": [1, 2]} '), _json_line(' {"a": 1}')
+        ({'a': [1, 2]}, {'a': 1})
+    """
+    try:
+        value, end = _JSON_SCAN(line, 0)
+    except StopIteration:  # no value at its first character (white space, or none): json.loads tells
+        return json.loads(line)
+    if end != len(line) and _JSON_SPACE.match(line, end).end() != len(line):  # JSON's white space only
+        raise ValueError("extra data after the line's JSON value")
+    return value
+
+
 def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
-    """Return (line number, object) for each JSONL line that parses, and the skipped count."""
-    records, skipped = [], 0
-    for number, line in enumerate(text.splitlines(), 1):
+    """Return (line number, object) for each JSONL line that parses, and the skipped count.
+
+    The lines detection parsed (a head ``_load`` hands over for this very text) are not parsed again.
+    """
+    head = _JSONL_HEADS.pop(id(text), None)
+    if head is not None and head.text is text:
+        records, skipped, first = list(head.records), head.skipped, head.lines
+    else:
+        records, skipped, first = [], 0, 0
+    lines = _jsonl_lines(text)
+    for number, line in enumerate(islice(lines, first, None) if first else lines, first + 1):
         if not line or line.isspace():  # blank (strip() would copy every line to tell)
             continue
         try:
-            obj = json.loads(line)
+            obj = _json_line(line)
         except (ValueError, RecursionError):  # too deep or too long a number: unreadable too
             skipped += 1
             continue
@@ -3624,26 +3677,32 @@ def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
     return records, skipped
 
 
-DETECT_LINES = 2000  # JSONL records detection looks at: enough to tell, without parsing a huge log twice
+DETECT_LINES = 2000  # JSONL records detection looks at: enough to tell; its reader goes on from there
 
 
-def _first_records(text: str, limit: int) -> Iterator[Tuple[int, Dict[str, Any]]]:
-    """Yield (line number, object) for the first ``limit`` JSONL lines that parse as objects."""
-    found = 0
-    start, number = 0, 0
-    while found < limit and start < len(text):
+def _jsonl_head(text: str, limit: int) -> _JsonlHead:
+    """Return the head of a JSONL text: its lines up to the ``limit``-th that parses as an object.
+
+    Lines are found one at a time (``\n`` only, as _jsonl_lines splits): a huge log is not split whole to be told.
+    """
+    records: List[Tuple[int, Dict[str, Any]]] = []
+    start, number, skipped = 0, 0, 0
+    while len(records) < limit and start < len(text):
         end = text.find("\n", start)
         end = len(text) if end < 0 else end
         line, start, number = text[start:end], end + 1, number + 1
-        if not line.strip():
+        if not line or line.isspace():
             continue
         try:
-            obj = json.loads(line)
+            obj = _json_line(line)
         except (ValueError, RecursionError):  # too deep or too long a number: unreadable too
+            skipped += 1
             continue
         if isinstance(obj, dict):
-            found += 1
-            yield number, obj
+            records.append((number, obj))
+        else:
+            skipped += 1
+    return _JsonlHead(text, number, records, skipped)
 
 
 _COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # json.dumps would make one a call
@@ -6391,6 +6450,59 @@ def _format(name: str) -> _Format:
     return _FORMATS[name]
 
 
+_UNREAD = object()  # _Detected.value when the text is not one JSON value
+
+
+class _Detected(NamedTuple):
+    """What detection found and parsed, for ``_load`` to read on from instead of parsing again."""
+
+    fmt: str
+    value: Any                   # the text's one JSON value, or _UNREAD
+    head: Optional[_JsonlHead]   # a JSONL text's first records, or None
+
+
+def _detect(text: str) -> _Detected:
+    """Return the format of a raw history file (detect_format's rules) and what telling it parsed."""
+    if not isinstance(text, str):
+        raise PagerError(f"input must be text (got {type(text).__name__})")
+    if not text or text.isspace():  # strip() would copy the whole input to tell
+        raise PagerError("input is empty: nothing to detect")
+    # Why the text is not one JSON value, as a message: the exception itself is not kept, since its
+    # traceback would hold this frame, and the text with it, in a cycle only the collector frees.
+    whole_error: Optional[str] = None
+    value: Any = _UNREAD
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            whole_error = (f"invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}) "
+                           "and no line is a Claude Code or Codex record")
+        else:
+            problem = _decode_problem(exc)
+            whole_error = (f"the JSON holds {problem}" if problem is not None
+                           else f"a JSON text matches none of {', '.join(FORMATS)}")
+    else:
+        for name in _PROBE_ORDER:
+            if _FORMATS[name].claims(value):
+                return _Detected(name, value, None)
+    head = _jsonl_head(text, DETECT_LINES)
+    counts: Dict[str, int] = {}  # in order of the first counted line, which wins a tie
+    for _, obj in head.records:
+        for name in _PROBE_ORDER:
+            if _FORMATS[name].claims_line(obj):
+                counts[name] = counts.get(name, 0) + 1
+                break
+    if counts:
+        return _Detected(max(counts, key=counts.__getitem__), value, head)
+    if whole_error is not None:
+        raise PagerError(f"not a known history format: {whole_error}")
+    if isinstance(value, dict):
+        keys = ", ".join(_show(k) for k in list(value)[:6])
+        raise PagerError(f"not a known history format: a JSON object with keys {keys or '(none)'} matches "
+                         f"none of {', '.join(FORMATS)}")
+    raise PagerError(f"not a known history format: a JSON {_type_name(value)} matches none of {', '.join(FORMATS)}")
+
+
 def detect_format(text: str) -> str:
     """Return the format of a raw history file.
 
@@ -6403,53 +6515,43 @@ def detect_format(text: str) -> str:
         >>> detect_format('{"blocks": []}')
         'pager'
     """
-    if not isinstance(text, str):
-        raise PagerError(f"input must be text (got {type(text).__name__})")
-    if not text.strip():
-        raise PagerError("input is empty: nothing to detect")
-    whole_error = None
+    return _detect(text).fmt
+
+
+def _load(text: str, fmt: Union[str, _Detected]) -> Conversation:
+    """Return the Conversation of ``text`` in a format, or in the format detection found (reading on from its parse)."""
+    found = fmt if isinstance(fmt, _Detected) else None
+    name = found.fmt if found is not None else fmt
+    spec = _format(name)  # type: ignore[arg-type]
+    if not isinstance(text, str) or not text or text.isspace():
+        raise PagerError(f"{name} input is empty")
+    if not spec.jsonl:
+        return spec.read(found.value if found is not None and found.value is not _UNREAD else _parse_json(text))
+    if found is None or found.head is None:
+        return spec.read(text)
+    _JSONL_HEADS[id(text)] = found.head
     try:
-        value = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        whole_error = exc
-    else:
-        for name in _PROBE_ORDER:
-            if _FORMATS[name].claims(value):
-                return name
-    counts: Dict[str, int] = {}  # in order of the first counted line, which wins a tie
-    for _, obj in _first_records(text, DETECT_LINES):
-        for name in _PROBE_ORDER:
-            if _FORMATS[name].claims_line(obj):
-                counts[name] = counts.get(name, 0) + 1
-                break
-    if counts:
-        return max(counts, key=counts.__getitem__)
-    if isinstance(whole_error, json.JSONDecodeError):
-        raise PagerError(f"not a known history format: invalid JSON at line {whole_error.lineno} column "
-                         f"{whole_error.colno} ({whole_error.msg}) and no line is a Claude Code or Codex record")
-    problem = _decode_problem(whole_error) if whole_error is not None else None
-    if problem is not None:
-        raise PagerError(f"not a known history format: the JSON holds {problem}")
-    if whole_error is None and isinstance(value, dict):
-        keys = ", ".join(_show(k) for k in list(value)[:6])
-        raise PagerError(f"not a known history format: a JSON object with keys {keys or '(none)'} matches "
-                         f"none of {', '.join(FORMATS)}")
-    what = _type_name(value) if whole_error is None else "text"
-    raise PagerError(f"not a known history format: a JSON {what} matches none of {', '.join(FORMATS)}")
+        return spec.read(text)
+    finally:
+        _JSONL_HEADS.pop(id(text), None)
 
 
 def load(text: str, fmt: str) -> Conversation:
-    """Return the Conversation read from ``text`` in format ``fmt`` (one of FORMATS).
+    """Return the Conversation read from ``text`` in format ``fmt`` (one of FORMATS, or ``auto``).
+
+    ``auto`` detects the format (detect_format) and reads on from what detection parsed: each
+    line of a JSONL log, or a JSON file, is parsed once.
 
     Example:
         >>> conv = load('[{"role": "user", "content": "Weather in Oslo?"}]', "openai")
         >>> [(b["role"], b["text"]) for b in conversation_blocks(conv)]
         [('user', 'Weather in Oslo?')]
+        >>> load('{"type": "user", "uuid": "u1", "message": {"role": "user", "content": "Hi"}}', "auto").fmt
+        'claude-code'
     """
-    spec = _format(fmt)
-    if not isinstance(text, str) or not text.strip():
-        raise PagerError(f"{fmt} input is empty")
-    return spec.read(text if spec.jsonl else _parse_json(text))
+    if fmt == "auto":
+        return _load(text, _detect(text))
+    return _load(text, fmt)
 
 
 def conversation_blocks(conv: Conversation) -> List[Dict[str, Any]]:
@@ -6612,16 +6714,21 @@ def _open_history(path: str, fmt: str, recorded: Optional[str] = None,
                          "(MAX_TRANSCRIPT_BYTES; see the README)")
     text = source.read_text()
     detected = fmt == "auto"
+    found: Optional[_Detected] = None  # what detection parsed: the reader goes on from it
     try:
         if detected:
-            fmt = _agreed_format(text, detect_format(text), recorded)
+            found = _detect(text)
+            fmt = _agreed_format(text, found.fmt, recorded)
         if fmt == "pager":
             return _Reading("pager", detected, source, None)
         spec = _FORMATS.get(recorded) if recorded is not None else None
         if spec is not None and spec.read_back is not None and fmt == spec.emits_as:
-            conv = spec.read_back(_parse_json(text), harness_texts)  # the session's reading of its written-back form
+            value = found.value if found is not None and found.value is not _UNREAD else _parse_json(text)
+            conv = spec.read_back(value, harness_texts)  # the session's reading of its written-back form
+            value = None
         else:
-            conv = load(text, fmt)
+            conv = _load(text, found._replace(fmt=fmt) if found is not None else fmt)
+        found = None  # the parsed value lives on in the Conversation alone
     except PagerError as exc:
         raise PagerError(f"{source.name}: {exc}") from None
     blocks = []
@@ -8194,6 +8301,25 @@ def _detect_value(value: Any) -> Optional[str]:
                 return spec.name
             return spec.emits_as if isinstance(value, list) and spec.emits_as in LIBRARY_FORMATS else None
     return None
+def _fingerprint(value: Any) -> Optional[bytes]:
+    """Return an exact fingerprint of a value held as JSON-like objects, or None for one that holds another type.
+
+    Its ``marshal`` bytes in format 2 (no shared references): different values (a changed text,
+    a field added, True for 1, a tuple for a list) never give the same bytes.  About a
+    thirtieth of the cost of ``json.dumps``.
+
+    Example:
+        >>> _fingerprint([{"role": "user", "content": "hi"}]) == _fingerprint([{"role": "user", "content": "hi"}])
+        True
+        >>> _fingerprint([{"role": "user", "content": "hi"}]) == _fingerprint([{"role": "user", "content": "hi!"}])
+        False
+    """
+    try:
+        return marshal.dumps(value, 2)
+    except (ValueError, TypeError):  # an object of the caller's own type: read afresh every call
+        return None
+
+
 _RECALL_SCHEMA = {"type": "object",
                   "properties": {"ids": {"type": "array", "items": {"type": "string"},
                                          "description": "ids of paged blocks, as their stubs show them"}},
@@ -8507,6 +8633,8 @@ class Pager:
         self._cache: Dict[tuple, tuple] = {}
         self._cache_key: Optional[tuple] = None
         self._intent: Optional[Intent] = None  # the last call's intent: a call with no user message keeps it
+        # The last call's messages as read: (format, held, their fingerprint, the Conversation).
+        self._read: Optional[Tuple[str, bool, bytes, Conversation]] = None
 
     # -- one pass --
 
@@ -8527,7 +8655,7 @@ class Pager:
             raise PagerError(f"format must be one of {', '.join(LIBRARY_FORMATS)} (got {_show(format)})")
         fmt = format or self.format or _detect_object_format(messages)
         given = _library_intent(intent) if intent is not None else self.intent
-        conv = _read_value(fmt, messages, server_state)
+        conv = self._conversation(fmt, messages, server_state)
         if fmt == "pager":
             blocks, header = messages["blocks"], {k: v for k, v in messages.items() if k != "blocks"}
         else:
@@ -8560,6 +8688,19 @@ class Pager:
                                list(conv.repairs), [b for b, a in self._actions.items() if a == "page"],
                                scorer.hits, self.contract, self.store, self)
         return Compacted(out, report)
+
+    def _conversation(self, fmt: str, messages: Any, held: bool) -> Conversation:
+        """Return the Conversation of ``messages``: the last call's when every field of every message
+        is the same (an exact fingerprint, so a message changed in place is read afresh), else read."""
+        fingerprint = _fingerprint(messages)
+        last = self._read
+        if fingerprint is not None and last is not None and last[:3] == (fmt, held, fingerprint):
+            return last[3]
+        self._read = None  # a failed read leaves nothing behind
+        conv = _read_value(fmt, messages, held)
+        if fingerprint is not None:
+            self._read = (fmt, held, fingerprint, conv)
+        return conv
 
     async def acompact(self, messages: Any, *, intent: Any = None, format: Optional[str] = None,
                        server_state: bool = False) -> Compacted:
