@@ -182,9 +182,9 @@ NAME_MIN_CHARS = 4          # a name (for rarity) is a word token of at least th
 INDEX_SUMMARY_WORDS = 12   # words of a stub a page-index line keeps
 STORE_SUFFIX = ".pages.sqlite3"  # C.limn -> C.pages.sqlite3 beside the contract
 INDEX_FLAG = "pager_index"  # marks the page-index block --with-index prepends; passes skip it
-RECALL_COMMAND = "python3 scripts/pager.py recall"  # relative to the skill root, as SKILL.md says
+# This file, absolute (read once at import): the CLI's recall hints name it, so they run from any folder.
+SCRIPT_PATH = os.path.abspath(__file__)
 CONSOLE_SCRIPT = "prosecode-pager"  # the command pip installs (pyproject.toml)
-IMPORT_NAME = "prosecode_pager"  # the installed package: no top-level module named pager
 
 COMPACTION = "compaction"  # a provider's compaction block or item: it is the compacted past, kept like the instructions
 PROTECTIONS = ("pinned", "system", "recent", COMPACTION)  # reasons a block is kept whatever its score...
@@ -755,22 +755,25 @@ def _shell_word(text: str) -> str:
     return text if _SHELL_PLAIN.fullmatch(text) else "'" + text.replace("'", "'\\''") + "'"
 
 
-def _recall_command(argv0: Optional[str] = None) -> str:
-    """Return the recall command as the pager was run: the console script, ``-m``, else the script path.
+RECALL_COMMAND = f"python3 {_shell_word(SCRIPT_PATH)} recall"  # the recall hint of a pager run as a script
 
-    ``argv0`` defaults to ``sys.argv[0]``.
+
+def _recall_command(argv0: Optional[str] = None) -> str:
+    """Return a recall command that runs from any folder: the console script, else this script's absolute path.
+
+    ``argv0`` (default ``sys.argv[0]``) tells how the pager was run. The path enters the stubs'
+    text, so the same input and flags give the same bytes from the same copy of the script.
 
     Example:
-        >>> _recall_command("/usr/local/bin/prosecode-pager"), _recall_command("scripts/pager.py")
-        ('prosecode-pager recall', 'python3 scripts/pager.py recall')
+        >>> _recall_command("/usr/local/bin/prosecode-pager")
+        'prosecode-pager recall'
+        >>> _recall_command("scripts/pager.py") == f"python3 {_shell_word(SCRIPT_PATH)} recall"
+        True
     """
     if argv0 is None:
         argv0 = sys.argv[0] if sys.argv else ""
-    name = os.path.basename(argv0 or "")
-    if name.startswith(CONSOLE_SCRIPT):
+    if os.path.basename(argv0 or "").startswith(CONSOLE_SCRIPT):
         return f"{CONSOLE_SCRIPT} recall"
-    if name == "pager.py" and os.path.basename(os.path.dirname(argv0)) == IMPORT_NAME:
-        return f"python3 -m {IMPORT_NAME}.pager recall"  # run from the installed package
     return RECALL_COMMAND
 
 
@@ -7809,7 +7812,40 @@ def _decode_contract(path: str, data: Optional[bytes]) -> str:
         raise PagerError(f"{path}: not valid UTF-8 text (byte {exc.start})") from None
 
 
+# The words a Liminate statement can open with (the interpreter's verbs and declarations, ``when``
+# blocks and the statement-initial ``inherited``, as liminate 0.18 reads them): a line opening with
+# any other word is not Liminate, so the file is not a contract (a JSON file, a transcript, notes).
+_LIMINATE_OPENERS = frozenset((
+    "remember", "show", "filter", "keep", "count", "gather", "sum", "each", "choose", "finish", "add",
+    "remove", "weakens", "require", "forbid", "permit", "assign", "expect", "sort", "compare",
+    "transform", "about", "define", "when", "inherited"))
+_PAGER_OPENINGS = ("add ", "remember ", "remove ")  # the pager's own lines: no word split needed
+
+
+def _check_liminate_lines(path: str, text: str) -> None:
+    """Raise PagerError unless every line of ``text`` opens as a Liminate statement (or is blank or a comment).
+
+    An unterminated last line may be cut anywhere in its first word (a crash mid-line): a prefix of
+    an opener passes here and is judged by read_contract_state.
+    """
+    lines = text.splitlines()
+    last = len(lines) - 1
+    for number, line in enumerate(lines):
+        if line.startswith(_PAGER_OPENINGS) or _is_liminate_comment(line):
+            continue
+        words = _liminate_words(line)
+        first = words[0] if words else ""
+        if first in _LIMINATE_OPENERS:
+            continue
+        if (number == last and text[-1] not in _LINE_BREAKS and first
+                and any(opener.startswith(first) for opener in _LIMINATE_OPENERS)):
+            continue
+        raise PagerError(f"{path}: not a Liminate contract: line {number + 1} is not a Liminate statement "
+                         f"({_show(line, 60)}); --contract takes a .limn contract, an empty file or a new path")
+
+
 def _state_of(path: str, text: str) -> ContractState:
+    _check_liminate_lines(path, text)
     try:
         return read_contract_state(text)
     except PagerError as exc:
@@ -7992,6 +8028,16 @@ def _append_to_contract(path: str, render: Callable[[ContractState], _Payload]) 
 
 
 # ===== Recording a pass: pages, compacted history, contract =====
+
+
+def _cli_hint(args: argparse.Namespace) -> Callable[[str], str]:
+    """Return block id -> the CLI's recall hint, naming the contract (and a --store) by absolute path.
+
+    With the script's absolute path (RECALL_COMMAND) the hint runs from any folder.
+    """
+    contract = os.path.abspath(args.contract)
+    store = os.path.abspath(args.store) if args.store else None
+    return lambda block: _recall_hint(block, contract, store)
 
 
 def _normalize_now(text: Optional[str]) -> str:
@@ -8221,7 +8267,7 @@ def _index_reserve(args: argparse.Namespace, locked: Optional[_LockedContract], 
     """
     if not args.with_index:
         return 0
-    header = _index_header(10 ** 6, _recall_hint("ID", args.contract, args.store))
+    header = _index_header(10 ** 6, _cli_hint(args)("ID"))
     state = locked.state if locked is not None else contract_state(args.contract)
     earlier = [b for b, a in state.directives.items() if a == "page" and b not in seen]
     pages = [p for p in (store.get(b) for b in earlier) if p is not None] if store is not None else []
@@ -8306,7 +8352,7 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
         with _file_beside(args.emit) as out:
             if store is not None:
                 store.begin()
-            hint = lambda block: _recall_hint(block, args.contract, args.store)  # noqa: E731
+            hint = _cli_hint(args)
             transcript = reading.conversation
             if needs_text or out is not None:
                 if out is not None and transcript is None:
@@ -8334,7 +8380,7 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
                 index = None
                 if args.with_index:
                     index = _index_block(_paged_pages(dict.fromkeys(final, "page"), store, store_path),
-                                         _recall_hint("ID", args.contract, args.store))
+                                         _cli_hint(args)("ID"))
                 _write_pager_history(out, plan.header, blocks_file, index)  # type: ignore[arg-type]
             payload = render(state)
             if out is not None:  # on disk before the contract says the pass happened
@@ -8431,6 +8477,8 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
 
     Under the contract's lock: every id must be listed as paged, its text is read from the
     store, and ``remove``/``add`` statements move it to the retained list, with ``last-recall``.
+    Recall is idempotent: a block already back (retained, its page still in the store, as after
+    a recall) gives its text again and records nothing; a call that pages nothing in appends nothing.
     Returns the store's path, the pages and their texts, in the order of ``ids`` (repeats once).
     """
     ids = list(dict.fromkeys(ids))
@@ -8443,7 +8491,7 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
         state = locked.state
         for block in ids:
             action = state.directives.get(block)
-            if action != "page":
+            if action not in ("page", "retain"):
                 raise PagerError(f"{contract}: {_not_paged(block, action)}")
         store_path = _resolve_store(contract, store, state)
         _check_paths(None, contract, store_path, None)
@@ -8451,17 +8499,23 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
         if opened is None:
             raise PagerError(f"{store_path}: the page store does not exist")
         try:
+            back = [block for block in ids if state.directives[block] == "retain"]
+            for block in back:  # retained: back already, if the store still holds its page
+                if opened.get(block) is None:
+                    raise PagerError(f"{contract}: {_not_paged(block, 'retain')}")
             pages = _paged_pages({block: "page" for block in ids}, opened, store_path)
             texts = [_verified_text(page, store_path) for page in pages]
         finally:
             opened.close()
         statements = []
         for block in ids:
-            statements.append(_statement_remove(block, "page", "recalled"))
-            statements.append(_statement_add(block, "retain", "recalled"))
-        statements.append(_statement_value("last-recall", now))
-        _check_statements(statements)
-        locked.append(_encode_batches(state, [statements]))
+            if block not in back:
+                statements.append(_statement_remove(block, "page", "recalled"))
+                statements.append(_statement_add(block, "retain", "recalled"))
+        if statements:
+            statements.append(_statement_value("last-recall", now))
+            _check_statements(statements)
+            locked.append(_encode_batches(state, [statements]))
     return store_path, pages, texts
 
 
@@ -9292,6 +9346,15 @@ def _library_intent(intent: Any) -> Optional[Intent]:
     raise PagerError(f"intent must be text or a list of texts (got {_show(intent)})")
 
 
+_LANGCHAIN_MODULE = "langchain"  # LangChain's message classes live in modules under this name
+
+
+def _is_langchain(messages: Any) -> bool:
+    """Return True if ``messages`` is a LangChain message, or a list starting with one (LangChain not imported)."""
+    first = messages[0] if isinstance(messages, (list, tuple)) and messages else messages
+    return type(first).__module__.split(".")[0].startswith(_LANGCHAIN_MODULE)
+
+
 def _detect_object_format(messages: Any) -> str:
     """Return the format of a conversation held as Python objects (see ``detect_format``).
 
@@ -9302,6 +9365,10 @@ def _detect_object_format(messages: Any) -> str:
     """
     kind = _detect_value(messages)
     if kind is None:
+        if _is_langchain(messages):
+            raise PagerError("messages are LangChain message objects: compact them with the LangChain adapter, "
+                             "langchain_adapter.compact_messages(Pager(...), messages), or pager_middleware / "
+                             "pre_model_hook in an agent (pip install \".[langchain]\")")
         raise PagerError(f"messages must be a message list or a request body of {', '.join(LIBRARY_FORMATS)} "
                          f"(got {_show(messages)})")
     return kind
@@ -9759,13 +9826,20 @@ example:
 
 output:
   stdout  one summary line (or JSON with --json); with --dry-run, the statements first
-  stderr  one JSON record per block, in input order
+  stderr  one JSON record per block, in input order (--records FILE: in FILE; --quiet: none),
+          then warnings and repairs (always on stderr)
 
 exit codes:
   0  the pass was recorded (or printed, with --dry-run)
   1  an unexpected bug (with a traceback)
   2  bad input: a flag, the history, the contract or the page store; nothing was written
 """
+
+
+def _prog() -> str:
+    """Return the command's name for usage lines: the console script as installed, else pager.py."""
+    name = os.path.basename(sys.argv[0]) if sys.argv else ""
+    return CONSOLE_SCRIPT if name.startswith(CONSOLE_SCRIPT) else "pager.py"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -9802,12 +9876,14 @@ def _count_flag(flag: str, least: int = 1) -> Callable[[str], int]:
 
 def _build_parser() -> argparse.ArgumentParser:
     """Return the command-line parser of a paging pass."""
-    parser = _Parser(prog="pager.py", description=__doc__.split("\n\n")[0],
+    parser = _Parser(prog=_prog(), description=__doc__.split("\n\n")[0],
                      epilog=HELP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--history", required=True, metavar="H.json",
-                        help="history in the pager's JSON schema; '-' reads standard input")
+                        help="the history: an agent's transcript or a request body in any format --format "
+                             "names (detected from the content), or the pager's own JSON; '-' reads standard input")
     parser.add_argument("--contract", required=True, metavar="C.limn",
-                        help="session contract to append to (created if missing)")
+                        help="session contract to append to: a Liminate (.limn) file, created if missing; "
+                             "a file that is not Liminate is refused")
     parser.add_argument("--alpha", type=_number_flag("--alpha"), default=DEFAULT_ALPHA,
                         help=f"weight of intent similarity (default {DEFAULT_ALPHA})")
     parser.add_argument("--beta", type=_number_flag("--beta"), default=DEFAULT_BETA,
@@ -9860,8 +9936,12 @@ def _build_parser() -> argparse.ArgumentParser:
                         help=f"words of text a stub keeps (default {DEFAULT_STUB_WORDS})")
     parser.add_argument("--now", metavar="ISO-8601", help="pass timestamp (default: the clock, UTC)")
     parser.add_argument("--dry-run", action="store_true",
-                        help="print the statements the pass would append; write nothing")
+                        help="print the statements the pass would append; write no contract, store or history")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.add_argument("--records", metavar="FILE",
+                        help="write the per-block JSON records to FILE instead of stderr")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no per-block records on stderr (warnings and repairs still go there)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -9875,7 +9955,7 @@ def _store_flags(parser: argparse.ArgumentParser) -> None:
 
 def _build_recall_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py recall``."""
-    parser = _Parser(prog="pager.py recall", description="Print paged blocks' exact original text "
+    parser = _Parser(prog=f"{_prog()} recall", description="Print paged blocks' exact original text "
                      "(checked against its SHA-256) and record the page-in in the contract.")
     parser.add_argument("ids", nargs="+", metavar="ID", help="block ids the contract lists as paged")
     _store_flags(parser)
@@ -9885,9 +9965,39 @@ def _build_recall_parser() -> argparse.ArgumentParser:
 
 def _build_index_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py index``."""
-    parser = _Parser(prog="pager.py index", description="List every paged block, one line each.")
+    parser = _Parser(prog=f"{_prog()} index", description="List every paged block, one line each.")
     _store_flags(parser)
     return parser
+
+
+def _check_records_path(args: argparse.Namespace, store_path: str) -> None:
+    """Refuse a --records path the pass must not write (a link, a folder, a missing folder, another file's path)."""
+    path = args.records
+    if path is None:
+        return
+    _refuse_link(path, "--records path")
+    if os.path.isdir(path):
+        raise PagerError(f"{path}: --records names a directory; name the file to write")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise PagerError(f"{path}: --records' folder {_show(parent)} does not exist")
+    for what, other in (("--history", args.history if args.history != "-" else None), ("--contract", args.contract),
+                        ("the page store", store_path), ("--emit", args.emit)):
+        if other is not None and _same_file(path, other):
+            raise PagerError(f"{path}: --records and {what} name the same file; give each its own")
+
+
+def _emit_records(args: argparse.Namespace, stderr, decisions: Sequence[Decision]) -> None:
+    """Write the per-block records where the flags say: stderr (default), --records FILE, or nowhere (--quiet)."""
+    if args.records is not None:
+        try:
+            with _file_beside(args.records) as out:
+                _write_records(out, decisions)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise PagerError(f"{args.records}: can't write the records ({exc.strerror}); "
+                             f"the pass itself is recorded in {args.contract}") from None
+    elif not args.quiet:
+        _write_records(stderr, decisions)
 
 
 def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
@@ -9895,6 +10005,9 @@ def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
     if args.intent is not None and args.intent_file is not None:
         raise PagerError("give --intent or --intent-file, not both")
     if args.intent is not None:
+        if not args.intent.strip():
+            raise PagerError("--intent is empty: say what the agent is doing now, or leave --intent out "
+                             "(the intent then comes from the history)")
         return Intent(intent_keywords([args.intent]), "--intent")
     if args.intent_file is not None:
         try:
@@ -9949,6 +10062,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
     source = reading.source
     conv = reading.conversation
     store = PageStore.open(store_path, create=False, stub_words=params.stub_words)
+    hint = _cli_hint(args)
     try:
         # With --target the last directives stand between compactions: the contract's, read
         # under the lock the whole pass holds.
@@ -9957,7 +10071,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
             previous = dict((locked.state if locked is not None else contract_state(args.contract)).directives)
         plan = _load_and_plan(source, params, store.get if store is not None else None,
                              lambda page, newer=None, edge=0: make_stub(
-                                 page, _recall_hint(page.block, args.contract, args.store), newer, edge),
+                                 page, hint(page.block), newer, edge),
                              args.with_index, lambda seen: _index_reserve(args, locked, store, seen)
                              + (conv.definitions_tokens if conv is not None else 0), given,
                              previous, _settling(locked.state if locked is not None else
@@ -9988,7 +10102,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
             store.close()
     lead = 1 if state.needs_newline else 0  # the line end owed to an unterminated last line
     changes = _count_changes(plan, state)
-    _write_records(stderr, plan.decisions)
+    _emit_records(args, stderr, plan.decisions)
     counts = plan.counts()
     if args.dry_run:
         stdout.write(payload.tobytes()[lead:].decode("utf-8"))
@@ -10085,6 +10199,9 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
                     args.budget, args.stub_words, args.keep_recent, args.mask_results, args.trigger,
                     _cli_target(args),
                     args.work_steps, not args.no_protect_task, False if args.page_small else None).validate()
+    if args.alpha == 0 and args.beta == 0:
+        raise PagerError("--alpha and --beta are both 0: every block would score R = 0; give similarity or "
+                         "recency a positive weight")
     now = _normalize_now(args.now)
     if args.with_index and not args.emit:
         raise PagerError("--with-index needs --emit")
@@ -10092,6 +10209,7 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
         _check_quotable(args.store, "--store")  # it is recorded in the contract
     store_path = args.store or _default_store_path(args.contract)
     _check_paths(args.history, args.contract, store_path, args.emit)
+    _check_records_path(args, store_path)
     given = _flag_intent(args)
     # Read once before the pass takes the lock, for the session's format and intent (under the
     # lock the pass reads it again for everything it decides, parsing it only if it changed).
@@ -10156,14 +10274,15 @@ def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
     finally:
         if store is not None:
             store.close()
+    hint = _cli_hint(args)
     if args.json:
         stdout.write(json.dumps({"contract": args.contract, "store": store_path, "paged": [
             {"block": p.block, "turn": p.turn, "role": p.role, "tokens": p.tokens, "summary": p.summary,
-             "recall": _recall_hint(p.block, args.contract, args.store)} for p in pages]},
+             "recall": hint(p.block)} for p in pages]},
             ensure_ascii=False) + "\n")
     else:
         stdout.write(f"Paged blocks: {len(pages)} (recall one with: "
-                     f"{_recall_hint('ID', args.contract, args.store)})\n")
+                     f"{hint('ID')})\n")
         for line in index_lines(pages):
             stdout.write(line + "\n")
     return EXIT_OK
