@@ -88,7 +88,7 @@ __all__ = [
     "PageStore",
     # the library: compact in memory, a Pager across calls, recall as a tool
     "compact", "Pager", "Compacted", "CompactReport", "recall_tool", "run_recall_tool", "RECALL_TOOL_NAME",
-    "RECALL_TOOL_DESCRIPTION",
+    "RECALL_TOOL_DESCRIPTION", "search_tool", "SEARCH_TOOL_NAME", "SEARCH_TOOL_DESCRIPTION",
     # the command line
     "main",
 ]
@@ -6619,6 +6619,172 @@ CREATE TABLE IF NOT EXISTS pages (
 """
 
 
+# --- search: ranked pages holding the words of a query ---
+#
+# One ranking for two ways of finding candidates: the store's FTS5 index where the SQLite build
+# has it (built on first search, kept in step with the pages), else a scan of every page. The
+# candidates are a superset of the matching pages either way; the same pure matcher and BM25
+# below then count and rank them, so both ways give the same hits in the same order.
+
+SEARCH_LIMIT = 10          # hits a search returns by default
+BM25_K1 = 1.2              # BM25: how fast repeated occurrences of a term stop adding
+BM25_B = 0.75              # BM25: how much a long page's length discounts its counts
+SEARCH_LINE_CHARS = 200    # characters of a hit's matching line shown around the first match
+_QUERY_WORD = re.compile(r"[\w./-]+")
+_NOT_ALNUM = re.compile(r"[\W_]+")
+
+
+class _Term(NamedTuple):
+    """One term of a search query: what it is, how to count it in a page, how FTS5 finds candidates."""
+
+    word: str      # the term as matched: a stem, an identifier or a file name
+    kind: str      # "word" (by stem), "name" (an identifier, as a programmer reads it) or "file"
+    pattern: "re.Pattern[str]"
+    fts: str       # an FTS5 expression true of every page that holds the term (and maybe more)
+
+
+def _fts_all(text: str) -> str:
+    """Return the FTS5 expression "every alphanumeric part of ``text`` is a token of the page"."""
+    parts = [p for p in _NOT_ALNUM.split(text) if p]
+    return " AND ".join(f'"{p}"' for p in parts)
+
+
+def _query_terms(query: str) -> List[_Term]:
+    """Return the distinct terms of a search query, in the order written; stop words dropped.
+
+    A path stands for its file name (``src/billing/totals.py`` -> ``totals.py``); a word
+    holding ``.`` or ``-`` is matched as written (``totals.py``, ``off-by-one``); an identifier
+    (``line_total``, ``lineTotal``) as ``_identifier_in`` reads it (``test_line_total`` holds
+    it); any other word by its stem ("retained" finds "retain").
+
+    Example:
+        >>> [(t.word, t.kind) for t in _query_terms("Fix lineTotal in src/billing/totals.py, the TypeError")]
+        [('fix', 'word'), ('line_total', 'name'), ('totals.py', 'file'), ('type_error', 'name')]
+    """
+    terms: Dict[str, _Term] = {}
+    for raw in _QUERY_WORD.findall(query):
+        raw = raw.strip("./-")
+        if "/" in raw:
+            raw = next(part for part in reversed(raw.split("/")) if part).strip(".-")
+        if not raw:
+            continue
+        if "." in raw or "-" in raw:
+            word = raw.lower()
+            if not _NOT_ALNUM.sub("", word):
+                continue
+            pattern = re.compile(r"(?<!\w)" + re.escape(word) + r"(?!\w)")
+            term = _Term(word, "file", pattern, _fts_all(word))
+        else:
+            word = _snake(raw)
+            if word in STOP_WORDS or not word.strip("_"):
+                continue
+            if "_" in word.strip("_"):
+                word = word.strip("_")
+                snakes, joined = _identifier_forms(word)
+                alternatives = [r"(?<![^\W_])(?:" + "|".join(map(re.escape, snakes)) + r")(?![^\W_])"]
+                fts = [f"({_fts_all(form)})" for form in snakes]
+                if joined:
+                    alternatives.append(r"(?<!\w)" + re.escape(joined) + r"(?!\w)")
+                    fts.append(f'"{joined}"')
+                term = _Term(word, "name", re.compile("|".join(alternatives)), " OR ".join(fts))
+            else:
+                word = word.strip("_")
+                stem_ = _stem(word)
+                needle = _needle(stem_)
+                term = _Term(stem_, "word", re.compile(r"(?<!\w)" + re.escape(needle) + r"\w*"), f'"{needle}"*')
+        terms.setdefault(term.word, term)
+    return list(terms.values())
+
+
+def _term_count(term: _Term, lowered: str) -> int:
+    """Return how many times ``term`` occurs in lowercased text ``lowered``."""
+    if term.kind != "word":
+        return len(term.pattern.findall(lowered))
+    stems = _STEMS
+    return sum(1 for token in term.pattern.findall(lowered) if (stems.get(token) or _stem(token)) == term.word)
+
+
+def _matching_line(text: str, terms: Sequence[_Term]) -> str:
+    """Return the line of ``text`` holding the most distinct terms (the first such), cut to SEARCH_LINE_CHARS."""
+    best, best_line, where = 0, "", 0
+    for line in text.splitlines():
+        lowered = line.lower()
+        found = [t for t in terms if _term_count(t, lowered)]
+        if len(found) > best:
+            best, best_line = len(found), line
+            where = min(m.start() for t in found for m in [t.pattern.search(lowered)] if m is not None)
+            if best == len(terms):
+                break
+    line = " ".join(best_line.split()) if len(best_line) <= SEARCH_LINE_CHARS else best_line
+    if len(line) > SEARCH_LINE_CHARS:  # a long line: the part around its first match
+        start = max(0, where - SEARCH_LINE_CHARS // 4)
+        line = ("..." if start else "") + " ".join(line[start:start + SEARCH_LINE_CHARS].split()) + "..."
+    return line
+
+
+def _rank_pages(rows: Iterable[Tuple[str, int, str, Optional[str], int, str]], terms: Sequence[_Term],
+                total: int, mean_tokens: float, limit: int) -> List[Dict[str, Any]]:
+    """Return the ``limit`` best hits among ``rows`` (block, turn, role, kind, tokens, text) by BM25, best first.
+
+    ``total`` pages in all, ``mean_tokens`` their mean length (the page's estimated tokens):
+    the corpus statistics, the same whichever way the rows were found. A page holding none
+    of the terms is no hit. Ties go to the later turn, then the block id.
+    """
+    counted = []
+    df: Counter = Counter()
+    for block, turn, role, kind, tokens, text in rows:
+        lowered = text.lower()
+        counts = [_term_count(term, lowered) for term in terms]
+        if any(counts):
+            counted.append((block, turn, role, kind, tokens, text, counts))
+            df.update(i for i, c in enumerate(counts) if c)
+    idf = [math.log(1.0 + (total - df[i] + 0.5) / (df[i] + 0.5)) for i in range(len(terms))]
+    mean = mean_tokens if mean_tokens > 0 else 1.0
+    scored = []
+    for block, turn, role, kind, tokens, text, counts in counted:
+        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * tokens / mean)
+        score = sum(idf[i] * c * (BM25_K1 + 1.0) / (c + norm) for i, c in enumerate(counts) if c)
+        scored.append((-round(score, 9), -turn, block, role, kind, text))
+    scored.sort()
+    return [{"id": block, "turn": -neg_turn, "kind": kind, "role": role, "line": _matching_line(text, terms),
+             "score": round(-neg, 4)} for neg, neg_turn, block, role, kind, text in scored[:limit]]
+
+
+def _fts_available() -> bool:
+    """Return True if this Python's SQLite has FTS5 (checked once)."""
+    global _FTS5
+    if _FTS5 is None:
+        try:
+            probe = sqlite3.connect(":memory:")
+            try:
+                probe.execute("CREATE VIRTUAL TABLE probe USING fts5(text)")
+                _FTS5 = True
+            finally:
+                probe.close()
+        except sqlite3.Error:
+            _FTS5 = False
+    return _FTS5
+
+
+_FTS5: Optional[bool] = None
+# The search index inside a page store: an FTS5 table of the pages' text (own rowids, so a VACUUM
+# that renumbers the pages' rowids cannot break it), and which page each row is, with the SHA-256
+# of the text it indexed.
+SEARCH_TABLE = "search_text"
+SEARCH_ROWS = "search_rows"
+_SEARCH_SCHEMA = f"""
+CREATE VIRTUAL TABLE IF NOT EXISTS {SEARCH_TABLE} USING fts5(text, tokenize = 'unicode61 remove_diacritics 0');
+CREATE TABLE IF NOT EXISTS {SEARCH_ROWS} (
+    block   TEXT PRIMARY KEY,
+    id      INTEGER NOT NULL,   -- the rowid of its text in {SEARCH_TABLE}
+    sha256  TEXT NOT NULL
+);
+"""
+# Every table the index adds: FTS5 keeps its parts in tables named after its own.
+_SEARCH_TABLES = frozenset({SEARCH_TABLE, SEARCH_ROWS} | {f"{SEARCH_TABLE}_{part}" for part in
+                                                         ("data", "idx", "content", "docsize", "config")})
+
+
 def _default_store_path(contract: str) -> str:
     """Return the page store's default path: beside the contract, ``C.limn`` -> ``C.pages.sqlite3``."""
     base = contract[:-5] if contract.endswith(".limn") else contract
@@ -6660,6 +6826,7 @@ class PageStore:
         self.stub_words = DEFAULT_STUB_WORDS  # for summaries of pages stored without one
         self.created = False  # this process created the file (a failed pass removes it)
         self.wiped = False    # rows were deleted or replaced since the last VACUUM
+        self.indexed = False  # the file holds a search index (made by the first search)
 
     @classmethod
     def open(cls, path: str, create: bool, stub_words: int = DEFAULT_STUB_WORDS) -> Optional["PageStore"]:
@@ -6703,9 +6870,9 @@ class PageStore:
         """Return the store over ``db`` once its schema and journal mode are the pager's."""
         try:
             tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-            if tables != ["pages"] and (tables or not create):
+            if ("pages" not in tables or set(tables) - _SEARCH_TABLES - {"pages"}) and (tables or not create):
                 raise PagerError(f"{path}: not the pager's page store (it holds the tables "
-                                 f"{', '.join(map(_show, tables)) or '(none)'}, not just pages)")
+                                 f"{', '.join(map(_show, tables)) or '(none)'}, not just pages and its search index)")
             if tables:
                 columns = tuple(row[1] for row in db.execute("PRAGMA table_info(pages)"))
                 if columns != _STORE_COLUMNS:
@@ -6729,7 +6896,9 @@ class PageStore:
             if "full" in str(exc):
                 raise _store_error(path, exc, "creating") from None
             raise PagerError(f"{path}: not a usable page store ({exc})") from None
-        return cls(path, db)
+        store = cls(path, db)
+        store.indexed = SEARCH_ROWS in tables
+        return store
 
     def get(self, block: str) -> Optional[StoredPage]:
         """Return the stored page of ``block``, or None."""
@@ -6756,6 +6925,9 @@ class PageStore:
         """Insert or replace rows in the table's column order, keywords as a JSON list."""
         before = self._db.total_changes
         try:
+            if self.indexed:  # a replaced text leaves the index now; the next search indexes the new one
+                self._unindex([row[0] for row in rows])
+            before = self._db.total_changes
             self._db.executemany("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
             # A replaced row counts twice (its delete, then the insert): its old text needs wiping.
             if self._db.total_changes - before > len(rows):
@@ -6799,6 +6971,8 @@ class PageStore:
             if gone:
                 self._db.execute("BEGIN IMMEDIATE")
                 self._db.executemany("DELETE FROM pages WHERE block = ?", [(b,) for b in gone])
+                if self.indexed:  # evicted text is never searchable
+                    self._unindex(gone)
                 self._db.execute("COMMIT")
                 self.wiped = True
             self.wipe()
@@ -6815,8 +6989,81 @@ class PageStore:
         pages still in use; VACUUM writes every page afresh from the live rows.
         """
         if self.wiped:
+            if self.indexed:  # merge the index into one segment: a deleted text's words leave it too
+                self._db.execute(f"INSERT INTO {SEARCH_TABLE}({SEARCH_TABLE}) VALUES ('optimize')")
             self._db.execute("VACUUM")
             self.wiped = False
+
+    # -- search --
+
+    def _unindex(self, blocks: Sequence[str]) -> None:
+        """Remove ``blocks``' texts from the search index (inside the caller's transaction)."""
+        db = self._db
+        ids = [row for b in blocks for row in db.execute(f"SELECT id FROM {SEARCH_ROWS} WHERE block = ?", (b,))]
+        if ids:
+            db.executemany(f"DELETE FROM {SEARCH_TABLE} WHERE rowid = ?", ids)
+            db.executemany(f"DELETE FROM {SEARCH_ROWS} WHERE block = ?", [(b,) for b in blocks])
+            self.wiped = True
+
+    def _sync_index(self) -> None:
+        """Create the search index if missing and bring it in step with the pages (by SHA-256)."""
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            if not self.indexed:
+                for statement in _SEARCH_SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                self.indexed = True
+            pages = dict(db.execute("SELECT block, sha256 FROM pages"))
+            listed = {block: sha for block, _, sha in db.execute(f"SELECT block, id, sha256 FROM {SEARCH_ROWS}")}
+            stale = [block for block, sha in listed.items() if pages.get(block) != sha]
+            if stale:
+                self._unindex(stale)
+            fresh = [block for block, sha in pages.items() if listed.get(block) != sha]
+            for start in range(0, len(fresh), _PAGE_ROWS):
+                for block, text, sha in db.execute(
+                        "SELECT block, text, sha256 FROM pages WHERE block IN (%s)"
+                        % ",".join("?" * len(fresh[start:start + _PAGE_ROWS])), fresh[start:start + _PAGE_ROWS]):
+                    rowid = db.execute(f"INSERT INTO {SEARCH_TABLE}(text) VALUES (?)", (text,)).lastrowid
+                    db.execute(f"INSERT INTO {SEARCH_ROWS} VALUES (?, ?, ?)", (block, rowid, sha))
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self.rollback()
+            self.indexed = SEARCH_ROWS in {name for (name,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            raise _store_error(self.path, exc, "indexing") from None
+        self.wipe()
+
+    def search(self, query: str, limit: int = SEARCH_LIMIT, among: Optional[Container[str]] = None,
+               scan: Optional[bool] = None) -> List[Dict[str, Any]]:
+        """Return the pages best matching ``query``, best first: dicts of id, turn, kind, role, line, score.
+
+        ``among``: only these blocks may be hits (the contract's paged ones). ``scan``: read
+        every page instead of asking the FTS5 index (default: scan only where SQLite has no
+        FTS5); both ways give the same hits in the same order (see _rank_pages).
+        """
+        terms = _query_terms(query)
+        if not terms:
+            return []
+        if scan is None:
+            scan = not _fts_available()
+        columns = "SELECT p.block, p.turn, p.role, p.kind, p.tokens, p.text FROM pages p"
+        try:
+            total, mean = self._db.execute("SELECT count(*), avg(tokens) FROM pages").fetchone()
+            if scan:
+                rows = self._db.execute(columns)
+            else:
+                self._sync_index()
+                match = " OR ".join(f"({term.fts})" for term in terms)
+                rows = self._db.execute(
+                    f"{columns} JOIN {SEARCH_ROWS} r ON r.block = p.block WHERE r.id IN "
+                    f"(SELECT rowid FROM {SEARCH_TABLE} WHERE {SEARCH_TABLE} MATCH ?)", (match,))
+            if among is not None:
+                rows = (row for row in rows if row[0] in among)
+            return _rank_pages(rows, terms, total, mean or 0.0, limit)
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc, "searching") from None
 
     def close(self) -> None:
         self._db.close()
@@ -7513,6 +7760,34 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
     return store_path, pages, texts
 
 
+def _search_checked(query: Any, limit: Any) -> None:
+    """Raise PagerError unless ``query`` is text and ``limit`` a positive integer."""
+    if not isinstance(query, str):
+        raise PagerError(f"the search query must be text (got {_show(query)})")
+    if not _is_int(limit) or limit < 1:
+        raise PagerError(f"the search limit must be a positive integer (got {_show(limit)})")
+
+
+def _search_contract(contract: str, query: str, store: Optional[str] = None, limit: int = SEARCH_LIMIT,
+                     scan: Optional[bool] = None) -> Tuple[str, List[Dict[str, Any]]]:
+    """Return (the store's path, the hits of ``query`` among the blocks ``contract`` lists as paged)."""
+    _search_checked(query, limit)
+    _refuse_link(contract, "contract")
+    if not os.path.exists(contract):
+        raise PagerError(f"{contract}: no such contract")
+    state = contract_state(contract)
+    store_path = _resolve_store(contract, store, state)
+    _check_paths(None, contract, store_path, None)
+    paged = {block for block, action in state.directives.items() if action == "page"}
+    opened = PageStore.open(store_path, create=False, stub_words=_recorded_stub_words(state)) if paged else None
+    if opened is None:
+        return store_path, []
+    try:
+        return store_path, opened.search(query, limit, paged, scan)
+    finally:
+        opened.close()
+
+
 # ===== Library: compact, Pager, the recall tool =====
 #
 # The engine for code that holds a conversation as Python objects: a framework's message list
@@ -7532,6 +7807,10 @@ RECALL_TOOL_NAME = "recall_pages"
 RECALL_TOOL_DESCRIPTION = ("Return the exact original text of blocks the context pager paged out. A paged "
                            "block appears as a line '[paged ID | turn T | role | N tokens] summary'; pass "
                            "its ID.")
+SEARCH_TOOL_NAME = "search_pages"
+SEARCH_TOOL_DESCRIPTION = ("Find blocks the context pager paged out by words or names (files, functions, "
+                           "commands, errors): the best pages first, each with its ID and the line that "
+                           "matches. Then recall a page's exact text by its ID.")
 TOOL_APIS = ("openai", "responses", "anthropic")  # the tool-use shapes the recall tool speaks
 LIBRARY_FORMATS = ("pager", "openai", "responses", "anthropic")  # formats compact takes as objects
 def _read_value(fmt: str, value: Any, held: bool = False) -> Conversation:
@@ -7564,6 +7843,14 @@ _RECALL_SCHEMA = {"type": "object",
                   "required": ["ids"], "additionalProperties": False}
 
 
+_SEARCH_TOOL_SCHEMA = {"type": "object",
+                       "properties": {"query": {"type": "string",
+                                                "description": "words or names to look for in the paged blocks"},
+                                      "limit": {"type": "integer", "minimum": 1,
+                                                "description": f"most pages to return (default {SEARCH_LIMIT})"}},
+                       "required": ["query"], "additionalProperties": False}
+
+
 def _tool_recall_hint(block: str) -> str:
     """Return the recall hint a library stub carries: the recall tool with this block's id.
 
@@ -7574,6 +7861,18 @@ def _tool_recall_hint(block: str) -> str:
     return f"the {RECALL_TOOL_NAME} tool with ids {json.dumps([block], ensure_ascii=False)}"
 
 
+def _tool_definition(api: str, name: str, description: str, schema: Dict[str, Any]) -> Dict[str, Any]:
+    """Return a tool's definition in ``api``'s shape, with a fresh copy of ``schema``."""
+    schema = json.loads(json.dumps(schema))  # a fresh copy: callers may edit theirs
+    if api == "openai":
+        return {"type": "function", "function": {"name": name, "description": description, "parameters": schema}}
+    if api == "responses":
+        return {"type": "function", "name": name, "description": description, "parameters": schema}
+    if api == "anthropic":
+        return {"name": name, "description": description, "input_schema": schema}
+    raise PagerError(f"api must be one of {', '.join(TOOL_APIS)} (got {_show(api)})")
+
+
 def recall_tool(api: str = "openai") -> Dict[str, Any]:
     """Return the recall tool's definition for ``api``: openai (Chat Completions), responses or anthropic.
 
@@ -7581,16 +7880,50 @@ def recall_tool(api: str = "openai") -> Dict[str, Any]:
         >>> recall_tool("anthropic")["input_schema"]["required"]
         ['ids']
     """
-    schema = json.loads(json.dumps(_RECALL_SCHEMA))  # a fresh copy: callers may edit theirs
-    if api == "openai":
-        return {"type": "function", "function": {"name": RECALL_TOOL_NAME, "description": RECALL_TOOL_DESCRIPTION,
-                                                 "parameters": schema}}
-    if api == "responses":
-        return {"type": "function", "name": RECALL_TOOL_NAME, "description": RECALL_TOOL_DESCRIPTION,
-                "parameters": schema}
-    if api == "anthropic":
-        return {"name": RECALL_TOOL_NAME, "description": RECALL_TOOL_DESCRIPTION, "input_schema": schema}
-    raise PagerError(f"api must be one of {', '.join(TOOL_APIS)} (got {_show(api)})")
+    return _tool_definition(api, RECALL_TOOL_NAME, RECALL_TOOL_DESCRIPTION, _RECALL_SCHEMA)
+
+
+def search_tool(api: str = "openai") -> Dict[str, Any]:
+    """Return the search tool's definition for ``api`` (the recall tool's companion: find, then recall).
+
+    Example:
+        >>> search_tool("responses")["name"], search_tool("anthropic")["input_schema"]["required"]
+        ('search_pages', ['query'])
+    """
+    return _tool_definition(api, SEARCH_TOOL_NAME, SEARCH_TOOL_DESCRIPTION, _SEARCH_TOOL_SCHEMA)
+
+
+def _search_text(hits: Sequence[Mapping[str, Any]], query: str) -> str:
+    """Return search hits as text, one line each (id | turn | role | kind | the matching line).
+
+    Example:
+        >>> _search_text([{"id": "b4", "turn": 8, "role": "tool", "kind": "tool_result",
+        ...                "line": "FAILED test_line_total", "score": 2.1}], "line_total")
+        'b4 | turn 8 | tool | tool_result | FAILED test_line_total'
+        >>> _search_text([], "zebra")
+        'no paged block holds "zebra"'
+    """
+    if not hits:
+        return f"no paged block holds {_show(query)}"
+    return "\n".join(f"{h['id']} | turn {h['turn']} | {h['role']} | {h['kind'] or 'text'} | {h['line']}"
+                     for h in hits)
+
+
+def _tool_search(search: Callable[[str, int], List[Dict[str, Any]]], arguments: Any) -> Tuple[str, bool]:
+    """Return (result text, failed) for a search call's arguments (a JSON text or an object)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            return f"error: the arguments are not JSON (got {_show(arguments)})", True
+    query = arguments.get("query") if isinstance(arguments, dict) else None
+    limit = arguments.get("limit", SEARCH_LIMIT) if isinstance(arguments, dict) else SEARCH_LIMIT
+    if not isinstance(query, str) or not query.strip():
+        return f"error: query must be a non-empty text (got {_show(query)})", True
+    try:
+        return _search_text(search(query, limit), query), False
+    except PagerError as exc:
+        return f"error: {exc}", True
 
 
 class _CachedScorer(_Scorer):
@@ -7807,7 +8140,7 @@ def _tool_recall(recall: Callable[[List[str]], Dict[str, str]], name: Any, argum
     ``recall`` maps ids to texts, raising PagerError for an id it cannot give back.
     """
     if name != RECALL_TOOL_NAME:
-        return f"error: unknown tool {_show(name)} (this pager answers {RECALL_TOOL_NAME})", True
+        return f"error: unknown tool {_show(name)} (this pager answers {RECALL_TOOL_NAME} and {SEARCH_TOOL_NAME})", True
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
@@ -8182,9 +8515,34 @@ class Pager:
             pages = [_with_summary(p, self.params.stub_words) for p in self._pages.values()]
         return "\n".join([_index_header(len(pages), self.hint("ID"))] + index_lines(pages))
 
+    def search(self, query: str, limit: int = SEARCH_LIMIT) -> List[Dict[str, Any]]:
+        """Return the paged blocks best matching ``query`` (words or names), best first.
+
+        Each hit is ``{"id", "turn", "kind", "role", "line", "score"}``, ``line`` being the
+        page's line that holds the most of the query's terms; as ``pager.py search``.
+        """
+        _search_checked(query, limit)
+        if self.contract is not None:
+            return _search_contract(self.contract, query, self._explicit_store, limit)[1]
+        paged = {b for b, a in self._actions.items() if a == "page"}
+        if self.store is not None:
+            store = PageStore.open(self.store, create=False, stub_words=self.params.stub_words)
+            if store is None or not paged:
+                return []
+            try:
+                return store.search(query, limit, paged)
+            finally:
+                store.close()
+        terms = _query_terms(query)
+        pages = list(self._pages.values())
+        if not terms or not pages:
+            return []
+        rows = ((p.block, p.turn, p.role, p.kind, p.tokens, p.text) for p in pages)
+        return _rank_pages(rows, terms, len(pages), sum(p.tokens for p in pages) / len(pages), limit)
+
     def tools(self, api: str = "openai") -> List[Dict[str, Any]]:
-        """Return the tool list to offer the model: the recall tool in ``api``'s shape."""
-        return [recall_tool(api)]
+        """Return the tool list to offer the model: the recall and search tools in ``api``'s shape."""
+        return [recall_tool(api), search_tool(api)]
 
     def recall_text(self, ids: Any) -> Tuple[str, bool]:
         """Return (the recall tool's answer for ``ids``, whether it is an error). Never raises."""
@@ -8193,13 +8551,17 @@ class Pager:
     def run_tool_call(self, call: Any) -> Dict[str, Any]:
         """Execute a recall tool call; return the tool result in the call's API shape. Never raises.
 
+        A search tool call (``search_pages``) answers with its hits, one line each.
         ``call`` is a Chat Completions tool call (``{"id", "function": {"name", "arguments"}}``),
         a Responses ``function_call`` item or an Anthropic ``tool_use`` block. One id gives its
         exact text; several give each under a ``==> ID <==`` line; a bad id or call gives an
         error result (Anthropic ``is_error``, else text starting with ``error:``).
         """
         api, call_id, name, arguments = _tool_call_parts(call)
-        text, failed = _tool_recall(self.recall, name, arguments)
+        if name == SEARCH_TOOL_NAME:
+            text, failed = _tool_search(self.search, arguments)
+        else:
+            text, failed = _tool_recall(self.recall, name, arguments)
         return _tool_result(api, call_id, text, failed)
 
 
@@ -8240,6 +8602,7 @@ commands:
   pager.py --history H.json --contract C.limn [flags]   run a paging pass (below)
   pager.py recall ID [ID ...] --contract C.limn        print paged blocks' original text, page them in
   pager.py index --contract C.limn                     list the paged blocks, one line each
+  pager.py search "WORDS" --contract C.limn            find paged blocks by words or names, best first
 
 example:
   python3 scripts/pager.py --history assets/test-history.json \\
@@ -8657,7 +9020,31 @@ def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"recall": (_build_recall_parser, _run_recall), "index": (_build_index_parser, _run_index)}
+def _build_search_parser() -> argparse.ArgumentParser:
+    """Return the parser of ``pager.py search``."""
+    parser = _Parser(prog="pager.py search", description="Find paged blocks by words or names (files, "
+                     "functions, commands, errors): ranked by BM25, best first, each with the line that matches.")
+    parser.add_argument("query", metavar="QUERY", help='words or names, e.g. "line_total src/billing/totals.py"')
+    _store_flags(parser)
+    parser.add_argument("--limit", type=_count_flag("--limit"), default=SEARCH_LIMIT, metavar="N",
+                        help=f"most hits to print (default {SEARCH_LIMIT})")
+    return parser
+
+
+def _run_search(args: argparse.Namespace, stdout, stderr) -> int:
+    """Print the paged blocks best matching the query; return the exit code (0, also for no hit)."""
+    _, hits = _search_contract(args.contract, args.query, args.store, args.limit)
+    if args.json:
+        stdout.write(json.dumps(hits, ensure_ascii=False) + "\n")
+    else:
+        stdout.write(_search_text(hits, args.query) + "\n")
+        if hits:
+            stdout.write(f"(recall one with: {_recall_hint('ID', args.contract, args.store)})\n")
+    return EXIT_OK
+
+
+COMMANDS = {"recall": (_build_recall_parser, _run_recall), "index": (_build_index_parser, _run_index),
+            "search": (_build_search_parser, _run_search)}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
