@@ -137,6 +137,9 @@ MASK = "mask"  # emit only: a tool result paged in place while its call is kept 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 UNSTORABLE = "unstorable"
 SMALL = "small"  # a pass without a budget keeps a block its stub would not shorten (paging it saves nothing)
+# The reason of a block paged because the harness compacts next (--before-compaction): its summary
+# replaces the conversation, so every block it takes out is stored, whatever its score said.
+BEFORE_COMPACTION = "before compaction"
 OPAQUE = "opaque"  # block kind: a part the pager carries as it is and reads by a label only
 UNPAGEABLE_KINDS = ("media", OPAQUE)  # block kinds a stub would lose: kept whole or evicted, never paged
 # Block kind of a user-role text the harness wrote that only the log's metadata tells apart (Claude
@@ -859,6 +862,95 @@ def index_lines(pages: Iterable["StoredPage"]) -> List[str]:
     return lines
 
 
+# --- the index injected after a compaction ---
+
+INDEX_TOKENS = 2000         # the injected index's size by default (index --tokens)
+INDEX_SCAN_TOKENS = 250_000  # the index reads the newest pages' text up to about this many tokens
+INDEX_COMMON_PER_PAGES = 20  # a name held by more than one in this many of those pages is too common to list
+INDEX_PAGE_NAMES = 12       # names a page contributes to the index at most
+INDEX_GROUP_PAGES = 4       # pages of one turn that share an index line at most
+STRONG_NAME_CHARS = 8       # a name this long (or holding a digit or "_") is listed before shorter words
+
+
+class _IndexPage(NamedTuple):
+    """A paged block as the injected index weighs it."""
+
+    block: str
+    turn: int
+    kind: Optional[str]
+    hits: int                # intent keywords its text holds
+    names: Tuple[str, ...]   # its distinctive names, strongest first
+
+
+def _strength(name: str) -> Tuple[bool, int, str]:
+    """Sort key of a name, strongest first: an identifier or a number or a long word, then by length."""
+    return (not ("_" in name or any(c.isdigit() for c in name) or len(name) >= STRONG_NAME_CHARS), -len(name), name)
+
+
+def _index_pages(rows: Sequence[Tuple[str, int, Optional[str], str]], keywords: Sequence[str],
+                 known: Container[str] = ()) -> List[_IndexPage]:
+    """Return the index's view of pages ``rows`` (block, turn, kind, text), newest first.
+
+    A page's distinctive names are its _names_of, rare ones (held by at most RARE_HOLDERS of
+    the pages) first, then the strongest; a name held by more than one page in
+    INDEX_COMMON_PER_PAGES tells nothing and is left out, and so are ``known`` names (the intent
+    already says them: the model reads them in the summary). ``hits`` counts the intent
+    ``keywords`` among its names.
+    """
+    names = [_names_of(text) for _, _, _, text in rows]
+    holders = Counter(chain.from_iterable(names))
+    common = max(RARE_HOLDERS, len(rows) // INDEX_COMMON_PER_PAGES)
+    wanted = frozenset(keywords)
+    pages = []
+    for (block, turn, kind, text), own in zip(rows, names):
+        kept = [n for n in own if holders[n] <= common and n not in known and n.strip("_")]
+        kept.sort(key=lambda n: (holders[n] > RARE_HOLDERS,) + _strength(n))
+        pages.append(_IndexPage(block, turn, kind, len(wanted.intersection(own)), tuple(kept[:INDEX_PAGE_NAMES])))
+    pages.sort(key=lambda p: -p.turn)
+    return pages
+
+
+def compaction_index(pages: Sequence[_IndexPage], head: str, tokens: int = INDEX_TOKENS) -> str:
+    """Return the index to inject after a compaction: ``head``, then lines naming pages, within ``tokens``.
+
+    Pages holding the intent's keywords come first (most keywords first, then the newest),
+    then the rest, newest first. Up to INDEX_GROUP_PAGES pages of one turn in that order share
+    a line (``turn T: id id ...: names``); a name is listed once, at its first page; a page with no name left to
+    show is not listed (search finds it). Lines are added while the whole text fits.
+
+    Example:
+        >>> pages = [_IndexPage("m-2", 5, None, 0, ("line_total", "1042")), _IndexPage("m-1", 4, None, 1, ("totals",))]
+        >>> print(compaction_index(pages, "HEAD"))
+        HEAD
+        turn 4: m-1: totals
+        turn 5: m-2: line_total 1042
+    """
+    ranked = sorted(pages, key=lambda p: (-p.hits, -p.turn)) if any(p.hits for p in pages) else list(pages)
+    seen: Dict[str, None] = {}
+    groups: List[Tuple[int, List[str], List[str]]] = []
+    for page in ranked:
+        fresh = [n for n in page.names if n not in seen]
+        if not fresh:
+            continue
+        seen.update(dict.fromkeys(fresh))
+        if groups and groups[-1][0] == page.turn and len(groups[-1][1]) < INDEX_GROUP_PAGES:
+            groups[-1][1].append(page.block)
+            groups[-1][2].extend(fresh)
+        else:
+            groups.append((page.turn, [page.block], fresh))
+    text = head
+    used = estimate_tokens(head)
+    for turn, blocks, names in groups:
+        line = f"\nturn {turn}: {' '.join(blocks)}: {' '.join(names)}"
+        cost = estimate_tokens(line)
+        if used + cost > tokens:
+            break  # (estimates are not additive: the whole is checked below)
+        text, used = text + line, used + cost
+    while estimate_tokens(text) > tokens and "\n" in text:
+        text = text[:text.rindex("\n")]
+    return text
+
+
 # ===== Scoring and decisions =====
 
 
@@ -880,6 +972,7 @@ class Params:
     work_steps: int = DEFAULT_WORK_STEPS  # the agent's last steps whose names join an intent drawn from the history
     protect_task: bool = True  # a block marked protected="task" (a session's first human request) stays like a pin
     keep_small: Optional[bool] = None  # without a budget, a block its stub would not shorten stays; None: transcripts
+    before_compaction: bool = False  # the harness compacts next: every block it takes out of context is paged
 
     def validate(self) -> "Params":
         """Return self, or raise PagerError naming the first bad value."""
@@ -899,6 +992,11 @@ class Params:
                                  f"(got {self.trigger!r})")
             if self.target > self.trigger:
                 raise PagerError(f"--target ({self.target!r}) must not exceed --trigger ({self.trigger!r})")
+        if self.before_compaction not in (True, False):
+            raise PagerError(f"before_compaction must be true or false (got {_show(self.before_compaction)})")
+        if self.before_compaction and self.budget is not None:
+            raise PagerError("--before-compaction takes no --budget: the compaction takes every block out of "
+                             "the context, so every one is stored")
         if self.keep_small not in (None, True, False):
             raise PagerError(f"keep_small must be true, false or None (got {_show(self.keep_small)})")
         if not _is_int(self.work_steps) or self.work_steps < 0:
@@ -1114,6 +1212,22 @@ def _keep_small(decisions: "_DecisionTable", units: Sequence[Optional[str]], stu
         if paged and sum(tokens[i] for i in members) <= sum(map(stub_size, paged)):
             for i in members:
                 actions[i], reasons[i] = "retain", SMALL
+
+
+def _page_before_compaction(decisions: "_DecisionTable", units: Sequence[Optional[str]],
+                            unpageable: Container[int]) -> None:
+    """Page (reason BEFORE_COMPACTION) every block a harness's compaction takes out of the context.
+
+    That is every block but the instructions (system or developer: the harness sends them again)
+    and what no page can hold (a picture, a file, an unstorable text, and the units holding one):
+    a retained or evicted block would be gone from the model's context and from the store alike.
+    """
+    actions, reasons, roles = decisions.action, decisions.reason, decisions.role
+    whole = {units[i] for i in range(len(actions)) if i in unpageable and units and units[i] is not None}
+    for i, action in enumerate(actions):
+        if action == "page" or i in unpageable or roles[i] in SYSTEM_ROLES or (units and units[i] in whole):
+            continue
+        actions[i], reasons[i] = "page", BEFORE_COMPACTION
 
 
 def _recent_steps(roles: Sequence[str], steps: int, skip: Container[int] = ()) -> List[int]:
@@ -1867,6 +1981,16 @@ class _Scorer:
 
     def finish(self, current_turn: Optional[int]) -> "_DecisionTable":
         """Return one Decision per block, in input order (a _DecisionTable)."""
+        decisions = self._decide(current_turn)
+        if self.params.before_compaction:
+            units: List[Optional[str]] = [None] * len(decisions) if self._units else []
+            for i, unit in self._units.items():
+                units[i] = unit
+            _page_before_compaction(decisions, units, self._unpageable)
+        return decisions
+
+    def _decide(self, current_turn: Optional[int]) -> "_DecisionTable":
+        """Return the decisions the scores, guards and budget make (``finish`` before a compaction)."""
         if current_turn is None:
             current_turn = self.max_turn if self.max_turn is not None else 0
         turns = self._turns
@@ -6783,6 +6907,10 @@ CREATE TABLE IF NOT EXISTS {SEARCH_ROWS} (
 # Every table the index adds: FTS5 keeps its parts in tables named after its own.
 _SEARCH_TABLES = frozenset({SEARCH_TABLE, SEARCH_ROWS} | {f"{SEARCH_TABLE}_{part}" for part in
                                                          ("data", "idx", "content", "docsize", "config")})
+# The contract (size and modification time) as it was when a pass left the store holding exactly
+# its paged blocks: while it is unchanged, the store's rows are the paged list, no parse needed.
+MATCH_TABLE = "contract_match"
+_MATCH_SCHEMA = f"CREATE TABLE IF NOT EXISTS {MATCH_TABLE} (stamp TEXT NOT NULL)"
 
 
 def _default_store_path(contract: str) -> str:
@@ -6870,7 +6998,7 @@ class PageStore:
         """Return the store over ``db`` once its schema and journal mode are the pager's."""
         try:
             tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-            if ("pages" not in tables or set(tables) - _SEARCH_TABLES - {"pages"}) and (tables or not create):
+            if ("pages" not in tables or set(tables) - _SEARCH_TABLES - {"pages", MATCH_TABLE}) and (tables or not create):
                 raise PagerError(f"{path}: not the pager's page store (it holds the tables "
                                  f"{', '.join(map(_show, tables)) or '(none)'}, not just pages and its search index)")
             if tables:
@@ -6908,6 +7036,39 @@ class PageStore:
             return None
         page = StoredPage(row[0], row[1], row[2], row[3], row[4], tuple(json.loads(row[5])), *row[6:])
         return _with_summary(page, self.stub_words)
+
+    def note_contract(self, stamp: str) -> None:
+        """Record that the store's rows are now exactly the paged blocks of the contract stamped ``stamp``."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(_MATCH_SCHEMA)
+            self._db.execute(f"DELETE FROM {MATCH_TABLE}")
+            self._db.execute(f"INSERT INTO {MATCH_TABLE} VALUES (?)", (stamp,))
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self.rollback()
+            raise _store_error(self.path, exc, "writing") from None
+
+    def matches(self, stamp: str) -> bool:
+        """Return True if a pass left the rows as the paged blocks of the contract stamped ``stamp``."""
+        try:
+            row = self._db.execute(f"SELECT stamp FROM {MATCH_TABLE}").fetchone()
+        except sqlite3.OperationalError:  # no such table: no pass noted one
+            return False
+        return row is not None and row[0] == stamp
+
+    def sizes(self) -> List[Tuple[str, int, int]]:
+        """Return (block, turn, tokens) of every stored page, in one query."""
+        return self._db.execute("SELECT block, turn, tokens FROM pages").fetchall()
+
+    def texts(self, blocks: Sequence[str]) -> List[Tuple[str, int, Optional[str], str]]:
+        """Return (block, turn, kind, text) of the pages of ``blocks`` that are stored, a few queries in all."""
+        rows: List[Tuple[str, int, Optional[str], str]] = []
+        for start in range(0, len(blocks), _PAGE_ROWS // 2):
+            part = blocks[start:start + _PAGE_ROWS // 2]
+            rows += self._db.execute("SELECT block, turn, kind, text FROM pages WHERE block IN (%s)"
+                                     % ",".join("?" * len(part)), part).fetchall()
+        return rows
 
     def shas(self) -> Dict[str, str]:
         """Return block id -> SHA-256 of every stored page."""
@@ -7662,6 +7823,8 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
         except PagerError as exc:
             raise PagerError(f"{exc}; the contract holds the whole pass, and the next pass "
                              "removes the pages it no longer lists") from None
+    if store is not None:  # the rows are the contract's paged blocks now (read by the injected index)
+        store.note_contract(_contract_stamp(args.contract))
     return state, payload, stored, store
 
 
@@ -7707,6 +7870,12 @@ def _check_paths(history: Optional[str], contract: str, store: Optional[str], em
         for other, other_path in named[i + 1:]:
             if _same_file(path, other_path):
                 raise PagerError(f"{other_path}: {other} and {what} name the same file; give each its own")
+
+
+def _contract_stamp(path: str) -> str:
+    """Return the contract file's size and modification time: an append changes them (see PageStore.matches)."""
+    st = os.stat(path)
+    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 def _recorded_stub_words(state: ContractState) -> int:
@@ -8602,6 +8771,8 @@ commands:
   pager.py --history H.json --contract C.limn [flags]   run a paging pass (below)
   pager.py recall ID [ID ...] --contract C.limn        print paged blocks' original text, page them in
   pager.py index --contract C.limn                     list the paged blocks, one line each
+  pager.py index --contract C.limn --tokens 2000 --intent TEXT
+                                                       the index to inject after a compaction
   pager.py search "WORDS" --contract C.limn            find paged blocks by words or names, best first
 
 example:
@@ -8692,6 +8863,10 @@ def _build_parser() -> argparse.ArgumentParser:
                         help="without --budget, page a transcript's blocks even where the stub is no shorter "
                              "(by default such a block stays, reason small); to store a session whole, as the "
                              "PreCompact hook does")
+    parser.add_argument("--before-compaction", action="store_true",
+                        help="the harness compacts right after this pass (its summary replaces the conversation): "
+                             "page every block but the instructions, whatever its score, so all of it stays "
+                             f"recallable; the contract gives the reason '{BEFORE_COMPACTION}'")
     parser.add_argument("--mask-results", action="store_true",
                         help="with --budget: a tool result larger than a tenth of the budget may be paged in "
                              "place while its call stays verbatim (in a transcript the result keeps its call id "
@@ -8736,9 +8911,65 @@ def _build_recall_parser() -> argparse.ArgumentParser:
 
 def _build_index_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py index``."""
-    parser = _Parser(prog="pager.py index", description="List every paged block, one line each.")
+    parser = _Parser(prog="pager.py index", description="List every paged block, one line each; with --tokens "
+                     "or --intent, print the index to inject after a compaction instead: the pages most likely "
+                     "needed first, each line naming their distinctive names, within a token cap.")
     _store_flags(parser)
+    parser.add_argument("--tokens", type=_count_flag("--tokens"), metavar="N",
+                        help=f"the injected index's cap in tokens (default {INDEX_TOKENS} with --intent)")
+    parser.add_argument("--intent", metavar="TEXT",
+                        help="what the agent does after the compaction (the summary's pending task, the human's "
+                             "last request): pages holding its words come first, names it already says are left out")
     return parser
+
+
+def _injected_index(contract: str, store: Optional[str], intent: Optional[str], tokens: int) -> str:
+    """Return the index to inject after a compaction (see compaction_index), read from the contract and store.
+
+    The contract is read once; the store gives every page's turn and size in one query and the
+    text of the newest pages (up to INDEX_SCAN_TOKENS), whose names the index weighs.
+    """
+    _refuse_link(contract, "contract")
+    if not os.path.exists(contract):
+        raise PagerError(f"{contract}: no such contract")
+    store_path = store or _default_store_path(contract)
+    _check_paths(None, contract, store_path, None)
+    opened = PageStore.open(store_path, create=False)
+    if opened is not None and opened.matches(_contract_stamp(contract)):
+        paged = [block for block, _, _ in opened.sizes()]  # a pass left them so: nothing since
+    else:  # a recall or an older pager since: the contract says which blocks are paged
+        if opened is not None:
+            opened.close()
+        state = contract_state(contract)
+        store_path = _resolve_store(contract, store, state)
+        _check_paths(None, contract, store_path, None)
+        paged = [block for block, action in state.directives.items() if action == "page"]
+        opened = PageStore.open(store_path, create=False) if paged else None
+    hint = _recall_hint("ID", contract, store)
+    find = hint.replace(" recall ID ", ' search "NAME" ', 1)
+    head = (f"[prosecode context pager] {len(paged)} blocks from before the compaction are stored verbatim. "
+            f"Find one by a name below or any word: {find} ; read it: {hint}. Lines: turn: page ids: names.")
+    if opened is None or not paged:
+        if opened is not None:
+            opened.close()
+        return compaction_index([], head, tokens)
+    try:
+        listed = set(paged)
+        sizes = [(turn, block, size) for block, turn, size in opened.sizes() if block in listed]
+        sizes.sort(reverse=True)
+        chosen, read = [], 0
+        for turn, block, size in sizes:
+            if read >= INDEX_SCAN_TOKENS:
+                break
+            chosen.append(block)
+            read += size
+        rows = opened.texts(chosen)
+    finally:
+        opened.close()
+    words = intent or ""
+    keywords = intent_keywords([words]) if words else []
+    known = frozenset(_NAME_RE.findall(_unescaped_breaks(words).lower()))
+    return compaction_index(_index_pages(rows, keywords, known), head, tokens)
 
 
 def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
@@ -8859,6 +9090,9 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
     if conv is not None:
         summary.update({**conv.recorded, "other_lines": conv.other_lines, "unknown_parts": conv.unknown_parts,
                         "archived": conv.archived, "definitions_tokens": conv.definitions_tokens})
+        if params.before_compaction:  # what a harness re-injects after its compaction: the human's own words
+            asked = [r["text"].strip() for r in human_requests(conv) if r["text"].strip()]
+            summary.update({"task": asked[0] if asked else None, "last_request": asked[-1] if asked else None})
     rho = plan.pressure()
     if rho is not None:
         summary.update({"budget": params.budget, "tokens_before": plan.tokens_before,
@@ -8935,7 +9169,8 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
                     args.budget, args.stub_words, args.keep_recent, args.mask_results, args.trigger,
                     _cli_target(args),
-                    args.work_steps, not args.no_protect_task, False if args.page_small else None).validate()
+                    args.work_steps, not args.no_protect_task, False if args.page_small else None,
+                    before_compaction=args.before_compaction).validate()
     now = _normalize_now(args.now)
     if args.with_index and not args.emit:
         raise PagerError("--with-index needs --emit")
@@ -8994,7 +9229,15 @@ def _run_recall(args: argparse.Namespace, stdout, stderr) -> int:
 
 
 def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
-    """Print the page index of a contract; return the exit code."""
+    """Print the page index of a contract (or, with --tokens or --intent, the injected one); return the exit code."""
+    if args.tokens is not None or args.intent is not None:
+        text = _injected_index(args.contract, args.store, args.intent, args.tokens or INDEX_TOKENS)
+        if args.json:
+            stdout.write(json.dumps({"contract": args.contract, "text": text, "tokens": estimate_tokens(text)},
+                                    ensure_ascii=False) + "\n")
+        else:
+            stdout.write(text + "\n")
+        return EXIT_OK
     _refuse_link(args.contract, "contract")
     if not os.path.exists(args.contract):
         raise PagerError(f"{args.contract}: no such contract")
