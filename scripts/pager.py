@@ -2062,8 +2062,8 @@ class _Scorer:
             if decisions.action[i] == "evict":  # (one no page can hold stays whole)
                 decisions.action[i] = "retain" if i in self._unpageable else "page"
                 decisions.reason[i] = "floor"
-        if self.params.budget is None and self.params.keep_small:
-            _keep_small(decisions, units, self._stubs, self._stub_size)
+        if self.params.budget is None and self.params.keep_small and not self.params.before_compaction:
+            _keep_small(decisions, units, self._stubs, self._stub_size)  # (before a compaction all is paged)
         if self.params.budget is not None:
             room = max(0, self.params.budget - reserved)
             target = self.params.target
@@ -8774,6 +8774,9 @@ commands:
   pager.py index --contract C.limn --tokens 2000 --intent TEXT
                                                        the index to inject after a compaction
   pager.py search "WORDS" --contract C.limn            find paged blocks by words or names, best first
+  pager.py compaction --history ROLLOUT --contract C.limn
+                                                       store a transcript whole before (or after) a
+                                                       harness's compaction; print what to send next
 
 example:
   python3 scripts/pager.py --history assets/test-history.json \\
@@ -9286,8 +9289,82 @@ def _run_search(args: argparse.Namespace, stdout, stderr) -> int:
     return EXIT_OK
 
 
+def _build_compaction_parser() -> argparse.ArgumentParser:
+    """Return the parser of ``pager.py compaction``."""
+    parser = _Parser(prog="pager.py compaction", description="For a harness that compacts without hooks (Codex "
+                     "compacts server-side, with no readable summary): store the whole transcript as pages "
+                     "(a --before-compaction pass) and print what to send as the first message of the next "
+                     "turn: the human's first and last requests verbatim and the injected page index.")
+    parser.add_argument("--history", required=True, metavar="ROLLOUT",
+                        help="the transcript (a Codex rollout, a Claude Code session, any format the pager reads)")
+    _store_flags(parser)
+    parser.add_argument("--tokens", type=_count_flag("--tokens"), default=INDEX_TOKENS, metavar="N",
+                        help=f"cap of the printed text in tokens (default {INDEX_TOKENS})")
+    parser.add_argument("--intent", metavar="TEXT",
+                        help="what comes next, beside the human's last request (a summary's pending task)")
+    parser.add_argument("--now", metavar="ISO-8601", help="pass timestamp (default: the clock, UTC)")
+    return parser
+
+
+def _clipped(text: str, tokens: int) -> str:
+    """Return ``text``, or its start and a note of what was cut, within ``tokens`` estimated tokens.
+
+    Example:
+        >>> _clipped("word " * 100, 20)
+        'word word word word word word word word wor [... 457 more characters not shown]'
+    """
+    if estimate_tokens(text) <= tokens:
+        return text
+    keep = tokens * 3
+    while keep > 0:
+        shown = text[:keep] + f" [... {len(text) - keep} more characters not shown]"
+        if estimate_tokens(shown) <= tokens:
+            return shown
+        keep = keep * 9 // 10
+    return f"[{len(text)} characters not shown]"
+
+
+class _DiagnosticsOnly(io.TextIOBase):
+    """A stream passing on a pass's ``pager:`` lines (repairs, warnings) and dropping its per-block records."""
+
+    def __init__(self, target) -> None:
+        super().__init__()
+        self.target = target
+
+    def write(self, text: str) -> int:
+        if not text.startswith("{"):  # records come in batches that start with one
+            self.target.write(text)
+        return len(text)
+
+
+def _run_compaction(args: argparse.Namespace, stdout, stderr) -> int:
+    """Run a --before-compaction pass, then print the requests and the injected index; return the exit code."""
+    argv = [f"--history={args.history}", f"--contract={args.contract}", "--before-compaction", "--json",
+            "--work-steps=0"] + ([f"--store={args.store}"] if args.store else []) + \
+        ([f"--now={args.now}"] if args.now else [])
+    out = io.StringIO()
+    _run_pass(_build_parser().parse_args(argv), out, _DiagnosticsOnly(stderr))
+    summary = json.loads(out.getvalue())
+    task, last = summary.get("task"), summary.get("last_request")
+    requests = [("Task statement and last human request (verbatim)", task)] if task == last else [
+        ("Task statement, the human's first request (verbatim)", task), ("The human's last request (verbatim)", last)]
+    parts = [f"{label}:\n{_clipped(text, args.tokens // 2 // len(requests))}" for label, text in requests if text]
+    room = args.tokens - (estimate_tokens("\n\n".join(parts)) + 2 if parts else 0)
+    intent = "\n".join(t for t in (args.intent, last) if t)
+    index = _injected_index(args.contract, args.store, intent or None, max(1, room))
+    text = "\n\n".join(parts + [index])
+    while estimate_tokens(text) > args.tokens and "\n" in index:  # estimates are not additive
+        index = index[:index.rindex("\n")]
+        text = "\n\n".join(parts + [index])
+    if args.json:
+        stdout.write(json.dumps({"contract": args.contract, "pass": summary, "text": text}, ensure_ascii=False) + "\n")
+    else:
+        stdout.write(text + "\n")
+    return EXIT_OK
+
+
 COMMANDS = {"recall": (_build_recall_parser, _run_recall), "index": (_build_index_parser, _run_index),
-            "search": (_build_search_parser, _run_search)}
+            "search": (_build_search_parser, _run_search), "compaction": (_build_compaction_parser, _run_compaction)}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
