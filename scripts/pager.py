@@ -6754,6 +6754,7 @@ SEARCH_LIMIT = 10          # hits a search returns by default
 BM25_K1 = 1.2              # BM25: how fast repeated occurrences of a term stop adding
 BM25_B = 0.75              # BM25: how much a long page's length discounts its counts
 SEARCH_LINE_CHARS = 200    # characters of a hit's matching line shown around the first match
+PARTIAL_WEIGHT = 0.25      # an identifier's shorter forms, however many, count this share of the name itself
 _QUERY_WORD = re.compile(r"[\w./-]+")
 _NOT_ALNUM = re.compile(r"[\W_]+")
 
@@ -6765,6 +6766,7 @@ class _Term(NamedTuple):
     kind: str      # "word" (by stem), "name" (an identifier, as a programmer reads it) or "file"
     pattern: "re.Pattern[str]"
     fts: str       # an FTS5 expression true of every page that holds the term (and maybe more)
+    partial: Optional["re.Pattern[str]"] = None  # a name's shorter forms (line_total in test_line_total_v2)
 
 
 def _fts_all(text: str) -> str:
@@ -6805,12 +6807,15 @@ def _query_terms(query: str) -> List[_Term]:
             if "_" in word.strip("_"):
                 word = word.strip("_")
                 snakes, joined = _identifier_forms(word)
-                alternatives = [r"(?<![^\W_])(?:" + "|".join(map(re.escape, snakes)) + r")(?![^\W_])"]
+                around = r"(?<![^\W_])(?:%s)(?![^\W_])"  # a whole token, or "_"-separated parts of one
+                alternatives = [around % re.escape(word)]
                 fts = [f"({_fts_all(form)})" for form in snakes]
                 if joined:
                     alternatives.append(r"(?<!\w)" + re.escape(joined) + r"(?!\w)")
                     fts.append(f'"{joined}"')
-                term = _Term(word, "name", re.compile("|".join(alternatives)), " OR ".join(fts))
+                shorter = [re.escape(form) for form in snakes if form != word]
+                term = _Term(word, "name", re.compile("|".join(alternatives)), " OR ".join(fts),
+                             re.compile(around % "|".join(shorter)) if shorter else None)
             else:
                 word = word.strip("_")
                 stem_ = _stem(word)
@@ -6820,8 +6825,18 @@ def _query_terms(query: str) -> List[_Term]:
     return list(terms.values())
 
 
+def _term_counts(term: _Term, lowered: str) -> Tuple[int, int]:
+    """Return how many times ``term`` occurs in lowercased text ``lowered``, and its shorter forms elsewhere."""
+    if term.partial is not None:
+        rest, whole = term.pattern.subn(" ", lowered)
+        return whole, len(term.partial.findall(rest))
+    return _term_count(term, lowered), 0
+
+
 def _term_count(term: _Term, lowered: str) -> int:
-    """Return how many times ``term`` occurs in lowercased text ``lowered``."""
+    """Return how many times ``term`` occurs in lowercased text ``lowered`` (a name: itself or a shorter form)."""
+    if term.partial is not None:
+        return sum(_term_counts(term, lowered))
     if term.kind != "word":
         return len(term.pattern.findall(lowered))
     stems = _STEMS
@@ -6836,7 +6851,8 @@ def _matching_line(text: str, terms: Sequence[_Term]) -> str:
         found = [t for t in terms if _term_count(t, lowered)]
         if len(found) > best:
             best, best_line = len(found), line
-            where = min(m.start() for t in found for m in [t.pattern.search(lowered)] if m is not None)
+            where = min(m.start() for t in found for m in (t.pattern.search(lowered),
+                                                            t.partial and t.partial.search(lowered)) if m)
             if best == len(terms):
                 break
     line = " ".join(best_line.split()) if len(best_line) <= SEARCH_LINE_CHARS else best_line
@@ -6858,16 +6874,18 @@ def _rank_pages(rows: Iterable[Tuple[str, int, str, Optional[str], int, str]], t
     df: Counter = Counter()
     for block, turn, role, kind, tokens, text in rows:
         lowered = text.lower()
-        counts = [_term_count(term, lowered) for term in terms]
-        if any(counts):
+        counts = [_term_counts(term, lowered) for term in terms]
+        if any(w or p for w, p in counts):
             counted.append((block, turn, role, kind, tokens, text, counts))
-            df.update(i for i, c in enumerate(counts) if c)
+            df.update(i for i, (w, p) in enumerate(counts) if w or p)
     idf = [math.log(1.0 + (total - df[i] + 0.5) / (df[i] + 0.5)) for i in range(len(terms))]
     mean = mean_tokens if mean_tokens > 0 else 1.0
     scored = []
     for block, turn, role, kind, tokens, text, counts in counted:
         norm = BM25_K1 * (1.0 - BM25_B + BM25_B * tokens / mean)
-        score = sum(idf[i] * c * (BM25_K1 + 1.0) / (c + norm) for i, c in enumerate(counts) if c)
+        # A name's shorter forms saturate apart, at PARTIAL_WEIGHT: many of them weigh less than the name once.
+        score = sum(idf[i] * (w * (BM25_K1 + 1.0) / (w + norm) + PARTIAL_WEIGHT * p * (BM25_K1 + 1.0) / (p + norm))
+                    for i, (w, p) in enumerate(counts) if w or p)
         scored.append((-round(score, 9), -turn, block, role, kind, text))
     scored.sort()
     return [{"id": block, "turn": -neg_turn, "kind": kind, "role": role, "line": _matching_line(text, terms),

@@ -168,3 +168,16 @@ def test_the_search_tool_answers_a_tool_call(pager):
     assert "AssertionError" in engine.recall([block])[block]
     bad = engine.run_tool_call({"type": "tool_use", "id": "u2", "name": "search_pages", "input": {}})
     assert bad["is_error"] is True
+
+
+def test_a_name_itself_outranks_its_shorter_forms(pager, tmp_path):
+    store = pager.PageStore.open(str(tmp_path / "s.pages.sqlite3"), create=True)
+    texts = {"whole": "In ProfileListNotifier.switchProfile: check the state first, then the dialog.",
+             "parts": "Read lib/profile_list_screen.dart: profile_list profile_list profile_list."}
+    store.begin()
+    store.put([pager.StoredPage(b, 1, "tool", None, 20, (), pager._text_sha256(t), NOW, "", t) for b, t in texts.items()])
+    store.commit()
+    for scan in (True, False):
+        hits = store.search("ProfileListNotifier", scan=scan)
+        assert [h["id"] for h in hits] == ["whole", "parts"], scan  # both hold it, the name itself first
+    store.close()
