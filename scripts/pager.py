@@ -638,20 +638,32 @@ def _unescaped_breaks(text: str) -> str:
 
 
 _NAMES: Dict[str, str] = {}  # one copy of each name: a session repeats its names in many blocks
+_COMPOUND_RE = re.compile(r"\w+(?:[./:-]\w+)+")  # a path, a dotted or hyphenated name: words joined by . / : -
+_COMPOUND_BREAK = re.compile(r"[./:-]")
+COMPOUND_MAX_CHARS = 80  # a longer path or dotted name is left to its parts
 
 
-def _names_of(text: str) -> Tuple[str, ...]:
+def _names_of(text: str, compounds: bool = False) -> Tuple[str, ...]:
     """Return the names of ``text`` whose rarity the scorer counts: its distinct word tokens of
     NAME_MIN_CHARS or more characters (paths and identifiers split at ``/``, ``.`` and ``-``,
     numbers, words) that are not stop words, lowercased, read from the text's two ends.
 
+    With ``compounds`` (the injected index, which shows names to the model) the whole paths and
+    dotted or hyphenated names are names too (``src/billing/totals.py``, ``totals.py``), up to
+    COMPOUND_MAX_CHARS characters.
+
     Example:
         >>> sorted(_names_of("Read src/billing/totals.py: TypeError in line_total, 1042 lines"))
         ['1042', 'billing', 'line_total', 'lines', 'read', 'totals', 'typeerror']
+        >>> sorted(n for n in _names_of("Read src/billing/totals.py now", compounds=True) if "." in n)
+        ['src/billing/totals.py']
     """
     shared = _NAMES
+    lowered = _unescaped_breaks(_two_ends(text)).lower()
     found = {shared.setdefault(t, t) if len(shared) < _STEMS_MAX else t
-             for t in _NAME_RE.findall(_unescaped_breaks(_two_ends(text)).lower()) if t not in STOP_WORDS}
+             for t in _NAME_RE.findall(lowered) if t not in STOP_WORDS}
+    if compounds:
+        found.update(c for c in _COMPOUND_RE.findall(lowered) if NAME_MIN_CHARS <= len(c) <= COMPOUND_MAX_CHARS)
     return tuple(found)
 
 
@@ -880,12 +892,14 @@ class _IndexPage(NamedTuple):
     turn: int
     kind: Optional[str]
     hits: int                # intent keywords its text holds
-    names: Tuple[str, ...]   # its distinctive names, strongest first
+    names: Tuple[str, ...]   # its distinctive names, rare ones first, strongest first within each
+    rare: Optional[int] = None  # how many of the names are rare (None: all of them)
 
 
 def _strength(name: str) -> Tuple[bool, int, str]:
     """Sort key of a name, strongest first: an identifier or a number or a long word, then by length."""
-    return (not ("_" in name or any(c.isdigit() for c in name) or len(name) >= STRONG_NAME_CHARS), -len(name), name)
+    return (not ("_" in name or any(c.isdigit() or c in "./:-" for c in name) or len(name) >= STRONG_NAME_CHARS),
+            -len(name), name)
 
 
 def _index_pages(rows: Sequence[Tuple[str, int, Optional[str], str]], keywords: Sequence[str],
@@ -898,15 +912,19 @@ def _index_pages(rows: Sequence[Tuple[str, int, Optional[str], str]], keywords: 
     already says them: the model reads them in the summary). ``hits`` counts the intent
     ``keywords`` among its names.
     """
-    names = [_names_of(text) for _, _, _, text in rows]
+    names = [_names_of(text, compounds=True) for _, _, _, text in rows]
     holders = Counter(chain.from_iterable(names))
     common = max(RARE_HOLDERS, len(rows) // INDEX_COMMON_PER_PAGES)
     wanted = frozenset(keywords)
     pages = []
     for (block, turn, kind, text), own in zip(rows, names):
         kept = [n for n in own if holders[n] <= common and n not in known and n.strip("_")]
+        covered = {part for n in kept if _COMPOUND_BREAK.search(n) for part in _COMPOUND_BREAK.split(n)}
+        kept = [n for n in kept if n not in covered]  # "totals" is shown in src/billing/totals.py
         kept.sort(key=lambda n: (holders[n] > RARE_HOLDERS,) + _strength(n))
-        pages.append(_IndexPage(block, turn, kind, len(wanted.intersection(own)), tuple(kept[:INDEX_PAGE_NAMES])))
+        kept = kept[:INDEX_PAGE_NAMES]
+        rare = sum(1 for n in kept if holders[n] <= RARE_HOLDERS)
+        pages.append(_IndexPage(block, turn, kind, len(wanted.intersection(own)), tuple(kept), rare))
     pages.sort(key=lambda p: -p.turn)
     return pages
 
@@ -915,8 +933,9 @@ def compaction_index(pages: Sequence[_IndexPage], head: str, tokens: int = INDEX
     """Return the index to inject after a compaction: ``head``, then lines naming pages, within ``tokens``.
 
     Pages holding the intent's keywords come first (most keywords first, then the newest),
-    then the rest, newest first. Up to INDEX_GROUP_PAGES pages of one turn in that order share
-    a line (``turn T: id id ...: names``); a name is listed once, at its first page; a page with no name left to
+    then the rest, newest first. The pages' rare names are listed first, all pages over, then
+    their other names while there is room. Up to INDEX_GROUP_PAGES pages of one turn in that
+    order share a line (``turn T: id id ...: names``); a name is listed once, at its first page; a page with no name left to
     show is not listed (search finds it). Lines are added while the whole text fits.
 
     Example:
@@ -929,16 +948,20 @@ def compaction_index(pages: Sequence[_IndexPage], head: str, tokens: int = INDEX
     ranked = sorted(pages, key=lambda p: (-p.hits, -p.turn)) if any(p.hits for p in pages) else list(pages)
     seen: Dict[str, None] = {}
     groups: List[Tuple[int, List[str], List[str]]] = []
-    for page in ranked:
-        fresh = [n for n in page.names if n not in seen]
-        if not fresh:
-            continue
-        seen.update(dict.fromkeys(fresh))
-        if groups and groups[-1][0] == page.turn and len(groups[-1][1]) < INDEX_GROUP_PAGES:
-            groups[-1][1].append(page.block)
-            groups[-1][2].extend(fresh)
-        else:
-            groups.append((page.turn, [page.block], fresh))
+    # Rare names first, from every page in that order; then, with room left, the others.
+    for part in (lambda p: p.names[:p.rare], lambda p: p.names[p.rare:] if p.rare is not None else ()):
+        run = len(groups)
+        for page in ranked:
+            fresh = [n for n in part(page) if n not in seen]
+            if not fresh:
+                continue
+            seen.update(dict.fromkeys(fresh))
+            seen.update(dict.fromkeys(p for n in fresh if _COMPOUND_BREAK.search(n) for p in _COMPOUND_BREAK.split(n)))
+            if len(groups) > run and groups[-1][0] == page.turn and len(groups[-1][1]) < INDEX_GROUP_PAGES:
+                groups[-1][1].append(page.block)
+                groups[-1][2].extend(fresh)
+            else:
+                groups.append((page.turn, [page.block], fresh))
     text = head
     used = estimate_tokens(head)
     for turn, blocks, names in groups:

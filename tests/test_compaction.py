@@ -222,3 +222,13 @@ def test_the_hooks_drop_the_engines_records_and_keep_its_error_lines():
     sink.write('{"block": "b1"}\n{"block": "b2"}\n')
     sink.write("pager: repair: line 3 dropped\n")
     assert sink.getvalue() == "pager: repair: line 3 dropped\n"
+
+
+def test_the_index_shows_a_path_whole_and_not_its_parts_again(pager):
+    rows = [("a", 2, None, "Edited src/billing/totals.py and docs/rounding-rules.md."),
+            ("b", 1, None, "The totals module is in billing; see rounding notes.")]
+    pages = {p.block: p for p in pager._index_pages(rows, [])}
+    assert "src/billing/totals.py" in pages["a"].names and "docs/rounding-rules.md" in pages["a"].names
+    assert "totals" not in pages["a"].names and "billing" not in pages["a"].names  # the path shows them
+    text = pager.compaction_index(list(pages.values()), "HEAD")
+    assert text.count("totals") == 1  # older page b's "totals" is said by newer page a's path already
