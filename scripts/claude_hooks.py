@@ -66,7 +66,6 @@ TOKEN_ENV = ("PROSECODE_CONTEXT_TOKENS", "CLAUDE_PLUGIN_OPTION_CONTEXT_TOKENS") 
 SUMMARY_TAIL_BYTES = 1 << 20       # SessionStart looks for the compaction summary in this much of the transcript's end
 PENDING = re.compile(r"(?im)^[\s#*\d.]*(?:pending tasks|current work|optional next step)\b")  # what comes next
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # a safe file name: no separators
-MCP_SERVER = "prosecode-pager"      # the plugin's MCP server name (.mcp.json)
 
 class HookError(Exception):
     """An expected failure of a hook run: bad input, a missing file, a pass the engine refused."""
