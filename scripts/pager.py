@@ -881,7 +881,8 @@ INDEX_TOKENS = 2000         # the injected index's size by default (index --toke
 INDEX_SCAN_TOKENS = 250_000  # the index reads the newest pages' text up to about this many tokens
 INDEX_COMMON_PER_PAGES = 20  # a name held by more than one in this many of those pages is too common to list
 INDEX_PAGE_NAMES = 12       # names a page contributes to the index at most
-INDEX_GROUP_PAGES = 4       # pages of one turn that share an index line at most
+INDEX_GROUP_PAGES = 8       # pages of one turn that share an index line at most...
+INDEX_LINE_IDS = 1          # ...of which the line shows this many ids, then "..." (search finds the others by name)
 STRONG_NAME_CHARS = 8       # a name this long (or holding a digit or "_") is listed before shorter words
 
 
@@ -935,7 +936,8 @@ def compaction_index(pages: Sequence[_IndexPage], head: str, tokens: int = INDEX
     Pages holding the intent's keywords come first (most keywords first, then the newest),
     then the rest, newest first. The pages' rare names are listed first, all pages over, then
     their other names while there is room. Up to INDEX_GROUP_PAGES pages of one turn in that
-    order share a line (``turn T: id id ...: names``); a name is listed once, at its first page; a page with no name left to
+    order share a line, which shows the first one's id (``turn T: id ...: names``: ids are long,
+    and search finds a page by any of its names); a name is listed once, at its first page; a page with no name left to
     show is not listed (search finds it). Lines are added while the whole text fits.
 
     Example:
@@ -965,7 +967,8 @@ def compaction_index(pages: Sequence[_IndexPage], head: str, tokens: int = INDEX
     text = head
     used = estimate_tokens(head)
     for turn, blocks, names in groups:
-        line = f"\nturn {turn}: {' '.join(blocks)}: {' '.join(names)}"
+        shown = blocks[:INDEX_LINE_IDS] + (["..."] if len(blocks) > INDEX_LINE_IDS else [])
+        line = f"\nturn {turn}: {' '.join(shown)}: {' '.join(names)}"
         cost = estimate_tokens(line)
         if used + cost > tokens:
             break  # (estimates are not additive: the whole is checked below)

@@ -91,7 +91,8 @@ def context_of(output):
 
 
 def indexed_ids(context):
-    return [block for m in map(INDEX_LINE.match, context.splitlines()) if m for block in m.group(2).split(" ")]
+    return [block for m in map(INDEX_LINE.match, context.splitlines()) if m for block in m.group(2).split(" ")
+            if block != "..."]  # "...": more pages of the line, found by searching its names
 
 
 def recall_command(context):
