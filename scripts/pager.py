@@ -89,7 +89,7 @@ __all__ = [
     "PageStore",
     # the library: compact in memory, a Pager across calls, recall as a tool
     "compact", "Pager", "Compacted", "CompactReport", "recall_tool", "run_recall_tool", "RECALL_TOOL_NAME",
-    "RECALL_TOOL_DESCRIPTION", "search_tool", "SEARCH_TOOL_NAME", "SEARCH_TOOL_DESCRIPTION",
+    "RECALL_TOOL_DESCRIPTION",
     # the command line
     "main",
 ]
@@ -6852,22 +6852,23 @@ def _query_terms(query: str) -> List[_Term]:
     return list(terms.values())
 
 
+def _term_count(term: _Term, lowered: str) -> int:
+    """Return how many times ``term`` occurs in lowercased text ``lowered`` (a name: itself or a shorter form)."""
+    if term.partial is not None:
+        rest, whole = term.pattern.subn(" ", lowered)
+        return whole + len(term.partial.findall(rest))
+    if term.kind != "word":
+        return len(term.pattern.findall(lowered))
+    stems = _STEMS
+    return sum(1 for token in term.pattern.findall(lowered) if (stems.get(token) or _stem(token)) == term.word)
+
+
 def _term_counts(term: _Term, lowered: str) -> Tuple[int, int]:
     """Return how many times ``term`` occurs in lowercased text ``lowered``, and its shorter forms elsewhere."""
     if term.partial is not None:
         rest, whole = term.pattern.subn(" ", lowered)
         return whole, len(term.partial.findall(rest))
     return _term_count(term, lowered), 0
-
-
-def _term_count(term: _Term, lowered: str) -> int:
-    """Return how many times ``term`` occurs in lowercased text ``lowered`` (a name: itself or a shorter form)."""
-    if term.partial is not None:
-        return sum(_term_counts(term, lowered))
-    if term.kind != "word":
-        return len(term.pattern.findall(lowered))
-    stems = _STEMS
-    return sum(1 for token in term.pattern.findall(lowered) if (stems.get(token) or _stem(token)) == term.word)
 
 
 def _matching_line(text: str, terms: Sequence[_Term]) -> str:
@@ -6919,6 +6920,9 @@ def _rank_pages(rows: Iterable[Tuple[str, int, str, Optional[str], int, str]], t
              "score": round(-neg, 4)} for neg, neg_turn, block, role, kind, text in scored[:limit]]
 
 
+_FTS5: Optional[bool] = None  # whether this Python's SQLite has FTS5, once asked
+
+
 def _fts_available() -> bool:
     """Return True if this Python's SQLite has FTS5 (checked once)."""
     global _FTS5
@@ -6935,7 +6939,6 @@ def _fts_available() -> bool:
     return _FTS5
 
 
-_FTS5: Optional[bool] = None
 # The search index inside a page store: an FTS5 table of the pages' text (own rowids, so a VACUUM
 # that renumbers the pages' rowids cannot break it), and which page each row is, with the SHA-256
 # of the text it indexed.
@@ -6956,6 +6959,12 @@ _SEARCH_TABLES = frozenset({SEARCH_TABLE, SEARCH_ROWS} | {f"{SEARCH_TABLE}_{part
 # its paged blocks: while it is unchanged, the store's rows are the paged list, no parse needed.
 MATCH_TABLE = "contract_match"
 _MATCH_SCHEMA = f"CREATE TABLE IF NOT EXISTS {MATCH_TABLE} (stamp TEXT NOT NULL)"
+
+
+def _contract_stamp(path: str) -> str:
+    """Return the contract file's size and modification time: an append changes them (see PageStore.matches)."""
+    st = os.stat(path)
+    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 def _default_store_path(contract: str) -> str:
@@ -7917,12 +7926,6 @@ def _check_paths(history: Optional[str], contract: str, store: Optional[str], em
                 raise PagerError(f"{other_path}: {other} and {what} name the same file; give each its own")
 
 
-def _contract_stamp(path: str) -> str:
-    """Return the contract file's size and modification time: an append changes them (see PageStore.matches)."""
-    st = os.stat(path)
-    return f"{st.st_size}:{st.st_mtime_ns}"
-
-
 def _recorded_stub_words(state: ContractState) -> int:
     words = state.values.get("pager-stub-words")
     return words if _is_int(words) and words > 0 else DEFAULT_STUB_WORDS  # type: ignore[return-value]
@@ -8573,8 +8576,8 @@ RECALL_TOOL_NAME = "recall_pages"
 RECALL_TOOL_DESCRIPTION = ("Return the exact original text of blocks the context pager paged out. A paged "
                            "block appears as a line '[paged ID | turn T | role | N tokens] summary'; pass "
                            "its ID.")
-SEARCH_TOOL_NAME = "search_pages"
-SEARCH_TOOL_DESCRIPTION = ("Find blocks the context pager paged out by words or names (files, functions, "
+_SEARCH_TOOL_NAME = "search_pages"
+_SEARCH_TOOL_DESCRIPTION = ("Find blocks the context pager paged out by words or names (files, functions, "
                            "commands, errors): the best pages first, each with its ID and the line that "
                            "matches. Then recall a page's exact text by its ID.")
 TOOL_APIS = ("openai", "responses", "anthropic")  # the tool-use shapes the recall tool speaks
@@ -8649,14 +8652,14 @@ def recall_tool(api: str = "openai") -> Dict[str, Any]:
     return _tool_definition(api, RECALL_TOOL_NAME, RECALL_TOOL_DESCRIPTION, _RECALL_SCHEMA)
 
 
-def search_tool(api: str = "openai") -> Dict[str, Any]:
+def _search_tool(api: str = "openai") -> Dict[str, Any]:
     """Return the search tool's definition for ``api`` (the recall tool's companion: find, then recall).
 
     Example:
-        >>> search_tool("responses")["name"], search_tool("anthropic")["input_schema"]["required"]
+        >>> _search_tool("responses")["name"], _search_tool("anthropic")["input_schema"]["required"]
         ('search_pages', ['query'])
     """
-    return _tool_definition(api, SEARCH_TOOL_NAME, SEARCH_TOOL_DESCRIPTION, _SEARCH_TOOL_SCHEMA)
+    return _tool_definition(api, _SEARCH_TOOL_NAME, _SEARCH_TOOL_DESCRIPTION, _SEARCH_TOOL_SCHEMA)
 
 
 def _search_text(hits: Sequence[Mapping[str, Any]], query: str) -> str:
@@ -8906,7 +8909,7 @@ def _tool_recall(recall: Callable[[List[str]], Dict[str, str]], name: Any, argum
     ``recall`` maps ids to texts, raising PagerError for an id it cannot give back.
     """
     if name != RECALL_TOOL_NAME:
-        return f"error: unknown tool {_show(name)} (this pager answers {RECALL_TOOL_NAME} and {SEARCH_TOOL_NAME})", True
+        return f"error: unknown tool {_show(name)} (this pager answers {RECALL_TOOL_NAME} and {_SEARCH_TOOL_NAME})", True
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
@@ -9308,7 +9311,7 @@ class Pager:
 
     def tools(self, api: str = "openai") -> List[Dict[str, Any]]:
         """Return the tool list to offer the model: the recall and search tools in ``api``'s shape."""
-        return [recall_tool(api), search_tool(api)]
+        return [recall_tool(api), _search_tool(api)]
 
     def recall_text(self, ids: Any) -> Tuple[str, bool]:
         """Return (the recall tool's answer for ``ids``, whether it is an error). Never raises."""
@@ -9324,7 +9327,7 @@ class Pager:
         error result (Anthropic ``is_error``, else text starting with ``error:``).
         """
         api, call_id, name, arguments = _tool_call_parts(call)
-        if name == SEARCH_TOOL_NAME:
+        if name == _SEARCH_TOOL_NAME:
             text, failed = _tool_search(self.search, arguments)
         else:
             text, failed = _tool_recall(self.recall, name, arguments)
