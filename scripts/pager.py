@@ -141,6 +141,7 @@ SMALL = "small"  # a pass without a budget keeps a block its stub would not shor
 # The reason of a block paged because the harness compacts next (--before-compaction): its summary
 # replaces the conversation, so every block it takes out is stored, whatever its score said.
 BEFORE_COMPACTION = "before compaction"
+ASIDE_KIND = "attachment"  # block kind of a transcript line the reader does not send (a file re-read, queued input)
 OPAQUE = "opaque"  # block kind: a part the pager carries as it is and reads by a label only
 UNPAGEABLE_KINDS = ("media", OPAQUE)  # block kinds a stub would lose: kept whole or evicted, never paged
 # Block kind of a user-role text the harness wrote that only the log's metadata tells apart (Claude
@@ -1249,9 +1250,11 @@ def _page_before_compaction(decisions: "_DecisionTable", units: Sequence[Optiona
     and what no page can hold (a picture, a file, an unstorable text, and the units holding one):
     a retained or evicted block would be gone from the model's context and from the store alike.
     """
-    actions, reasons, roles = decisions.action, decisions.reason, decisions.role
+    actions, reasons, roles, kinds = decisions.action, decisions.reason, decisions.role, decisions.kind
     whole = {units[i] for i in range(len(actions)) if i in unpageable and units and units[i] is not None}
     for i, action in enumerate(actions):
+        if kinds[i] == ASIDE_KIND:  # an attachment line: never in the context, stored for the compaction
+            reasons[i] = BEFORE_COMPACTION
         if action == "page" or i in unpageable or roles[i] in SYSTEM_ROLES or (units and units[i] in whole):
             continue
         actions[i], reasons[i] = "page", BEFORE_COMPACTION
@@ -3589,6 +3592,9 @@ class Conversation:
     unknown_parts: Dict[str, int] = dataclasses.field(default_factory=dict)  # parts of types the pager does not know
     archived: int = 0  # blocks before a compaction boundary: stored as pages, never emitted
     definitions_tokens: int = 0  # a request body's tool definitions: sent with every request, never paged
+    # Lines the reader does not send (Claude Code attachments: files re-read, queued input): blocks of
+    # kind ASIDE_KIND, pages never emitted, added to a pass only before a compaction (see _aside_blocks).
+    aside: List[Dict[str, Any]] = dataclasses.field(default_factory=list, repr=False)
     _msgs: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
     _head: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
     _shell: Any = dataclasses.field(default=None, repr=False)
@@ -4760,7 +4766,7 @@ def _effective(conv: Conversation,
     if not isinstance(decisions, dict):
         raise PagerError(f"decisions must map block ids to directives (got {_type_name(decisions)})")
     known = [b["id"] for b in conv.blocks]
-    unknown = sorted(set(decisions) - set(known), key=str)
+    unknown = sorted(set(decisions) - set(known) - {b["id"] for b in conv.aside}, key=str)  # aside: never sent
     if unknown:
         raise PagerError(f'decisions: unknown block id {_show(unknown[0])}')
     own = {b["id"]: _directive(decisions.get(b["id"], ("retain", None)), b)
@@ -6194,6 +6200,58 @@ def _claude_usage(lines: List[Tuple[int, Dict[str, Any]]]) -> Dict[str, int]:
     return {"recorded_context_tokens": last, "recorded_baseline_tokens": first}
 
 
+def _aside_text(obj: Dict[str, Any]) -> str:
+    """Return the text of a Claude Code attachment or queued-input line: its kind, then its strings ('' if none).
+
+    Example:
+        >>> _aside_text({"type": "attachment", "attachment": {"type": "queued_command", "prompt": "Add it to plan.md"}})
+        '[queued_command] Add it to plan.md'
+        >>> _aside_text({"type": "attachment", "attachment": {"type": "task_reminder", "content": []}})
+        ''
+    """
+    value = obj.get("attachment") if obj.get("type") == "attachment" else {"type": "queued input",
+                                                                           "content": obj.get("content")}
+    if not isinstance(value, dict):
+        return ""
+    found: List[str] = []
+
+    def walk(item: Any) -> None:
+        if isinstance(item, str) and item.strip():
+            found.append(item)
+        elif isinstance(item, list):
+            for x in item:
+                walk(x)
+        elif isinstance(item, dict):
+            for key, x in item.items():
+                if key != "type":
+                    walk(x)
+    walk(value)
+    return f"[{value.get('type')}] " + "\n".join(dict.fromkeys(found)) if found else ""
+
+
+def _aside_blocks(records: List[Tuple[int, Dict[str, Any]]], msgs: List[_Msg]) -> List[Dict[str, Any]]:
+    """Return the blocks of a Claude Code log's attachment lines and queued input (ASIDE_KIND): pages, never emitted.
+
+    Each takes the turn of the message before it, and an id from its line's uuid (else its number).
+    """
+    starts = [(int(m.where.split()[-1]), m.turn) for m in msgs if m.where.startswith("line ")]
+    starts.sort()
+    blocks = []
+    for number, obj in records:
+        kind = obj.get("type")
+        if kind != "attachment" and not (kind == "queue-operation" and obj.get("operation") == "enqueue"):
+            continue
+        text = _aside_text(obj)
+        if not text:
+            continue
+        before = bisect_right(starts, (number, _MAX_COUNT)) - 1
+        key = obj.get("uuid") if isinstance(obj.get("uuid"), str) else f"line {number}"
+        blocks.append({"id": "a-" + _text_sha256(f"{key}\n{text}")[:12], "turn": starts[before][1] if before >= 0 else 0,
+                       "role": "user", "text": text, "tokens": estimate_tokens(text), "pinned": False,
+                       "protected": ARCHIVED, "unit": None, "stub": False, "kind": ASIDE_KIND})
+    return blocks
+
+
 def _load_claude_code(text: str) -> Conversation:
     """Return the Conversation for a Claude Code session transcript (JSONL).
 
@@ -6215,6 +6273,7 @@ def _load_claude_code(text: str) -> Conversation:
         conv = _finish("claude-code", msgs, [], None, repairs, skipped, archive)
     conv.recorded = _claude_usage(live)
     conv.other_lines = other
+    conv.aside = _aside_blocks(records, conv._msgs)
     return conv
 
 
@@ -6710,11 +6769,12 @@ def _agreed_format(text: str, detected: str, recorded: Optional[str]) -> str:
 
 
 def _open_history(path: str, fmt: str, recorded: Optional[str] = None,
-                  harness_texts: Container[str] = ()) -> _Reading:
+                  harness_texts: Container[str] = (), aside: bool = False) -> _Reading:
     """Return the Reading of the history at ``path`` in format ``fmt`` ('auto' detects it).
 
     ``recorded`` is the format the contract recorded for the session (see _agreed_format), and
-    ``harness_texts`` the texts it recorded as the harness's (ContractState.harness).
+    ``harness_texts`` the texts it recorded as the harness's (ContractState.harness); with
+    ``aside`` the blocks the reader does not send (Conversation.aside) come first.
     """
     source = _HistorySource(path)
     if fmt == "pager" or (fmt == "auto" and _is_pager_history(source)):
@@ -6749,6 +6809,8 @@ def _open_history(path: str, fmt: str, recorded: Optional[str] = None,
         if block["tokens"] is None:
             del block["tokens"]
         blocks.append(block)
+    if aside:  # before a compaction: the lines the reader does not send are stored too
+        blocks = [dict(block) for block in conv.aside] + blocks
     return _Reading(fmt, detected, _HistorySource.from_blocks(source.name, blocks), conv)
 
 
@@ -9789,7 +9851,8 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     earlier = _state_of(args.contract, text) if text is not None else None
     recorded = earlier.values.get("pager-format") if earlier is not None else None
     recorded = recorded if isinstance(recorded, str) else None
-    reading = _open_history(args.history, args.format, recorded, earlier.harness if earlier is not None else ())
+    reading = _open_history(args.history, args.format, recorded, earlier.harness if earlier is not None else (),
+                            params.before_compaction)
     if args.with_index and reading.conversation is not None:
         raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
                          "'pager.py index'")

@@ -121,7 +121,8 @@ def test_index_command_prints_the_injected_index_within_its_cap(cli, tmp_path):
     text = result.out.rstrip("\n")
     head, *lines = text.splitlines()
     assert pager_tokens(text) <= 300
-    assert head.startswith("[prosecode context pager] 23 blocks from before the compaction are stored verbatim.")
+    # the fixture's 23 blocks and its queued input line
+    assert head.startswith("[prosecode context pager] 24 blocks from before the compaction are stored verbatim.")
     assert f'search "NAME" --contract {contract} ; read it: python3 scripts/pager.py recall ID --contract' in head
     assert lines and all(line.startswith("turn ") for line in lines)
     # the page holding the intent comes first (All 12 tests pass ... quantizes with ROUND_HALF_UP)...
@@ -144,7 +145,7 @@ def test_the_index_reads_the_contract_when_the_store_no_longer_matches_it(cli, t
     first = fast.splitlines()[1].split(": ")[1].split(" ")[0]
     assert cli("recall", first, "--contract", contract, "--now", NOW).code == 0  # the contract moves on
     slow = cli(*argv).out
-    assert first not in slow and "22 blocks from before" in slow
+    assert first not in slow and "23 blocks from before" in slow
     # the same answer as the parse gives, when nothing changed since the pass
     copy = tmp_path / "copy"
     copy.mkdir()
@@ -232,3 +233,32 @@ def test_the_index_shows_a_path_whole_and_not_its_parts_again(pager):
     assert "totals" not in pages["a"].names and "billing" not in pages["a"].names  # the path shows them
     text = pager.compaction_index(list(pages.values()), "HEAD")
     assert text.count("totals") == 1  # older page b's "totals" is said by newer page a's path already
+
+
+def test_attachment_lines_and_queued_input_are_stored_before_a_compaction(cli, tmp_path):
+    lines = CLAUDE.read_text(encoding="utf-8").splitlines()
+    last = json.loads(lines[-1])
+    extra = [
+        {"type": "attachment", "uuid": "att-1", "parentUuid": last.get("uuid"), "sessionId": last.get("sessionId"),
+         "attachment": {"type": "file", "filename": "src/billing/ledger_export.py",
+                        "content": {"type": "text", "file": {"filePath": "src/billing/ledger_export.py",
+                                                             "content": "def export_ledger_rows(): ..."}}}},
+        {"type": "queue-operation", "operation": "enqueue", "sessionId": last.get("sessionId"),
+         "content": "Also bump LEDGER_SCHEMA_VERSION to 7"},
+        {"type": "attachment", "uuid": "att-2", "attachment": {"type": "task_reminder", "content": []}},  # no text
+    ]
+    history = tmp_path / "s.jsonl"
+    history.write_text("\n".join(lines + [json.dumps(o) for o in extra]) + "\n", encoding="utf-8")
+    plain, records = _pass(cli, history, tmp_path / "plain.limn")
+    assert not any(r["kind"] == "attachment" for r in records)  # an ordinary pass reads the conversation only
+    summary, records = _pass(cli, history, tmp_path / "c.limn", "--before-compaction", "--emit", tmp_path / "out.json")
+    aside = [r for r in records if r["kind"] == "attachment"]
+    # the two lines above and the fixture's own queued input
+    assert len(aside) == 3 and all(r["action"] == "page" and r["reason"] == "before compaction" for r in aside)
+    assert summary["blocks"] == plain["blocks"] + 3
+    assert "a-" not in (tmp_path / "out.json").read_text()  # never written back: the model never saw them
+    hits = json.loads(cli("search", "export_ledger_rows", "--contract", tmp_path / "c.limn", "--json").out)
+    assert hits[0]["kind"] == "attachment" and "export_ledger_rows" in hits[0]["line"]
+    queued = json.loads(cli("search", "LEDGER_SCHEMA_VERSION", "--contract", tmp_path / "c.limn", "--json").out)
+    text = cli("recall", queued[0]["id"], "--contract", tmp_path / "c.limn", "--now", NOW).out
+    assert text == "[queued input] Also bump LEDGER_SCHEMA_VERSION to 7"

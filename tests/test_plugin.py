@@ -150,7 +150,7 @@ PART_LABEL = re.compile(r"\[[a-z_]+(?:[ :,][^\]\n]*)?\]")
 def check_recalls(context, transcript, project, limit=None, fmt="claude-code"):
     """Run the injected recall command on each indexed id: the text is the block's, as in the transcript."""
     conv = pager.load(Path(transcript).read_text(encoding="utf-8"), fmt)
-    blocks = {b["id"]: b for b in pager.conversation_blocks(conv)}
+    blocks = {b["id"]: b for b in pager.conversation_blocks(conv) + conv.aside}  # aside: attachment lines
     raw, calls = transcript_strings(transcript)
     ids = indexed_ids(context)[:limit]
     assert ids, "the index lists no paged block"
@@ -162,6 +162,8 @@ def check_recalls(context, transcript, project, limit=None, fmt="claude-code"):
         out = proc.stdout.decode("utf-8")  # as bytes: text mode would turn a recalled "\r\n" into "\n"
         assert proc.returncode == 0, proc.stderr
         assert out == blocks[block]["text"]
+        if blocks[block]["kind"] == "attachment":  # "[file] path ...": the line's strings, not a message's
+            continue
         if block in calls:  # a tool call reads as name(arguments)
             assert out.startswith(f"{calls[block] or 'shell'}("), block
         else:
