@@ -967,13 +967,16 @@ def compaction_index(pages: Sequence[_IndexPage], head: str, tokens: int = INDEX
                 groups.append((page.turn, [page.block], fresh))
     text = head
     used = estimate_tokens(head)
+    listed: set = set()  # ids on a line already: a page's other names may come on a later line
     for turn, blocks, names in groups:
-        shown = blocks[:INDEX_LINE_IDS] + (["..."] if len(blocks) > INDEX_LINE_IDS else [])
+        fresh = [b for b in blocks if b not in listed][:INDEX_LINE_IDS]
+        shown = fresh + (["..."] if len(blocks) > len(fresh) else [])
         line = f"\nturn {turn}: {' '.join(shown)}: {' '.join(names)}"
         cost = estimate_tokens(line)
         if used + cost > tokens:
             break  # (estimates are not additive: the whole is checked below)
         text, used = text + line, used + cost
+        listed.update(fresh)
     while estimate_tokens(text) > tokens and "\n" in text:
         text = text[:text.rindex("\n")]
     return text

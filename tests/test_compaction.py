@@ -262,3 +262,10 @@ def test_attachment_lines_and_queued_input_are_stored_before_a_compaction(cli, t
     queued = json.loads(cli("search", "LEDGER_SCHEMA_VERSION", "--contract", tmp_path / "c.limn", "--json").out)
     text = cli("recall", queued[0]["id"], "--contract", tmp_path / "c.limn", "--now", NOW).out
     assert text == "[queued input] Also bump LEDGER_SCHEMA_VERSION to 7"
+
+
+def test_a_page_id_is_shown_once_when_its_other_names_come_later(pager):
+    pages = [_page(pager, "m-1", 5, 0, ["rare_one", "common"])._replace(rare=1),
+             _page(pager, "m-2", 4, 0, ["rare_two"])]
+    lines = pager.compaction_index(pages, "HEAD").splitlines()
+    assert lines == ["HEAD", "turn 5: m-1: rare_one", "turn 4: m-2: rare_two", "turn 5: ...: common"]
