@@ -51,9 +51,11 @@ def load_validators() -> Dict[str, Callable[[Any], List[str]]]:
             "responses": api_rules.problems_responses}
 
 
-# The API format the pager writes each input format back in (README, "Formats").
-EMITTED_AS = {"openai": "openai", "anthropic": "anthropic", "claude-code": "anthropic",
-              "responses": "responses", "codex": "responses", "swe-agent": "openai"}
+# The API format the pager writes each input format back in: each format class's emits_as.
+sys.path.insert(0, str(PAGER.parent))
+import pager  # noqa: E402  (stdlib only, like this script)
+
+EMITTED_AS = {name: spec.emits_as for name, spec in pager._FORMATS.items()}
 
 
 class Run:

@@ -507,14 +507,6 @@ def test_pager_load_keeps_its_fields():
     assert block(conv, "block-0x03")["unit"] == "tool:call_1"
 
 
-def test_token_split_sums_and_is_proportional():
-    parts = [adapters._Part("text", None, "", text="x" * n) for n in (1, 2, 3, 0)]
-    assert adapters._split_tokens(10, parts) == [2, 3, 5, 0]
-    assert sum(adapters._split_tokens(7, parts)) == 7
-    empty = [adapters._Part("text", None, "", text="") for _ in range(3)]
-    assert adapters._split_tokens(4, empty) == [2, 1, 1]
-
-
 # --- emitting ---
 
 @pytest.mark.parametrize("name", CLEAN_JSON)
