@@ -48,7 +48,7 @@ def load_validators() -> Dict[str, Callable[[Any], List[str]]]:
     except ImportError:
         return {}
     return {"anthropic": api_rules.problems_anthropic, "openai": api_rules.problems_chat,
-            "responses": api_rules.problems_responses}
+            "responses": api_rules.problems_responses, "gemini": api_rules.problems_gemini}
 
 
 # The API format the pager writes each input format back in: each format class's emits_as.

@@ -2191,6 +2191,16 @@ HARNESS_MARKUP = (
     # .traj; the words alone once written back as Chat messages; see _swe_agent_harness).
     _Markup("SWE-agent", demonstration="Here is a demonstration of how to correctly accomplish this task."),
     _Markup("mini-swe-agent", text=("<returncode>",)),  # a command's output, sent back as a user message
+    # Gemini CLI: its automatic continuation, a function response and the files of an @-mention,
+    # sent as user text (the messages its resume leaves out are its format's: _GeminiCli).
+    _Markup("Gemini CLI", text=("System: Please continue.", "[Function Response: ",
+                                "--- Content from referenced files ---", "Content from @", "--- End of content ---")),
+    # GitHub Copilot CLI: the date and the reminders around the typed words (its ``<system_reminder>``
+    # is Crush's spelling, in that row).
+    _Markup("GitHub Copilot CLI", text=("<current_datetime>", "<reminder>")),
+    # OpenCode: a synthetic part ("Called the Read tool with the following input: ..."), and last the
+    # question a compaction part stands for (OPENCODE_COMPACTION_ASK).
+    _Markup("OpenCode", text=("Called the ", "What did we do so far?")),
     _Markup("the pager", text=(OMITTED_NOTE,)),
 )
 
@@ -6641,15 +6651,822 @@ class _SweAgent(_Openai):
                             harness_texts)
 
 
+# --- gemini: Gemini API generateContent request bodies, and gemini-cli: Gemini CLI chat files, written back as gemini ---
+
+# A generateContent body (ai.google.dev/api/generate-content): ``contents``, a list of Content
+# ``{role: user | model, parts}``, an optional ``systemInstruction`` Content; a part holds one of
+# text, inlineData, fileData, functionCall ``{id?, name, args}``, functionResponse
+# ``{id?, name, response}``; ``thought: true`` marks a text part as the model's thought summary.
+# It is read through the Chat Completions model (a model turn is an assistant message, its
+# functionCall parts its tool_calls; each functionResponse a tool message) and written back in its
+# own shape: what came in untouched goes out as it came (a part's thoughtSignature with it).
+GEMINI_ROLES = ("user", "model")
+GEMINI_DATA_KEYS = ("text", "inlineData", "fileData", "functionCall", "functionResponse",
+                    "executableCode", "codeExecutionResult")  # a part holds exactly one of these
+GEMINI_CALL_ID = "gemini-call-{}"  # the id given a functionCall that has none (a content hash)
+GEMINI_IMAGE = "image/"            # an inlineData part of this type is read as a Chat image, else as a file
+
+# Gemini CLI's chat files (~/.gemini/tmp/<project hash>/chats/session-*.json or .jsonl; its
+# chatRecordingService): one object ``{sessionId, projectHash, startTime, lastUpdated, messages}``,
+# or JSONL: a header line with the same keys and no messages, one message record a line (a record
+# written again under the same id replaces the earlier copy in its place), ``{"$set": {...}}``
+# metadata updates (``messages`` in one replaces them all) and ``{"$rewindTo": id}``, which drops
+# that message and every later one.  A message is ``{id, timestamp, type, content, displayContent?}``;
+# a ``gemini`` reply carries ``toolCalls`` (``{id, name, args, result, status, ...}``: each call and
+# its result parts, sent back as the next user turn), ``thoughts`` and ``tokens``.  The user
+# texts the CLI writes itself are its row of HARNESS_MARKUP ("Gemini CLI").
+GEMINI_CLI_HEADER = ("sessionId", "projectHash")   # on the header line and the one-object file
+GEMINI_CLI_TYPES = ("user", "gemini", "info", "error", "warning")
+GEMINI_CLI_NOT_RESUMED = ("/", "?", "<session_context>", "<hook_context>")  # user texts its resume leaves out
+
+
+def _gemini_parts(content: Any, where: str) -> List[Dict[str, Any]]:
+    """Return a Content's ``parts`` (a string or a single part is a list of one, as the SDK reads them)."""
+    if isinstance(content, str):
+        return [{"text": content}]
+    if isinstance(content, dict):
+        return [content]
+    if not isinstance(content, list):
+        raise PagerError(f"{where} must be a list of parts (got {_type_name(content)})")
+    return [{"text": p} if isinstance(p, str) else p for p in content]
+
+
+def _gemini_response_text(response: Any) -> str:
+    """Return a functionResponse's ``response`` as a tool message's text: its ``output`` string alone, else its JSON."""
+    if isinstance(response, dict) and list(response) == ["output"] and isinstance(response["output"], str):
+        return response["output"]
+    return _compact_json(response)
+
+
+def _gemini_chat_part(part: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """Return the Chat content part for a user-side Gemini part (text or inline data), else None."""
+    if isinstance(part.get("text"), str):
+        return {"type": "text", "text": part["text"]}
+    data = part.get("inlineData")
+    if isinstance(data, dict) and isinstance(data.get("data"), str):
+        mime = str(data.get("mimeType", "application/octet-stream"))
+        url = f"data:{mime};base64,{data['data']}"
+        if mime.startswith(GEMINI_IMAGE):
+            return {"type": "image_url", "image_url": {"url": url}}
+        return {"type": "file", "file": {"file_data": url}}
+    return None
+
+
+def _gemini_inline(part: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """Return the Gemini part for a Chat content part written by _gemini_chat_part (or a pass's text)."""
+    if part.get("type") == "text":
+        return {"text": part.get("text", "")}
+    url = (part.get("image_url") or {}).get("url") if part.get("type") == "image_url" else \
+        (part.get("file") or {}).get("file_data") if part.get("type") == "file" else None
+    if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
+        mime, data = url[5:].split(";base64,", 1)
+        return {"inlineData": {"mimeType": mime, "data": data}}
+    return None
+
+
+class _GeminiShell(NamedTuple):
+    """What a Gemini body holds beside its turns, for writing it back: the body's other keys and
+    the original call and response parts by call id (sent back as they came while untouched)."""
+
+    body: Dict[str, Any]
+    calls: Dict[str, Dict[str, Any]]
+    responses: Dict[str, Dict[str, Any]]
+    names: Dict[str, str]
+
+
+def _gemini_chat(body: Dict[str, Any], repairs: List[str]) -> Tuple[List[Dict[str, Any]], _GeminiShell]:
+    """Return a generateContent body's turns as Chat Completions messages, and its shell.
+
+    A functionCall without an id gets GEMINI_CALL_ID of a hash of its turn, position, name and
+    args; a functionResponse without one takes the id of the first call of that name in the model
+    turn before it not yet answered.  Thought parts are left out (the API does not read thought
+    summaries back); a part of another kind is dropped with a repair.
+    """
+    contents = body.get("contents")
+    if not isinstance(contents, list):
+        raise PagerError("gemini input must be an object with a contents list (a generateContent request)")
+    shell = _GeminiShell({k: v for k, v in body.items() if k != "contents"}, {}, {}, {})
+    messages: List[Dict[str, Any]] = []
+    system = body.get("systemInstruction", body.get("system_instruction"))
+    if system is not None:
+        parts = _gemini_parts(system.get("parts") if isinstance(system, dict) else system, "systemInstruction.parts")
+        texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        if texts:
+            messages.append({"role": "system", "content": texts[0] if len(texts) == 1 else
+                             [{"type": "text", "text": t} for t in texts]})
+    open_calls: List[Tuple[str, str]] = []  # (id, name) of the last model turn's calls
+    for i, turn in enumerate(contents):
+        where = f"contents[{i}]"
+        if not isinstance(turn, dict):
+            raise PagerError(f"{where} must be an object (got {_type_name(turn)})")
+        role = turn.get("role", "user")
+        if role not in GEMINI_ROLES:
+            raise PagerError(f"{where}.role must be one of {', '.join(GEMINI_ROLES)} (got {_show(role)})")
+        chat_parts: List[Dict[str, Any]] = []
+        calls: List[Dict[str, Any]] = []
+        results: List[Dict[str, Any]] = []
+        for j, part in enumerate(_gemini_parts(turn.get("parts"), where + ".parts")):
+            w = f"{where}.parts[{j}]"
+            if not isinstance(part, dict):
+                raise PagerError(f"{w} must be an object (got {_type_name(part)})")
+            if part.get("thought") is True:
+                continue  # a thought summary: shown, never read back by the model
+            call, answer = part.get("functionCall"), part.get("functionResponse")
+            if role == "model" and isinstance(call, dict) and isinstance(call.get("name"), str):
+                cid = call.get("id")
+                if not isinstance(cid, str) or not cid:
+                    cid = GEMINI_CALL_ID.format(hashlib.sha256(f"{i}\0{j}\0{call['name']}\0{_compact_json(call.get('args'))}"
+                                                               .encode("utf-8")).hexdigest()[:CONTENT_ID_DIGITS])
+                shell.calls[cid], shell.names[cid] = part, call["name"]
+                args = call.get("args", {})
+                calls.append({"id": cid, "type": "function",
+                              "function": {"name": call["name"], "arguments": json.dumps(args, ensure_ascii=False)}})
+                continue
+            if role == "user" and isinstance(answer, dict) and isinstance(answer.get("name"), str):
+                cid = answer.get("id")
+                if not isinstance(cid, str) or not cid:
+                    cid = next((c for c, n in open_calls if n == answer["name"]), answer["name"])
+                open_calls = [(c, n) for c, n in open_calls if c != cid]
+                shell.responses[cid] = part
+                results.append({"role": "tool", "tool_call_id": cid,
+                                "content": _gemini_response_text(answer.get("response"))})
+                continue
+            chat = _gemini_chat_part(part)
+            if chat is None:
+                kinds = [k for k in part if k in GEMINI_DATA_KEYS] or list(part)[:1]
+                repairs.append(f"{w} ({', '.join(kinds) or 'empty'}) is not a part the pager reads; dropped")
+                continue
+            chat_parts.append(chat)
+        messages += results
+        if role == "model":
+            msg: Dict[str, Any] = {"role": "assistant"}
+            texts = [p for p in chat_parts if p["type"] == "text"]
+            if texts:
+                msg["content"] = texts[0]["text"] if len(texts) == 1 else texts
+            elif not calls:
+                continue
+            if calls:
+                msg.setdefault("content", None)
+                msg["tool_calls"] = calls
+            open_calls = [(c["id"], c["function"]["name"]) for c in calls]
+            messages.append(msg)
+        elif chat_parts:
+            text_only = len(chat_parts) == 1 and chat_parts[0]["type"] == "text"
+            messages.append({"role": "user", "content": chat_parts[0]["text"] if text_only else chat_parts})
+    return messages, shell
+
+
+def _is_gemini_body(value: Any) -> bool:
+    """Return True for a generateContent body: an object with a ``contents`` list of role/parts objects."""
+    contents = value.get("contents") if isinstance(value, dict) else None
+    return isinstance(contents, list) and all(isinstance(c, dict) and ("parts" in c or "role" in c) for c in contents)
+
+
+def _load_gemini(value: Any, harness_texts: Container[str] = ()) -> Conversation:
+    """Return the Conversation for a Gemini API generateContent request body."""
+    if not _is_gemini_body(value):
+        raise PagerError("gemini input must be an object with a contents list (a generateContent request)")
+    repairs: List[str] = []
+    messages, shell = _gemini_chat(value, repairs)
+    conv = _load_openai(messages, (), harness_texts)
+    conv.repairs[:0] = repairs
+    conv.fmt, conv.emit_format = "gemini", "gemini"
+    conv._shell = shell
+    conv.definitions_tokens = _definitions_tokens(value)
+    return conv
+
+
+def _emit_gemini(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+    """Return the generateContent body with decisions applied (written as Chat messages, then as Gemini turns).
+
+    Consecutive turns of one role become one Content (the tool results of a model turn and the
+    user's next words share the user turn); a call or a result left as it came is its original
+    part; the Chat system message is the ``systemInstruction``.  If the first turn is the model's,
+    a user turn holding OMITTED_NOTE goes before it.
+    """
+    shell: _GeminiShell = conv._shell
+    chat = _FORMATS["openai"].write(dataclasses.replace(conv, _shell=None), effective)
+    system: List[Dict[str, Any]] = []
+    contents: List[Dict[str, Any]] = []
+
+    def add(role: str, parts: List[Dict[str, Any]]) -> None:
+        parts = [p for p in parts if not (set(p) == {"text"} and not p["text"])]
+        if not parts:
+            return
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": role, "parts": parts})
+
+    def pieces(content: Any) -> List[Dict[str, Any]]:
+        if isinstance(content, str):
+            return [{"text": content}]
+        found = [_gemini_inline(p) for p in content or () if isinstance(p, dict)]
+        return [p for p in found if p is not None]
+
+    for msg in chat:
+        role = msg["role"]
+        if role in SYSTEM_ROLES:
+            system += pieces(msg.get("content"))
+        elif role == "tool":
+            cid = msg["tool_call_id"]
+            original = shell.responses.get(cid)
+            text = _flatten(msg.get("content"))
+            if original is not None and _gemini_response_text(original["functionResponse"].get("response")) == text:
+                part = dict(original)
+                part["functionResponse"] = dict(original["functionResponse"], id=cid)
+            else:
+                part = {"functionResponse": {"id": cid, "name": shell.names.get(cid, ""), "response": {"output": text}}}
+            add("user", [part])
+        elif role == "assistant":
+            parts = pieces(msg.get("content"))
+            for call in msg.get("tool_calls") or ():
+                original = shell.calls.get(call["id"])
+                if original is not None:
+                    parts.append(dict(original, functionCall=dict(original["functionCall"], id=call["id"])))
+                else:
+                    parts.append({"functionCall": {"id": call["id"], "name": call["function"]["name"],
+                                                   "args": json.loads(call["function"]["arguments"] or "{}")}})
+            add("model", parts)
+        else:
+            add("user", pieces(msg.get("content")))
+    if not contents or contents[0]["role"] != "user":
+        contents.insert(0, {"role": "user", "parts": [{"text": OMITTED_NOTE}]})
+    body: Dict[str, Any] = {}
+    for key, value in shell.body.items():
+        if key not in ("systemInstruction", "system_instruction"):
+            body[key] = value
+        elif system:
+            body[key] = dict(value, parts=system) if isinstance(value, dict) else {"parts": system}
+    if system and not any(k in body for k in ("systemInstruction", "system_instruction")):
+        body["systemInstruction"] = {"parts": system}
+    body["contents"] = contents
+    return body
+
+
+def _validate_gemini(obj: Any) -> List[str]:
+    """Return what the Gemini API would refuse in a generateContent body (its API reference and
+    function-calling guide): turns of role user or model with non-empty parts, each part one
+    non-empty datum; every functionCall of a model turn answered in the very next turn, a user
+    turn, by functionResponse parts with the same ids and names (a model turn that ends the
+    conversation may wait for them), and no functionResponse that answers no call of the turn
+    before it."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("contents"), list):
+        return ["top level must be an object with a contents list"]
+    contents = obj["contents"]
+    if not contents:
+        return ["contents is empty"]
+    problems: List[str] = []
+    system = obj.get("systemInstruction", obj.get("system_instruction"))
+    if system is not None:
+        parts = system.get("parts") if isinstance(system, dict) else None
+        if not isinstance(parts, list) or not parts or not all(
+                isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"] for p in parts):
+            problems.append("systemInstruction must hold non-empty text parts")
+    waiting: Dict[str, str] = {}  # the previous model turn's calls: id -> name
+    for i, turn in enumerate(contents):
+        where = f"contents[{i}]"
+        if not isinstance(turn, dict) or turn.get("role") not in GEMINI_ROLES:
+            problems.append(f"{where}.role must be one of {', '.join(GEMINI_ROLES)}")
+            continue
+        parts = turn.get("parts")
+        if not isinstance(parts, list) or not parts:
+            problems.append(f"{where}.parts must be a non-empty list")
+            continue
+        calls: Dict[str, str] = {}
+        answered: Dict[str, str] = {}
+        for j, part in enumerate(parts):
+            w = f"{where}.parts[{j}]"
+            data = [k for k in GEMINI_DATA_KEYS if isinstance(part, dict) and k in part]
+            if len(data) != 1:
+                problems.append(f"{w} must hold exactly one of {', '.join(GEMINI_DATA_KEYS)}")
+                continue
+            if data[0] == "text" and (not isinstance(part["text"], str) or not part["text"]):
+                problems.append(f"{w}.text must be a non-empty string")
+            for key, into, role in (("functionCall", calls, "model"), ("functionResponse", answered, "user")):
+                if data[0] != key:
+                    continue
+                value = part[key]
+                if turn["role"] != role:
+                    problems.append(f"{w}: a {key} belongs in a {role} turn")
+                elif not isinstance(value, dict) or not isinstance(value.get("name"), str) or not value["name"]:
+                    problems.append(f"{w}.{key}.name must be a non-empty string")
+                elif str(value.get("id", value["name"])) in into:
+                    problems.append(f"{w}.{key}.id {_show(value.get('id'))} is repeated in the turn")
+                else:
+                    into[str(value.get("id", value["name"]))] = value["name"]
+        if answered or waiting:
+            for cid, name in answered.items():
+                if waiting.get(cid) != name:
+                    problems.append(f"{where}: functionResponse {_show(cid)} ({name}) answers no functionCall "
+                                    "of the turn before it")
+            missing = [cid for cid in waiting if cid not in answered]
+            if missing:
+                problems.append(f"contents[{i - 1}]: functionCall {', '.join(map(_show, missing))} not answered "
+                                "in the next turn")
+        waiting = calls
+    return problems
+
+
+def _gemini_cli_messages(text: str) -> Tuple[List[Dict[str, Any]], Dict[str, int], int]:
+    """Return the messages of a Gemini CLI chat file as its resume reads them, the other records by
+    kind, and the unreadable lines (see the comment above _gemini_parts for the two layouts)."""
+    try:
+        whole = json.loads(text)
+    except (ValueError, RecursionError):
+        whole = None
+    if isinstance(whole, dict) and "messages" in whole:
+        messages = whole["messages"]
+        return [m for m in messages if isinstance(m, dict)], {}, 0
+    records, skipped = _jsonl_records(text)
+    found: Dict[str, Dict[str, Any]] = {}  # by id, in the place of the first copy
+    other: Dict[str, int] = {}
+    for _, obj in records:
+        if "$rewindTo" in obj:
+            ids = list(found)
+            cut = ids.index(obj["$rewindTo"]) if obj["$rewindTo"] in found else 0
+            for mid in ids[cut:]:
+                del found[mid]
+            other["$rewindTo record"] = other.get("$rewindTo record", 0) + 1
+        elif "$set" in obj:
+            update = obj["$set"] if isinstance(obj["$set"], dict) else {}
+            if isinstance(update.get("messages"), list):
+                found = {m["id"]: m for m in update["messages"] if isinstance(m, dict) and isinstance(m.get("id"), str)}
+            other["$set record"] = other.get("$set record", 0) + 1
+        elif isinstance(obj.get("id"), str) and "type" in obj:
+            if obj["id"] in found:
+                other["earlier copy of a message"] = other.get("earlier copy of a message", 0) + 1
+            found[obj["id"]] = obj
+        elif all(k in obj for k in GEMINI_CLI_HEADER):
+            other["header"] = other.get("header", 0) + 1
+        else:
+            skipped += 1
+    return list(found.values()), other, skipped
+
+
+def _gemini_cli_text(content: Any) -> str:
+    """Return the text parts of a message's content, joined (as the CLI reads a user message)."""
+    parts = content if isinstance(content, list) else [content]
+    return "".join(p if isinstance(p, str) else p.get("text", "") if isinstance(p, dict) and
+                   isinstance(p.get("text"), str) else "" for p in parts)
+
+
+def _gemini_cli_body(messages: List[Dict[str, Any]], other: Dict[str, int]) -> Tuple[Dict[str, Any], set]:
+    """Return the generateContent body Gemini CLI resumes a session with, and its harness texts.
+
+    As the CLI rebuilds its history: info, error and warning messages and the user texts it
+    does not resume (GEMINI_CLI_NOT_RESUMED) are left out; a reply is a model turn of its text and
+    its tool calls, followed by a user turn of their results (a string result as
+    ``{output: ...}``, a list of parts as they are).  The harness texts (content ids) are the
+    user text parts the CLI wrote: one opening with its mark (HARNESS_MARKUP), and in a user message whose
+    ``displayContent`` shows other words than it sent (a slash command's prompt, a function
+    response it answered), every part but the one the user typed.
+    """
+    contents: List[Dict[str, Any]] = []
+    harness: set = set()
+    for msg in messages:
+        kind = msg.get("type")
+        if kind not in ("user", "gemini"):  # info, error and warning messages: shown, never sent
+            key = f"{kind} message"
+            other[key] = other.get(key, 0) + 1
+            continue
+        parts = _gemini_parts(msg.get("content") if msg.get("content") is not None else [], f"message {msg.get('id')}")
+        if kind == "user":
+            sent = _gemini_cli_text(msg.get("content")).strip()
+            if not sent or sent.startswith(GEMINI_CLI_NOT_RESUMED):
+                other["user message not resumed"] = other.get("user message not resumed", 0) + 1
+                continue
+            shown = msg.get("displayContent")
+            typed = _gemini_cli_text(shown).strip() if shown is not None else None
+            for part in parts:
+                text = part.get("text") if isinstance(part, dict) else None
+                if isinstance(text, str) and (text.lstrip().startswith(_MARKUP.rows["Gemini CLI"].text)
+                                              or (typed is not None and text.strip() != typed)):
+                    harness.add(_content_id("user", "text", text))
+            contents.append({"role": "user", "parts": parts})
+            continue
+        thoughts = msg.get("thoughts")
+        if isinstance(thoughts, list) and thoughts:
+            other["thought summary"] = other.get("thought summary", 0) + len(thoughts)
+        calls = [c for c in msg.get("toolCalls") or () if isinstance(c, dict) and isinstance(c.get("name"), str)]
+        model = [p for p in parts if not (isinstance(p, dict) and set(p) == {"text"} and not p["text"])]
+        if not any(isinstance(p, dict) and "functionCall" in p for p in model):
+            model += [{"functionCall": {"id": c.get("id"), "name": c["name"], "args": c.get("args", {})}}
+                      for c in calls]
+        if model:
+            contents.append({"role": "model", "parts": model})
+        answers: List[Dict[str, Any]] = []
+        for call in calls:
+            result = call.get("result")
+            if isinstance(result, str):
+                answers.append({"functionResponse": {"id": call.get("id"), "name": call["name"],
+                                                     "response": {"output": result}}})
+            elif isinstance(result, list):
+                answers += [p if isinstance(p, dict) else {"text": str(p)} for p in result]
+            elif isinstance(result, dict):
+                answers.append(result)
+        if answers:
+            contents.append({"role": "user", "parts": answers})
+    return {"contents": contents}, harness
+
+
+def _load_gemini_cli(text: str) -> Conversation:
+    """Return the Conversation for a Gemini CLI chat file (one-object JSON or JSONL)."""
+    messages, other, skipped = _gemini_cli_messages(text)
+    body, harness = _gemini_cli_body(messages, other)
+    if not body["contents"]:
+        raise PagerError("gemini-cli chat file has no user or gemini message the CLI would resume: nothing to page")
+    conv = _load_gemini(body, harness)
+    conv.fmt, conv.skipped_lines, conv.other_lines = "gemini-cli", skipped, other
+    return conv
+
+
+class _Gemini(_Format):
+    """Gemini API generateContent request bodies, read through the Chat Completions model."""
+
+    name = emits_as = "gemini"
+    # Read as Chat Completions messages (_gemini_chat, _load_openai): paired and grouped as those are.
+    write = staticmethod(_emit_gemini)
+    check = staticmethod(_validate_gemini)
+
+    claims = staticmethod(_is_gemini_body)
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_gemini(document)
+
+    def read_back(self, value: Any, harness_texts: Container[str] = ()) -> Conversation:
+        """Return the Conversation of a written-back body, the harness's texts told by the contract's record."""
+        return _load_gemini(value, harness_texts)
+
+
+class _GeminiCli(_Gemini):
+    """Gemini CLI chat files (one-object JSON or JSONL), written back as a generateContent body."""
+
+    name = "gemini-cli"
+    jsonl = True
+
+    def claims(self, value: Any) -> bool:
+        """Return True for the one-object chat file: its header keys and a list of typed messages."""
+        return isinstance(value, dict) and all(k in value for k in GEMINI_CLI_HEADER) \
+            and isinstance(value.get("messages", []), list) and "chatMessages" not in value
+
+    def claims_line(self, record: Dict[str, Any]) -> bool:
+        """Return True for a line of the JSONL chat file: the header, a message, a $set or $rewindTo record."""
+        if "$set" in record or "$rewindTo" in record:
+            return len(record) == 1
+        if all(k in record for k in GEMINI_CLI_HEADER):
+            return True
+        return isinstance(record.get("id"), str) and record.get("type") in GEMINI_CLI_TYPES \
+            and "content" in record and "timestamp" in record
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_gemini_cli(document)
+
+
+# --- copilot-cli: GitHub Copilot CLI session events (JSONL) and its legacy session file, written back as openai ---
+
+# Copilot CLI keeps a session as events (~/.copilot/session-state/<session id>/events.jsonl), one
+# ``{type, data, id, timestamp, parentId}`` a line; the conversation is in four of them:
+# ``system.message`` (the system prompt, sent again with each request: the last one stands),
+# ``user.message`` (``content`` as typed, ``transformedContent`` as sent: the typed words inside
+# the harness's date and reminders; a ``source`` says the harness sent it), ``assistant.message``
+# (``content`` and ``toolRequests``) and ``tool.execution_complete`` (``result.content``, or
+# ``error``).  Every other event (session, hook, permission, usage, turn and tool-start events)
+# is the harness's bookkeeping, and so are a sub-agent's own events (``parentToolCallId``: its
+# result reaches this conversation as the result of the call that started it).  Its legacy file
+# (~/.copilot/history-session-state/*.json) is ``{sessionId, startTime, chatMessages, timeline}``:
+# the Chat Completions messages it sent, and a timeline whose ``user`` entries hold the words the
+# user typed.  The texts it wraps around them are its row of HARNESS_MARKUP ("GitHub Copilot CLI").
+COPILOT_ENVELOPE = ("type", "data", "id", "timestamp")   # the keys of every event line
+COPILOT_CONVERSATION = ("system.message", "user.message", "assistant.message", "tool.execution_complete")
+COPILOT_FAILED_TOOL = "the tool failed"                  # a failed tool's result when its error has no message
+
+
+def _is_copilot_event(record: Dict[str, Any]) -> bool:
+    """Return True for an event line: its envelope, a dotted type and a data object."""
+    return all(k in record for k in COPILOT_ENVELOPE) and isinstance(record.get("type"), str) \
+        and "." in record["type"] and isinstance(record.get("data"), dict)
+
+
+def _is_copilot_legacy(value: Any) -> bool:
+    """Return True for the legacy session file: a sessionId and a chatMessages list."""
+    return isinstance(value, dict) and "sessionId" in value and isinstance(value.get("chatMessages"), list)
+
+
+def _copilot_split(sent: str, typed: str) -> Tuple[List[Dict[str, Any]], set]:
+    """Return a user message's text as Chat text parts, the typed words one of them, and the
+    content ids of the others (the harness's words around them); the parts join to ``sent``."""
+    typed = typed.strip()
+    at = sent.find(typed) if typed else -1
+    if at < 0:
+        return [{"type": "text", "text": sent}], {_content_id("user", "text", sent)}
+    before, after = sent[:at], sent[at + len(typed):]
+    pieces = [before, typed, after]
+    if not before.strip():
+        pieces[1], pieces[0] = before + typed, ""
+    if not after.strip():
+        pieces[1], pieces[2] = pieces[1] + after, ""
+    harness = {_content_id("user", "text", p) for i, p in enumerate(pieces) if p and i != 1}
+    return [{"type": "text", "text": p} for p in pieces if p], harness
+
+
+def _copilot_user(sent: str, typed: Optional[str]) -> Tuple[Dict[str, Any], set]:
+    """Return a Chat user message for what was sent, and its harness texts: all of it without
+    typed words, else the words around them (see _copilot_split)."""
+    if typed is None or not typed.strip():
+        return {"role": "user", "content": sent}, {_content_id("user", "text", sent)}
+    parts, harness = _copilot_split(sent, typed)
+    return {"role": "user", "content": parts[0]["text"] if len(parts) == 1 else parts}, harness
+
+
+def _copilot_event_messages(text: str) -> Tuple[List[Dict[str, Any]], set, Dict[str, int], int]:
+    """Return the Chat messages of a Copilot CLI event log, their harness texts, the other events
+    by type and the unreadable lines.  A tool result follows the assistant message that asked for
+    it, in the order of its requests."""
+    records, skipped = _jsonl_records(text)
+    system: Optional[str] = None
+    turns: List[Tuple[Dict[str, Any], List[str]]] = []  # a message, and the calls it awaits
+    results: Dict[str, Dict[str, Any]] = {}
+    harness: set = set()
+    other: Dict[str, int] = {}
+    for _, event in records:
+        kind, data = event.get("type"), event.get("data")
+        if not _is_copilot_event(event):
+            skipped += 1
+            continue
+        if isinstance(data.get("parentToolCallId"), str):  # a sub-agent's own turn: not this conversation's
+            other["sub-agent event"] = other.get("sub-agent event", 0) + 1
+            continue
+        if kind not in COPILOT_CONVERSATION:
+            other[kind] = other.get(kind, 0) + 1
+        elif kind == "system.message":
+            if isinstance(data.get("content"), str):
+                if system is not None:
+                    other["earlier system.message"] = other.get("earlier system.message", 0) + 1
+                system = data["content"]
+        elif kind == "user.message":
+            sent = data.get("transformedContent")
+            sent = sent if isinstance(sent, str) and sent.strip() else data.get("content")
+            if not isinstance(sent, str) or not sent.strip():
+                other["empty user.message"] = other.get("empty user.message", 0) + 1
+                continue
+            typed = None if data.get("source") else data.get("content")
+            msg, marks = _copilot_user(sent, typed if isinstance(typed, str) else None)
+            harness |= marks
+            turns.append((msg, []))
+        elif kind == "assistant.message":
+            calls = []
+            for request in data.get("toolRequests") or ():
+                if not isinstance(request, dict) or not isinstance(request.get("toolCallId"), str):
+                    continue
+                args = request.get("arguments", {})
+                calls.append({"id": request["toolCallId"], "type": "function",
+                              "function": {"name": str(request.get("name")),
+                                           "arguments": args if isinstance(args, str) else
+                                           json.dumps(args, ensure_ascii=False)}})
+            content = data.get("content") if isinstance(data.get("content"), str) else ""
+            if not content and not calls:
+                other["empty assistant.message"] = other.get("empty assistant.message", 0) + 1
+                continue
+            msg = {"role": "assistant", "content": content or None}
+            if calls:
+                msg["tool_calls"] = calls
+            turns.append((msg, [c["id"] for c in calls]))
+        elif isinstance(data.get("toolCallId"), str):
+            result = data.get("result") if isinstance(data.get("result"), dict) else {}
+            error = data.get("error") if isinstance(data.get("error"), dict) else {}
+            body = result.get("content") if isinstance(result.get("content"), str) else \
+                str(error.get("message", COPILOT_FAILED_TOOL))
+            results[data["toolCallId"]] = {"role": "tool", "tool_call_id": data["toolCallId"], "content": body}
+    messages = [{"role": "system", "content": system}] if system is not None else []
+    for msg, awaited in turns:
+        messages.append(msg)
+        messages += [results[cid] for cid in awaited if cid in results]
+    return messages, harness, other, skipped
+
+
+def _copilot_legacy_messages(value: Dict[str, Any]) -> Tuple[List[Dict[str, Any]], set, Dict[str, int]]:
+    """Return a legacy Copilot CLI file's chat messages, the user ones split into the typed words
+    (its timeline's ``user`` entries, in order) and the harness's, and its harness texts.  The
+    file keeps a reply's parallel calls as one assistant message each, after the one with its
+    text: an assistant message with no content joins the one before it."""
+    typed = [e.get("text") for e in value.get("timeline") or ()
+             if isinstance(e, dict) and e.get("type") == "user" and isinstance(e.get("text"), str)]
+    messages: List[Dict[str, Any]] = []
+    harness: set = set()
+    for msg in value["chatMessages"]:
+        if isinstance(msg, dict) and msg.get("role") == "user" and isinstance(msg.get("content"), str):
+            words = next((t for t in typed if t.strip() and t.strip() in msg["content"]), None)
+            if words is not None:
+                typed.remove(words)
+            msg, marks = _copilot_user(msg["content"], words)
+            harness |= marks
+        last = messages[-1] if messages else None
+        if isinstance(msg, dict) and isinstance(last, dict) and msg.get("role") == last.get("role") == "assistant" \
+                and not msg.get("content") and isinstance(last.get("tool_calls", []), list):
+            # One reply's parallel calls, kept one assistant message each: the model's one message.
+            last = messages[-1] = dict(last)
+            last["tool_calls"] = [*last.get("tool_calls", []), *(msg.get("tool_calls") or [])]
+            if not last["tool_calls"]:
+                del last["tool_calls"]
+            continue
+        messages.append(msg)
+    other = {"timeline entry": len(value.get("timeline") or ())} if value.get("timeline") else {}
+    return messages, harness, other
+
+
+def _load_copilot(text: str) -> Conversation:
+    """Return the Conversation for a Copilot CLI session: its event log, or its legacy file."""
+    try:
+        whole = json.loads(text)
+    except (ValueError, RecursionError):
+        whole = None
+    skipped = 0
+    if _is_copilot_legacy(whole):
+        messages, harness, other = _copilot_legacy_messages(whole)
+    else:
+        messages, harness, other, skipped = _copilot_event_messages(text)
+    if not any(m.get("role") != "system" for m in messages if isinstance(m, dict)):
+        raise PagerError("copilot-cli session has no user, assistant or tool message: nothing to page")
+    conv = _load_openai(messages, (), harness)
+    conv.fmt, conv.skipped_lines, conv.other_lines = "copilot-cli", skipped, other
+    return conv
+
+
+class _CopilotCli(_Openai):
+    """GitHub Copilot CLI sessions (events JSONL, or the legacy file), written back as Chat Completions."""
+
+    name = "copilot-cli"
+    jsonl = True
+    claims = staticmethod(_is_copilot_legacy)
+    claims_line = staticmethod(_is_copilot_event)
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_copilot(document)
+
+    def read_back(self, value: Any, harness_texts: Container[str] = ()) -> Conversation:
+        """Return the Conversation of the written-back Chat messages, the harness's texts told by the
+        contract's record of them."""
+        return _load_openai(value, (), harness_texts)
+
+
+# --- opencode: OpenCode sessions (``opencode export`` JSON), written back as openai ---
+
+# ``opencode export <session>`` writes ``{info, messages}``: the session's info and each message
+# as ``{info, parts}`` (``info.role`` user or assistant; an assistant message that failed has
+# ``info.error``).  What OpenCode sends the model from them (its toModelMessages), read here the
+# same way: a user message's text parts (``synthetic`` ones the harness wrote; ``ignored`` ones
+# not sent), its files and its compaction request; an assistant message is one model step per
+# ``step-start`` part, each step's text and tool parts (a tool part holds the call, ``state.input``,
+# and its result, ``state.output``, or ``state.error``) becoming an assistant message followed by
+# its tool results.  Reasoning is not sent back in Chat Completions; step, patch, snapshot and
+# agent parts are OpenCode's bookkeeping.  A tool output OpenCode pruned (``state.time.compacted``)
+# is sent as its placeholder; a call left pending or running as interrupted.  The user texts it
+# writes itself are its row of HARNESS_MARKUP ("OpenCode").
+OPENCODE_PRUNED = "[Old tool result content cleared]"       # the text a pruned tool output is sent as
+OPENCODE_INTERRUPTED = "[Tool execution was interrupted]"   # a call that never finished
+OPENCODE_ABORTED = "MessageAbortedError"                    # an error after which the parts are still sent
+OPENCODE_COMPACTION_ASK = _MARKUP.rows["OpenCode"].text[-1]  # the user turn a compaction part stands for
+
+
+def _is_opencode_export(value: Any) -> bool:
+    """Return True for an OpenCode export: an ``info`` object and ``messages`` of ``{info, parts}``."""
+    messages = value.get("messages") if isinstance(value, dict) else None
+    return isinstance(value, dict) and isinstance(value.get("info"), dict) and isinstance(messages, list) \
+        and all(isinstance(m, dict) and isinstance(m.get("info"), dict) and isinstance(m.get("parts"), list)
+                for m in messages)
+
+
+def _opencode_tool(part: Dict[str, Any], cid: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """Return the Chat tool call and tool message of an OpenCode tool part (see the comment above)."""
+    state = part.get("state") if isinstance(part.get("state"), dict) else {}
+    args = state.get("input", {})
+    call = {"id": cid, "type": "function",
+            "function": {"name": str(part.get("tool")), "arguments": json.dumps(args, ensure_ascii=False)}}
+    status = state.get("status")
+    if status == "completed":
+        compacted = isinstance(state.get("time"), dict) and state["time"].get("compacted")
+        output = OPENCODE_PRUNED if compacted else state.get("output")
+        output = output if isinstance(output, str) else _compact_json(output)
+    elif status == "error":
+        output = str(state.get("error"))
+    else:
+        output = OPENCODE_INTERRUPTED
+    return call, {"role": "tool", "tool_call_id": cid, "content": output}
+
+
+def _opencode_messages(value: Dict[str, Any]) -> Tuple[List[Dict[str, Any]], set, Dict[str, int]]:
+    """Return an OpenCode export's messages as Chat Completions messages, the harness texts (its
+    synthetic and compaction texts) and the parts not sent, by type.
+
+    A tool part's call id is its ``callID``; one already used (or missing) gets ``~<n>`` after it,
+    so each call pairs with its own result."""
+    messages: List[Dict[str, Any]] = []
+    harness: set = set()
+    other: Dict[str, int] = {}
+    used: Dict[str, int] = {}
+
+    def count(key: str) -> None:
+        other[key] = other.get(key, 0) + 1
+
+    for entry in value["messages"]:
+        info, parts = entry["info"], [p for p in entry["parts"] if isinstance(p, dict)]
+        if info.get("role") == "user":
+            content: List[Dict[str, Any]] = []
+            for part in parts:
+                kind = part.get("type")
+                if kind == "text" and isinstance(part.get("text"), str) and not part.get("ignored"):
+                    content.append({"type": "text", "text": part["text"]})
+                    if part.get("synthetic"):
+                        harness.add(_content_id("user", "text", part["text"]))
+                elif kind == "compaction":
+                    content.append({"type": "text", "text": OPENCODE_COMPACTION_ASK})
+                    harness.add(_content_id("user", "text", OPENCODE_COMPACTION_ASK))
+                elif kind == "file" and str(part.get("mime", "")).startswith("image/") \
+                        and str(part.get("url", "")).startswith("data:"):
+                    content.append({"type": "image_url", "image_url": {"url": part["url"]}})
+                else:
+                    count(f"user {kind} part")
+            if content:
+                single = len(content) == 1 and content[0]["type"] == "text"
+                messages.append({"role": "user", "content": content[0]["text"] if single else content})
+            continue
+        error = info.get("error")
+        if isinstance(error, dict) and error.get("name") != OPENCODE_ABORTED:
+            count("failed assistant message")
+            continue
+        steps: List[List[Dict[str, Any]]] = [[]]
+        for part in parts:
+            if part.get("type") == "step-start" and steps[-1]:
+                steps.append([])
+            steps[-1].append(part)
+        for step in steps:
+            texts, calls, results = [], [], []
+            for part in step:
+                kind = part.get("type")
+                if kind == "text" and isinstance(part.get("text"), str) and part["text"].strip() \
+                        and not part.get("ignored"):
+                    texts.append(part["text"])
+                elif kind == "tool":
+                    base = part.get("callID") if isinstance(part.get("callID"), str) and part["callID"] else "call"
+                    used[base] = used.get(base, 0) + 1
+                    cid = base if used[base] == 1 else f"{base}~{used[base]}"
+                    call, result = _opencode_tool(part, cid)
+                    calls.append(call)
+                    results.append(result)
+                else:
+                    count(f"{kind} part")
+            if not texts and not calls:
+                continue
+            msg: Dict[str, Any] = {"role": "assistant",
+                                   "content": "".join(texts) if len(texts) == 1 else
+                                   ([{"type": "text", "text": t} for t in texts] if texts else None)}
+            if calls:
+                msg["tool_calls"] = calls
+            messages.append(msg)
+            messages += results
+    return messages, harness, other
+
+
+def _load_opencode(value: Any) -> Conversation:
+    """Return the Conversation for an OpenCode export."""
+    if not _is_opencode_export(value):
+        raise PagerError("opencode input must be an `opencode export` object: info and a messages list of {info, parts}")
+    messages, harness, other = _opencode_messages(value)
+    if not messages:
+        raise PagerError("opencode export has no message OpenCode would send: nothing to page")
+    conv = _load_openai(messages, (), harness)
+    conv.fmt, conv.other_lines = "opencode", other
+    return conv
+
+
+class _OpenCode(_Openai):
+    """OpenCode sessions (``opencode export`` JSON), written back as Chat Completions."""
+
+    name = "opencode"
+    claims = staticmethod(_is_opencode_export)
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_opencode(document)
+
+    def read_back(self, value: Any, harness_texts: Container[str] = ()) -> Conversation:
+        """Return the Conversation of the written-back Chat messages, its synthetic texts told by the
+        contract's record of them."""
+        return _load_openai(value, (), harness_texts)
+
+
 # --- the registry and its entry points ---
 
 _FORMATS.update((f.name, f) for f in (_PagerFormat(), _Openai(), _Responses(), _Anthropic(), _ClaudeCode(),
-                                        _Codex(), _SweAgent()))
+                                        _Codex(), _SweAgent(), _Gemini(), _GeminiCli(), _CopilotCli(),
+                                        _OpenCode()))
 FORMATS = tuple(_FORMATS)  # every format the pager reads, as --format names them
 # The order detection asks the formats (detect_format), the first claim winning: a narrower shape before a
 # wider one that would also take it (the pager's ``blocks`` object and a Responses body before a chat body,
 # a trajectory before the chat lists: a mini-swe-agent run is a bare message list; Claude Code before Codex).
-_PROBE_ORDER = ("pager", "responses", "swe-agent", "anthropic", "openai", "claude-code", "codex")
+# A Gemini CLI file and an OpenCode export (objects with a messages list) come before the chat bodies.
+_PROBE_ORDER = ("pager", "responses", "gemini-cli", "opencode", "swe-agent", "anthropic", "openai", "gemini",
+                "copilot-cli", "claude-code", "codex")
 
 
 def _format(name: str) -> _Format:

@@ -15,7 +15,8 @@ SOURCE = (ROOT / "scripts" / "pager.py").read_text(encoding="utf-8")
 # --- the protocol and its registry ---
 
 def test_every_format_is_one_class_registered_under_its_name_in_the_listed_order():
-    assert engine.FORMATS == ("pager", "openai", "responses", "anthropic", "claude-code", "codex", "swe-agent")
+    assert engine.FORMATS == ("pager", "openai", "responses", "anthropic", "claude-code", "codex", "swe-agent",
+                              "gemini", "gemini-cli", "copilot-cli", "opencode")
     for name, spec in engine._FORMATS.items():
         assert isinstance(spec, engine._Format) and spec.name == name
         assert spec.emits_as in engine._FORMATS and engine._FORMATS[spec.emits_as].emits_as == spec.emits_as
@@ -34,7 +35,7 @@ def test_a_family_member_inherits_its_apis_pairing_writing_and_checking(member, 
 
 def test_only_formats_whose_written_back_form_loses_marks_read_it_back_themselves():
     own = {name for name, spec in engine._FORMATS.items() if spec.read_back is not None}
-    assert own == {"claude-code", "swe-agent"}
+    assert own == {"claude-code", "swe-agent", "gemini", "gemini-cli", "copilot-cli", "opencode"}
 
 
 # --- detection: the probe order, not exclusion lists ---
@@ -76,7 +77,7 @@ def test_each_json_fixture_is_claimed_first_by_its_own_format(name, fmt):
 
 def test_the_library_lists_come_from_the_classes():
     assert engine.TOOL_APIS == ("openai", "responses", "anthropic")
-    assert engine.LIBRARY_FORMATS == ("pager", "openai", "responses", "anthropic")
+    assert engine.LIBRARY_FORMATS == ("pager", "openai", "responses", "anthropic", "gemini")
 
 
 @pytest.mark.parametrize("call,expected", [
@@ -145,7 +146,7 @@ def test_the_pass_plan_holds_no_harness_literal():
 def test_the_rows_name_every_harness_the_engine_knows():
     assert [row.harness for row in engine.HARNESS_MARKUP] == [
         "Claude Code", "Codex", "IDE context", "Cline / Roo Code", "Crush", "Mastra", "SWE-agent",
-        "mini-swe-agent", "the pager"]
+        "mini-swe-agent", "Gemini CLI", "GitHub Copilot CLI", "OpenCode", "the pager"]
 
 
 def test_a_new_harness_is_one_row():

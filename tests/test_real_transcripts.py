@@ -19,12 +19,21 @@ import api_rules
 from conftest import ROOT, _pager
 
 DATA = ROOT.parent / "shared" / "data" / "transcripts-dev"
-FILES = sorted(p for p in DATA.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".traj")) \
-    if DATA.is_dir() else []
+# The sessions of Gemini CLI, GitHub Copilot CLI and OpenCode, taken like the development set.
+NEW_DATA = ROOT.parent / "shared" / "data" / "transcripts-new"
+FILES = sorted(p for folder in (DATA, NEW_DATA) if folder.is_dir() for p in folder.rglob("*")
+               if p.is_file() and p.suffix in (".json", ".jsonl", ".traj"))
 NOW, LATER = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
 EMITTED_AS = {name: spec.emits_as for name, spec in _pager._FORMATS.items()}  # each format class's
 CHECKS = {"openai": api_rules.problems_chat, "anthropic": api_rules.problems_anthropic,
-          "responses": api_rules.problems_responses}
+          "responses": api_rules.problems_responses, "gemini": api_rules.problems_gemini}
+
+
+def file_id(path):
+    """A real file's test id: its path in the development set, or under transcripts-new/."""
+    return str(path.relative_to(DATA)) if path.is_relative_to(DATA) else str(path.relative_to(NEW_DATA.parent))
+
+
 needs_data = pytest.mark.skipif(not FILES, reason=f"{DATA} not found (the project does not ship transcripts)")
 
 
@@ -50,6 +59,8 @@ def ends_on_results(body, written):
     if written == "responses":
         items = body["input"] if isinstance(body, dict) else body
         return str(items[-1].get("type", "")).endswith("_output")
+    if written == "gemini":
+        return any("functionResponse" in part for part in body["contents"][-1]["parts"])
     messages = body["messages"] if isinstance(body, dict) else body
     last = messages[-1]
     if written == "openai":
@@ -59,7 +70,7 @@ def ends_on_results(body, written):
 
 
 @needs_data
-@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(DATA)) if FILES else "" for p in FILES])
+@pytest.mark.parametrize("path", FILES, ids=[file_id(p) for p in FILES])
 @pytest.mark.parametrize("budget, masked", [(None, False), (2000, False), (8000, False), (4000, True)],
                          ids=["default", "2000", "8000", "4000-mask-results"])
 def test_real_transcript_pass_is_valid_budgeted_and_round_trips(cli, pager, tmp_path, path, budget, masked):
@@ -90,7 +101,7 @@ def test_real_transcript_pass_is_valid_budgeted_and_round_trips(cli, pager, tmp_
 
 
 @needs_data
-@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(DATA)) if FILES else "" for p in FILES])
+@pytest.mark.parametrize("path", FILES, ids=[file_id(p) for p in FILES])
 def test_recall_of_real_pages_is_exact(cli, pager, tmp_path, path):
     contract = tmp_path / "c.limn"
     first, _ = run(cli, path, contract, NOW, "--budget", "2000")

@@ -1269,7 +1269,7 @@ def test_detect_bad_input(text, expected):
 
 @pytest.mark.parametrize("fmt,value,expected", [
     ("xml", [], 'unknown format "xml" (expected one of pager, openai, responses, anthropic, '
-                'claude-code, codex, swe-agent)'),
+                'claude-code, codex, swe-agent, gemini, gemini-cli, copilot-cli, opencode)'),
     ("openai", {"messages": [{"role": "user", "content": "a"}, 7]},
      "messages[1] must be an object (got number)"),
     ("openai", [{"role": "robot", "content": "a"}],
@@ -1357,8 +1357,8 @@ def test_emit_bad_decisions(decisions, expected):
 
 def test_validate_unknown_format():
     with pytest.raises(PagerError) as excinfo:
-        validate("gemini", [])
-    assert one_line_error(excinfo).startswith('unknown format "gemini"')
+        validate("palm", [])
+    assert one_line_error(excinfo).startswith('unknown format "palm"')
 
 
 def test_format_error_is_always_one_line():
