@@ -7821,50 +7821,52 @@ def _fts_all(text: str) -> str:
 def _query_terms(query: str) -> List[_Term]:
     """Return the distinct terms of a search query, in the order written; stop words dropped.
 
-    A path stands for its file name (``src/billing/totals.py`` -> ``totals.py``); a word
+    A path is matched whole and by its file name (``src/billing/totals.py``, ``totals.py``); a word
     holding ``.`` or ``-`` is matched as written (``totals.py``, ``off-by-one``); an identifier
     (``line_total``, ``lineTotal``) as ``_identifier_in`` reads it (``test_line_total`` holds
     it); any other word by its stem ("retained" finds "retain").
 
     Example:
         >>> [(t.word, t.kind) for t in _query_terms("Fix lineTotal in src/billing/totals.py, the TypeError")]
-        [('fix', 'word'), ('line_total', 'name'), ('totals.py', 'file'), ('type_error', 'name')]
+        [('fix', 'word'), ('line_total', 'name'), ('src/billing/totals.py', 'file'), ('totals.py', 'file'), ('type_error', 'name')]
     """
     terms: Dict[str, _Term] = {}
     for raw in _QUERY_WORD.findall(query):
         raw = raw.strip("./-")
-        if "/" in raw:
-            raw = next(part for part in reversed(raw.split("/")) if part).strip(".-")
-        if not raw:
-            continue
-        if "." in raw or "-" in raw:
-            word = raw.lower()
-            if not _NOT_ALNUM.sub("", word):
+        pieces = [raw]
+        if "/" in raw:  # a path: itself, and its file name
+            pieces.append(next(part for part in reversed(raw.split("/")) if part).strip(".-"))
+        for raw in pieces:
+            if not raw:
                 continue
-            pattern = re.compile(r"(?<!\w)" + re.escape(word) + r"(?!\w)")
-            term = _Term(word, "file", pattern, _fts_all(word))
-        else:
-            word = _snake(raw)
-            if word in STOP_WORDS or not word.strip("_"):
-                continue
-            if "_" in word.strip("_"):
-                word = word.strip("_")
-                snakes, joined = _identifier_forms(word)
-                around = r"(?<![^\W_])(?:%s)(?![^\W_])"  # a whole token, or "_"-separated parts of one
-                alternatives = [around % re.escape(word)]
-                fts = [f"({_fts_all(form)})" for form in snakes]
-                if joined:
-                    alternatives.append(r"(?<!\w)" + re.escape(joined) + r"(?!\w)")
-                    fts.append(f'"{joined}"')
-                shorter = [re.escape(form) for form in snakes if form != word]
-                term = _Term(word, "name", re.compile("|".join(alternatives)), " OR ".join(fts),
-                             re.compile(around % "|".join(shorter)) if shorter else None)
+            if "." in raw or "-" in raw or "/" in raw:
+                word = raw.lower()
+                if not _NOT_ALNUM.sub("", word):
+                    continue
+                pattern = re.compile(r"(?<!\w)" + re.escape(word) + r"(?!\w)")
+                term = _Term(word, "file", pattern, _fts_all(word))
             else:
-                word = word.strip("_")
-                stem_ = _stem(word)
-                needle = _needle(stem_)
-                term = _Term(stem_, "word", re.compile(r"(?<!\w)" + re.escape(needle) + r"\w*"), f'"{needle}"*')
-        terms.setdefault(term.word, term)
+                word = _snake(raw)
+                if word in STOP_WORDS or not word.strip("_"):
+                    continue
+                if "_" in word.strip("_"):
+                    word = word.strip("_")
+                    snakes, joined = _identifier_forms(word)
+                    around = r"(?<![^\W_])(?:%s)(?![^\W_])"  # a whole token, or "_"-separated parts of one
+                    alternatives = [around % re.escape(word)]
+                    fts = [f"({_fts_all(form)})" for form in snakes]
+                    if joined:
+                        alternatives.append(r"(?<!\w)" + re.escape(joined) + r"(?!\w)")
+                        fts.append(f'"{joined}"')
+                    shorter = [re.escape(form) for form in snakes if form != word]
+                    term = _Term(word, "name", re.compile("|".join(alternatives)), " OR ".join(fts),
+                                 re.compile(around % "|".join(shorter)) if shorter else None)
+                else:
+                    word = word.strip("_")
+                    stem_ = _stem(word)
+                    needle = _needle(stem_)
+                    term = _Term(stem_, "word", re.compile(r"(?<!\w)" + re.escape(needle) + r"\w*"), f'"{needle}"*')
+            terms.setdefault(term.word, term)
     return list(terms.values())
 
 

@@ -141,7 +141,8 @@ def test_bad_search_input_is_one_error_line(cli, tmp_path, paged):
 
 def test_query_terms(pager):
     terms = pager._query_terms("Fix lineTotal in src/billing/totals.py, the TypeError; off-by-one")
-    assert [(t.word, t.kind) for t in terms] == [("fix", "word"), ("line_total", "name"), ("totals.py", "file"),
+    assert [(t.word, t.kind) for t in terms] == [("fix", "word"), ("line_total", "name"),
+                                                 ("src/billing/totals.py", "file"), ("totals.py", "file"),
                                                  ("type_error", "name"), ("off-by-one", "file")]
 
 
