@@ -7810,6 +7810,7 @@ class _Term(NamedTuple):
     pattern: "re.Pattern[str]"
     fts: str       # an FTS5 expression true of every page that holds the term (and maybe more)
     partial: Optional["re.Pattern[str]"] = None  # a name's shorter forms (line_total in test_line_total_v2)
+    exact: str = ""  # a word as written: it counts whole, another word of its stem as a partial match
 
 
 def _fts_all(text: str) -> str:
@@ -7865,7 +7866,8 @@ def _query_terms(query: str) -> List[_Term]:
                     word = word.strip("_")
                     stem_ = _stem(word)
                     needle = _needle(stem_)
-                    term = _Term(stem_, "word", re.compile(r"(?<!\w)" + re.escape(needle) + r"\w*"), f'"{needle}"*')
+                    term = _Term(stem_, "word", re.compile(r"(?<!\w)" + re.escape(needle) + r"\w*"), f'"{needle}"*',
+                                 exact=word)
             terms.setdefault(term.word, term)
     return list(terms.values())
 
@@ -7886,6 +7888,11 @@ def _term_counts(term: _Term, lowered: str) -> Tuple[int, int]:
     if term.partial is not None:
         rest, whole = term.pattern.subn(" ", lowered)
         return whole, len(term.partial.findall(rest))
+    if term.exact:
+        stems = _STEMS
+        tokens = [t for t in term.pattern.findall(lowered) if (stems.get(t) or _stem(t)) == term.word]
+        whole = tokens.count(term.exact)
+        return whole, len(tokens) - whole
     return _term_count(term, lowered), 0
 
 

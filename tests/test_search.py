@@ -182,3 +182,14 @@ def test_a_name_itself_outranks_its_shorter_forms(pager, tmp_path):
         hits = store.search("ProfileListNotifier", scan=scan)
         assert [h["id"] for h in hits] == ["whole", "parts"], scan  # both hold it, the name itself first
     store.close()
+
+
+def test_a_word_as_written_outranks_other_words_of_its_stem(pager, tmp_path):
+    store = pager.PageStore.open(str(tmp_path / "s.pages.sqlite3"), create=True)
+    texts = {"exact": "We are removing the old flag now.", "stem": "Removed it; removes them; remove all, removal."}
+    store.begin()
+    store.put([pager.StoredPage(b, 1, "tool", None, 12, (), pager._text_sha256(t), NOW, "", t) for b, t in texts.items()])
+    store.commit()
+    for scan in (True, False):
+        assert [h["id"] for h in store.search("removing", scan=scan)] == ["exact", "stem"], scan
+    store.close()
