@@ -6,18 +6,19 @@ The plugin (``hooks/hooks.json``) runs, with the hook's JSON on standard input:
     python3 "${CLAUDE_PLUGIN_ROOT}/scripts/claude_hooks.py" pre-compact     # PreCompact
     python3 "${CLAUDE_PLUGIN_ROOT}/scripts/claude_hooks.py" session-start   # SessionStart, matcher "compact"
 
-``pre-compact`` runs a paging pass on the session transcript (``transcript_path``) before Claude
-Code summarizes it. The intent is the compaction's ``custom_instructions`` when given, else the
-human's last request. Every block the pass pages is stored verbatim and stays recallable.
-``session-start`` runs right after the compaction and returns, as ``additionalContext``, the task
-statement and the last request verbatim, the page index (most relevant first) and the exact recall
-command, within a token cap.
+``pre-compact`` runs one ``--before-compaction`` pass on the session transcript (``transcript_path``)
+before Claude Code summarizes it: every block the compaction takes out of the model's context is
+stored verbatim, whatever its score, and stays searchable and recallable. ``session-start`` runs
+right after the compaction and returns, as ``additionalContext``, the task statement and the last
+request verbatim, then the injected index (``pager.py index --tokens --intent``): how to search and
+recall in one line, and the pages most likely needed next (for the summary's pending work and the
+last request), each line naming their distinctive names, within a token cap.
 
 Files, one set per session, under the project (the hook's ``cwd``):
 
     .prosecode/<session_id>.limn            the session contract (Liminate), extended by every compaction
     .prosecode/<session_id>.pages.sqlite3   the page store: paged blocks' exact text
-    .prosecode/<session_id>.hook.json       what the last pre-compact pass saw (requests, relevance)
+    .prosecode/<session_id>.hook.json       what the last pre-compact pass saw (requests, its summary)
     .prosecode/hooks.log                    one line per hook failure
     .prosecode/.gitignore                   "*": none of it goes into a commit
 
@@ -42,7 +43,6 @@ import os
 import re
 import shlex
 import sys
-import tempfile
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -54,7 +54,8 @@ try:  # inside the installed package
 except ImportError:  # a bare script: scripts/ is on sys.path
     import pager as engine  # type: ignore[no-redef]
 
-__all__ = ["human_requests", "pre_compact", "session_start", "build_context", "main"]
+__all__ = ["human_requests", "pre_compact", "session_start", "build_context", "compaction_summary", "pending_work",
+           "main"]
 
 STATE_DIR = ".prosecode"            # per-project folder holding every session's files
 LOG_NAME = "hooks.log"              # one line per failed hook run, in STATE_DIR
@@ -62,10 +63,9 @@ STATE_SUFFIX = ".hook.json"         # what pre-compact hands to session-start
 DEFAULT_CONTEXT_TOKENS = 2000       # cap on the injected additionalContext
 MIN_CONTEXT_TOKENS = 200            # below this not even the requests and the recall command fit
 TOKEN_ENV = ("PROSECODE_CONTEXT_TOKENS", "CLAUDE_PLUGIN_OPTION_CONTEXT_TOKENS")  # first set wins
-SUMMARY_WORDS = 12                  # words of a page's summary on its index line...
-SUMMARY_CHARS = 100                 # ...and characters (a tool call's JSON has few spaces)
+SUMMARY_TAIL_BYTES = 1 << 20       # SessionStart looks for the compaction summary in this much of the transcript's end
+PENDING = re.compile(r"(?im)^[\s#*\d.]*(?:pending tasks|current work|optional next step)\b")  # what comes next
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # a safe file name: no separators
-MCP_SERVER = "prosecode-pager"      # the plugin's MCP server name (.mcp.json)
 
 class HookError(Exception):
     """An expected failure of a hook run: bad input, a missing file, a pass the engine refused."""
@@ -131,37 +131,34 @@ def human_requests(path: str) -> List[str]:
 
 # --- running the engine in-process ---
 
+class _Diagnostics(io.StringIO):
+    """The engine's standard error as a hook keeps it: its ``pager:`` lines, not its per-block records.
+
+    The engine writes the records in batches that start with "{" and each diagnostic line on its
+    own; a pass over a long session writes tens of megabytes of records no hook reads.
+    """
+
+    def write(self, text: str) -> int:
+        return super().write(text) if not text.startswith("{") else len(text)
+
+
 def run_engine(argv: Sequence[str], records: Optional[io.TextIOBase] = None) -> str:
     """Run the engine's CLI in-process; return its standard output or raise HookError with its message.
 
     Per-block records (standard error) go to ``records`` when given, else are dropped.
     """
     out = io.StringIO()
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as err:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(records or err):
-            try:
-                code = engine.main(list(argv))
-            except SystemExit as exc:  # argparse refusing a flag exits; a hook must not
-                code = exc.code if isinstance(exc.code, int) else 2
-        if code != 0:
-            source = records or err
-            source.seek(0)
-            lines = [line for line in source.read().splitlines() if line.startswith("pager: error:")]
-            raise HookError(lines[-1] if lines else f"the pager exited with code {code}")
+    err = records if records is not None else _Diagnostics()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = engine.main(list(argv))
+        except SystemExit as exc:  # argparse refusing a flag exits; a hook must not
+            code = exc.code if isinstance(exc.code, int) else 2
+    if code != 0:
+        err.seek(0)
+        lines = [line for line in err.read().splitlines() if line.startswith("pager: error:")]
+        raise HookError(lines[-1] if lines else f"the pager exited with code {code}")
     return out.getvalue()
-
-
-def paged_relevance(records: io.TextIOBase) -> Dict[str, float]:
-    """Return block id -> R for every block a pass's stderr records say it paged."""
-    records.seek(0)
-    relevance = {}
-    for line in records:
-        if not line.startswith("{") or '"page"' not in line:  # page records only; skip parsing the rest
-            continue
-        record = json.loads(line)
-        if record.get("action") == "page":
-            relevance[record["block"]] = record["R"]
-    return relevance
 
 
 def make_folder(folder: str) -> None:
@@ -187,34 +184,39 @@ def write_json(path: str, value: Any) -> None:
 # --- the two hooks ---
 
 def pre_compact(event: Dict[str, Any]) -> Dict[str, Any]:
-    """Run a paging pass over the transcript about to be compacted; return the hook's output object."""
+    """Store the whole transcript about to be compacted as pages; return the hook's output object.
+
+    One pass (``--before-compaction``): every block the compaction takes out of the model's
+    context is paged, whatever its score; the pass's summary names the human's first and last
+    requests, read from the one load of the transcript.
+    """
     paths = session_paths(event["cwd"], event["session_id"])
     transcript = event["transcript_path"]
-    requests = human_requests(transcript)
+    if not os.path.isfile(transcript):
+        raise HookError(f"{transcript}: no such transcript")
     custom = event.get("custom_instructions")
-    if isinstance(custom, str) and custom.strip():
-        intent, intent_from = custom.strip(), "custom_instructions"
-    elif requests:
-        intent, intent_from = requests[-1], "last human request"
-    else:
-        intent, intent_from = None, "the pager's default (last user message)"
     make_folder(paths.folder)
     # The flag=value form: a request or path starting with "-" must not read as a flag.
-    # --page-small: every block it pages is recallable after the compaction, short ones too.
-    argv = [f"--history={transcript}", f"--contract={paths.contract}", "--json", "--page-small"]
-    if intent:
-        argv.append(f"--intent={intent}")
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as records:
-        summary = json.loads(run_engine(argv, records))
-        relevance = paged_relevance(records)
+    # --work-steps=0: the scores (recorded, not deciding: every block is stored) read the human's
+    # last request alone, not the tens of names of the agent's last steps.
+    argv = [f"--history={transcript}", f"--contract={paths.contract}", "--json", "--before-compaction",
+            "--work-steps=0"]
+    if isinstance(custom, str) and custom.strip():
+        argv.append(f"--intent={custom.strip()}")
+        intent, intent_from = custom.strip(), "custom_instructions"
+    else:
+        intent, intent_from = None, None
+    summary = json.loads(run_engine(argv))
+    if intent_from is None:
+        intent, intent_from = summary.get("last_request"), summary.get("intent_source")
     write_json(paths.state, {
         "session_id": event["session_id"], "transcript_path": transcript, "trigger": event.get("trigger"),
         "intent": intent, "intent_from": intent_from,
-        "task": requests[0] if requests else None, "last_request": requests[-1] if requests else None,
-        "pass": summary, "relevance": relevance})
+        "task": summary.get("task"), "last_request": summary.get("last_request"), "pass": summary})
     paged = summary.get("page", 0)
     where = os.path.relpath(paths.contract, event["cwd"])
-    return {"systemMessage": f"prosecode pager: {paged} blocks paged and recallable ({where})"}
+    return {"systemMessage": f"prosecode pager: {paged} blocks stored before the compaction, searchable and "
+                             f"recallable ({where})"}
 
 
 def context_tokens() -> int:
@@ -245,67 +247,83 @@ def clip(text: str, tokens: int) -> str:
     return f"[{len(text)} characters not shown]"
 
 
-def one_line(summary: str, words: int = SUMMARY_WORDS, chars: int = SUMMARY_CHARS) -> str:
-    """Return the start of a page summary on one line: at most ``words`` words and ``chars`` characters."""
-    chosen = summary.split()
-    line = " ".join(chosen[:words])
-    if len(line) > chars:
-        return line[:chars].rstrip() + "..."
-    return line + ("..." if len(chosen) > words else "")
+def compaction_summary(path: str) -> str:
+    """Return the text of the last compaction summary in the transcript's tail ('' if none there).
 
-
-def build_context(task: Optional[str], last: Optional[str], pages: List[Dict[str, Any]],
-                  relevance: Dict[str, float], recall: str, index: str, contract: str, cap: int) -> str:
-    """Return the additionalContext text: requests verbatim, recall command, index; within ``cap`` tokens.
-
-    The index lists as many pages as fit, most relevant first (highest R of the last pass, then the
-    latest turn). Requests too long for their share of the cap are cut, with a note saying so. Under
-    a cap too small for everything (long paths in the commands), the line offering the MCP tool and
-    then the index command go before any of the human's words do.
+    Claude Code writes its summary as a user line marked ``isCompactSummary`` right after the
+    compaction boundary, at the end of the file when SessionStart runs; only the last
+    SUMMARY_TAIL_BYTES are read. Codex's summary is server-side (its ``compacted`` line's
+    ``message`` is empty or a short text): that text, if any.
     """
-    head = ("[prosecode context pager] This session was just compacted. Before the summary was written, "
-            f"the pager stored {len(pages)} blocks of the earlier conversation verbatim; recall any of them by id.")
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - SUMMARY_TAIL_BYTES))
+            tail = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    for line in reversed(tail.split("\n")):
+        if '"isCompactSummary"' not in line and '"compacted"' not in line:
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if obj.get("isCompactSummary") is True and isinstance(obj.get("message"), dict):
+            content = obj["message"].get("content")
+            if isinstance(content, list):
+                content = "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+            return content if isinstance(content, str) else ""
+        payload = obj.get("payload")
+        if obj.get("type") == "compacted" and isinstance(payload, dict) and isinstance(payload.get("message"), str):
+            return payload["message"]
+    return ""
+
+
+def pending_work(summary: str) -> str:
+    r"""Return the part of a compaction summary that says what comes next (from "Pending Tasks" on), else all of it.
+
+    Example:
+        >>> pending_work("1. Primary Request: x\n7. Pending Tasks:\n- fix line_total")
+        '7. Pending Tasks:\n- fix line_total'
+    """
+    found = PENDING.search(summary)
+    return summary[found.start():] if found else summary
+
+
+def build_context(task: Optional[str], last: Optional[str], index: str, cap: int) -> str:
+    """Return the additionalContext text: the human's requests verbatim, then the injected page index; within ``cap``.
+
+    The requests take at most half the cap (a longer one is cut, with a note saying so); the
+    index (``pager.py index --tokens``) was made to fit what is left.
+    """
+    parts = request_parts(task, last, cap)
+    text = "\n\n".join(parts + [index])
+    while engine.estimate_tokens(text) > cap and "\n" in index:  # estimates are not additive: check the whole
+        index = index[:index.rindex("\n")]
+        text = "\n\n".join(parts + [index])
+    return text
+
+
+def request_parts(task: Optional[str], last: Optional[str], cap: int) -> List[str]:
+    """Return the task statement and the last request, labelled, each within its share of half the cap."""
     requests = [("Task statement and last human request (verbatim)", task)] if task == last else [
         ("Task statement, the human's first request (verbatim)", task), ("The human's last request (verbatim)", last)]
     requests = [(label, text) for label, text in requests if text]
-    recall_line = f"Recall a block's exact text: {recall}"
-    mcp_line = (f'Or call the MCP tool "recall" (server {MCP_SERVER}) with {{"ids": ["BLOCK_ID"], '
-                f'"contract": {json.dumps(contract)}}}.')
-    ranked = sorted(pages, key=lambda p: (-relevance.get(p["block"], -1.0), -p["turn"]))
-    entries = [f"{p['block']} | turn {p['turn']} | {p['role']} | {p['tokens']} tokens | {one_line(p['summary'])}"
-               for p in ranked]
-    header = "Paged blocks, most relevant first (id | turn | role | tokens | summary):"
-
-    def render(share: int, listed: int, level: int = 2) -> str:
-        """Render with ``listed`` index lines; ``level`` 2 has everything, 1 no MCP line, 0 no index command."""
-        tail = f"{recall_line}\n{mcp_line}" if level >= 2 else recall_line
-        parts = [head] + [f"{label}:\n{clip(text, share)}" for label, text in requests] + [tail]
-        if entries:
-            where = f"; all of them: {index}" if level >= 1 else ""
-            more = [] if listed == len(entries) else [f"({len(entries) - listed} more paged blocks not listed{where})"]
-            parts.append("\n".join([header] + entries[:listed] + more))
-        return "\n\n".join(parts)
-
-    # Estimates are not additive (the code-mark share of the whole text sets its rate), so every
-    # candidate is measured whole: first the requests' share, then as many index lines as fit.
-    share = min(max((engine.estimate_tokens(text) for _, text in requests), default=0),
-                cap // 2 // max(1, len(requests)))  # verbatim when they fit in half the cap
-    # The most that fits with the requests whole: the MCP line goes first, then the index command.
-    level = next((n for n in (2, 1) if engine.estimate_tokens(render(share, 0, n)) <= cap), 0)
-    while engine.estimate_tokens(render(share, 0, level)) > cap and share > 0:
-        share = share * 3 // 4
-    low, high = 0, len(entries)
-    while low < high:  # the most index lines that still fit
-        middle = (low + high + 1) // 2
-        if engine.estimate_tokens(render(share, middle, level)) <= cap:
-            low = middle
-        else:
-            high = middle - 1
-    return render(share, low, level)
+    share = cap // 2 // max(1, len(requests))
+    return [f"{label}:\n{clip(text, share)}" for label, text in requests]
 
 
 def session_start(event: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    """Return the SessionStart output that re-injects requests and page index after a compaction."""
+    """Return the SessionStart output that re-injects the requests and the page index after a compaction.
+
+    The index is built for what comes next: the compaction summary's pending work and the
+    human's last request. It reads the hook state, the transcript's tail and, through the
+    engine, the contract once and the store in a few queries.
+    """
     if event.get("source", "compact") != "compact":
         return None  # the plugin matches "compact" only; any other start has nothing to restore
     paths = session_paths(event["cwd"], event["session_id"])
@@ -316,13 +334,19 @@ def session_start(event: Dict[str, Any]) -> Optional[Dict[str, Any]]:
             state = json.load(fh)
     except (OSError, ValueError) as exc:
         raise HookError(f"{paths.state}: can't read the pre-compact state ({exc})") from None
-    paged = json.loads(run_engine(["index", f"--contract={paths.contract}", "--json"]))["paged"]
-    pager = shlex.quote(os.path.abspath(engine.__file__))
-    contract = shlex.quote(paths.contract)
-    recall = f"python3 {pager} recall BLOCK_ID --contract {contract}"
-    index = f"python3 {pager} index --contract {contract}"
-    text = build_context(state.get("task"), state.get("last_request"), paged, state.get("relevance", {}),
-                         recall, index, paths.contract, context_tokens())
+    cap = context_tokens()
+    task, last = state.get("task"), state.get("last_request")
+    parts = request_parts(task, last, cap)
+    summary = compaction_summary(event["transcript_path"])
+    intent = "\n".join(text for text in (pending_work(summary), last or "") if text.strip())
+    room = cap - (engine.estimate_tokens("\n\n".join(parts)) + 2 if parts else 0)
+    argv = ["index", f"--contract={paths.contract}", f"--tokens={max(1, room)}"]
+    if intent:
+        argv.append(f"--intent={intent}")
+    index = run_engine(argv).rstrip("\n")
+    pager = f"python3 {shlex.quote(os.path.abspath(engine.__file__))}"
+    index = index.replace(engine.RECALL_COMMAND.rsplit(" ", 1)[0] + " ", pager + " ")
+    text = build_context(task, last, index, cap)
     return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
 
 

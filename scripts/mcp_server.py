@@ -43,7 +43,7 @@ except ImportError:  # a bare script: scripts/ is on sys.path
     import pager as engine  # type: ignore[no-redef]
 
 __all__ = ["SERVER_NAME", "PROTOCOL_VERSIONS", "Tool", "TOOLS", "PagerToolError", "run_engine", "page", "index",
-           "recall", "handle", "serve", "main"]
+           "search", "recall", "handle", "serve", "main"]
 
 SERVER_NAME = "prosecode-pager"  # the name the plugin's manifest gives this server
 SERVER_INFO = {"name": SERVER_NAME, "version": engine.__version__}  # the engine's version
@@ -53,7 +53,8 @@ PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 INSTRUCTIONS = (
     "Deterministic context paging. `page` scores every block of a transcript against an intent and "
     "stores the blocks it pages in a page store beside the contract; `index` lists what is paged; "
-    "`recall` returns a paged block's exact text by id. Use absolute paths."
+    "`search` finds paged blocks by words or names; `recall` returns a paged block's exact text by id. "
+    "Use absolute paths."
 )
 # JSON-RPC 2.0 error codes.
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
@@ -96,6 +97,11 @@ def page(transcript: str, contract: str, intent: Optional[str] = None,
 def index(contract: str) -> Dict[str, Any]:
     """Return the page index of a contract."""
     return json.loads(run_engine(["index", f"--contract={contract}", "--json"]))
+
+
+def search(query: str, contract: str, limit: int = 10) -> List[Dict[str, Any]]:
+    """Return the paged blocks holding the query's words or names, best first (id, turn, kind, role, line, score)."""
+    return json.loads(run_engine(["search", f"--contract={contract}", f"--limit={limit}", "--json", "--", query]))
 
 
 def recall(ids: List[str], contract: str) -> str:
@@ -147,6 +153,12 @@ TOOLS: Tuple[Tool, ...] = (
         "command of each."),
         _schema({"contract": _CONTRACT}),
         lambda a: index(a["contract"])),
+    Tool("search", (
+        "Find paged blocks by words or names (files, functions, commands, errors, numbers), best first, "
+        "each with id, turn, kind, role and the matching line; then recall one by id. Names match as a "
+        "programmer reads them: line_total finds test_line_total, a path finds its file name."),
+        _schema({"query": _TEXT, "contract": _CONTRACT}, {"limit": {"type": "integer", "minimum": 1}}),
+        lambda a: search(a["query"], a["contract"], a.get("limit", 10))),
     Tool("recall", (
         "Return the exact original text of paged blocks by id (checked against its SHA-256) and record "
         "the page-in in the contract. One id returns its text alone; several are separated by "

@@ -140,6 +140,10 @@ MASK = "mask"  # emit only: a tool result paged in place while its call is kept 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 UNSTORABLE = "unstorable"
 SMALL = "small"  # a pass without a budget keeps a block its stub would not shorten (paging it saves nothing)
+# The reason of a block paged because the harness compacts next (--before-compaction): its summary
+# replaces the conversation, so every block it takes out is stored, whatever its score said.
+BEFORE_COMPACTION = "before compaction"
+ASIDE_KIND = "attachment"  # block kind of a transcript line the reader does not send (a file re-read, queued input)
 OPAQUE = "opaque"  # block kind: a part the pager carries as it is and reads by a label only
 UNPAGEABLE_KINDS = ("media", OPAQUE)  # block kinds a stub would lose: kept whole or evicted, never paged
 # Block kind of a user-role text the harness wrote that only the log's metadata tells apart (Claude
@@ -637,20 +641,32 @@ def _unescaped_breaks(text: str) -> str:
 
 
 _NAMES: Dict[str, str] = {}  # one copy of each name: a session repeats its names in many blocks
+_COMPOUND_RE = re.compile(r"\w+(?:[./:-]\w+)+")  # a path, a dotted or hyphenated name: words joined by . / : -
+_COMPOUND_BREAK = re.compile(r"[./:-]")
+COMPOUND_MAX_CHARS = 80  # a longer path or dotted name is left to its parts
 
 
-def _names_of(text: str) -> Tuple[str, ...]:
+def _names_of(text: str, compounds: bool = False) -> Tuple[str, ...]:
     """Return the names of ``text`` whose rarity the scorer counts: its distinct word tokens of
     NAME_MIN_CHARS or more characters (paths and identifiers split at ``/``, ``.`` and ``-``,
     numbers, words) that are not stop words, lowercased, read from the text's two ends.
 
+    With ``compounds`` (the injected index, which shows names to the model) the whole paths and
+    dotted or hyphenated names are names too (``src/billing/totals.py``, ``totals.py``), up to
+    COMPOUND_MAX_CHARS characters.
+
     Example:
         >>> sorted(_names_of("Read src/billing/totals.py: TypeError in line_total, 1042 lines"))
         ['1042', 'billing', 'line_total', 'lines', 'read', 'totals', 'typeerror']
+        >>> sorted(n for n in _names_of("Read src/billing/totals.py now", compounds=True) if "." in n)
+        ['src/billing/totals.py']
     """
     shared = _NAMES
+    lowered = _unescaped_breaks(_two_ends(text)).lower()
     found = {shared.setdefault(t, t) if len(shared) < _STEMS_MAX else t
-             for t in _NAME_RE.findall(_unescaped_breaks(_two_ends(text)).lower()) if t not in STOP_WORDS}
+             for t in _NAME_RE.findall(lowered) if t not in STOP_WORDS}
+    if compounds:
+        found.update(c for c in _COMPOUND_RE.findall(lowered) if NAME_MIN_CHARS <= len(c) <= COMPOUND_MAX_CHARS)
     return tuple(found)
 
 
@@ -865,6 +881,112 @@ def index_lines(pages: Iterable["StoredPage"]) -> List[str]:
     return lines
 
 
+# --- the index injected after a compaction ---
+
+INDEX_TOKENS = 2000         # the injected index's size by default (index --tokens)
+INDEX_SCAN_TOKENS = 250_000  # the index reads the newest pages' text up to about this many tokens
+INDEX_COMMON_PER_PAGES = 20  # a name held by more than one in this many of those pages is too common to list
+INDEX_PAGE_NAMES = 12       # names a page contributes to the index at most
+INDEX_GROUP_PAGES = 8       # pages of one turn that share an index line at most...
+INDEX_LINE_IDS = 1          # ...of which the line shows this many ids, then "..." (search finds the others by name)
+STRONG_NAME_CHARS = 8       # a name this long (or holding a digit or "_") is listed before shorter words
+
+
+class _IndexPage(NamedTuple):
+    """A paged block as the injected index weighs it."""
+
+    block: str
+    turn: int
+    kind: Optional[str]
+    hits: int                # intent keywords its text holds
+    names: Tuple[str, ...]   # its distinctive names, rare ones first, strongest first within each
+    rare: Optional[int] = None  # how many of the names are rare (None: all of them)
+
+
+def _strength(name: str) -> Tuple[bool, int, str]:
+    """Sort key of a name, strongest first: an identifier or a number or a long word, then by length."""
+    return (not ("_" in name or any(c.isdigit() or c in "./:-" for c in name) or len(name) >= STRONG_NAME_CHARS),
+            -len(name), name)
+
+
+def _index_pages(rows: Sequence[Tuple[str, int, Optional[str], str]], keywords: Sequence[str],
+                 known: Container[str] = ()) -> List[_IndexPage]:
+    """Return the index's view of pages ``rows`` (block, turn, kind, text), newest first.
+
+    A page's distinctive names are its _names_of, rare ones (held by at most RARE_HOLDERS of
+    the pages) first, then the strongest; a name held by more than one page in
+    INDEX_COMMON_PER_PAGES tells nothing and is left out, and so are ``known`` names (the intent
+    already says them: the model reads them in the summary). ``hits`` counts the intent
+    ``keywords`` among its names.
+    """
+    names = [_names_of(text, compounds=True) for _, _, _, text in rows]
+    holders = Counter(chain.from_iterable(names))
+    common = max(RARE_HOLDERS, len(rows) // INDEX_COMMON_PER_PAGES)
+    wanted = frozenset(keywords)
+    pages = []
+    for (block, turn, kind, text), own in zip(rows, names):
+        kept = [n for n in own if holders[n] <= common and n not in known and n.strip("_")]
+        covered = {part for n in kept if _COMPOUND_BREAK.search(n) for part in _COMPOUND_BREAK.split(n)}
+        kept = [n for n in kept if n not in covered]  # "totals" is shown in src/billing/totals.py
+        kept.sort(key=lambda n: (holders[n] > RARE_HOLDERS,) + _strength(n))
+        kept = kept[:INDEX_PAGE_NAMES]
+        rare = sum(1 for n in kept if holders[n] <= RARE_HOLDERS)
+        pages.append(_IndexPage(block, turn, kind, len(wanted.intersection(own)), tuple(kept), rare))
+    pages.sort(key=lambda p: -p.turn)
+    return pages
+
+
+def compaction_index(pages: Sequence[_IndexPage], head: str, tokens: int = INDEX_TOKENS) -> str:
+    """Return the index to inject after a compaction: ``head``, then lines naming pages, within ``tokens``.
+
+    Pages holding the intent's keywords come first (most keywords first, then the newest),
+    then the rest, newest first. The pages' rare names are listed first, all pages over, then
+    their other names while there is room. Up to INDEX_GROUP_PAGES pages of one turn in that
+    order share a line, which shows the first one's id (``turn T: id ...: names``: ids are long,
+    and search finds a page by any of its names); a name is listed once, at its first page; a page with no name left to
+    show is not listed (search finds it). Lines are added while the whole text fits.
+
+    Example:
+        >>> pages = [_IndexPage("m-2", 5, None, 0, ("line_total", "1042")), _IndexPage("m-1", 4, None, 1, ("totals",))]
+        >>> print(compaction_index(pages, "HEAD"))
+        HEAD
+        turn 4: m-1: totals
+        turn 5: m-2: line_total 1042
+    """
+    ranked = sorted(pages, key=lambda p: (-p.hits, -p.turn)) if any(p.hits for p in pages) else list(pages)
+    seen: Dict[str, None] = {}
+    groups: List[Tuple[int, List[str], List[str]]] = []
+    # Rare names first, from every page in that order; then, with room left, the others.
+    for part in (lambda p: p.names[:p.rare], lambda p: p.names[p.rare:] if p.rare is not None else ()):
+        run = len(groups)
+        for page in ranked:
+            fresh = [n for n in part(page) if n not in seen]
+            if not fresh:
+                continue
+            seen.update(dict.fromkeys(fresh))
+            seen.update(dict.fromkeys(p for n in fresh if _COMPOUND_BREAK.search(n) for p in _COMPOUND_BREAK.split(n)))
+            if len(groups) > run and groups[-1][0] == page.turn and len(groups[-1][1]) < INDEX_GROUP_PAGES:
+                groups[-1][1].append(page.block)
+                groups[-1][2].extend(fresh)
+            else:
+                groups.append((page.turn, [page.block], fresh))
+    text = head
+    used = estimate_tokens(head)
+    listed: set = set()  # ids on a line already: a page's other names may come on a later line
+    for turn, blocks, names in groups:
+        fresh = [b for b in blocks if b not in listed][:INDEX_LINE_IDS]
+        shown = fresh + (["..."] if len(blocks) > len(fresh) else [])
+        line = f"\nturn {turn}: {' '.join(shown)}: {' '.join(names)}"
+        cost = estimate_tokens(line)
+        if used + cost > tokens:
+            break  # (estimates are not additive: the whole is checked below)
+        text, used = text + line, used + cost
+        listed.update(fresh)
+    while estimate_tokens(text) > tokens and "\n" in text:
+        text = text[:text.rindex("\n")]
+    return text
+
+
 # ===== Scoring and decisions =====
 
 
@@ -886,6 +1008,7 @@ class Params:
     work_steps: int = DEFAULT_WORK_STEPS  # the agent's last steps whose names join an intent drawn from the history
     protect_task: bool = True  # a block marked protected="task" (a session's first human request) stays like a pin
     keep_small: Optional[bool] = None  # without a budget, a block its stub would not shorten stays; None: transcripts
+    before_compaction: bool = False  # the harness compacts next: every block it takes out of context is paged
 
     def validate(self) -> "Params":
         """Return self, or raise PagerError naming the first bad value."""
@@ -905,6 +1028,11 @@ class Params:
                                  f"(got {self.trigger!r})")
             if self.target > self.trigger:
                 raise PagerError(f"--target ({self.target!r}) must not exceed --trigger ({self.trigger!r})")
+        if self.before_compaction not in (True, False):
+            raise PagerError(f"before_compaction must be true or false (got {_show(self.before_compaction)})")
+        if self.before_compaction and self.budget is not None:
+            raise PagerError("--before-compaction takes no --budget: the compaction takes every block out of "
+                             "the context, so every one is stored")
         if self.keep_small not in (None, True, False):
             raise PagerError(f"keep_small must be true, false or None (got {_show(self.keep_small)})")
         if not _is_int(self.work_steps) or self.work_steps < 0:
@@ -1120,6 +1248,24 @@ def _keep_small(decisions: "_DecisionTable", units: Sequence[Optional[str]], stu
         if paged and sum(tokens[i] for i in members) <= sum(map(stub_size, paged)):
             for i in members:
                 actions[i], reasons[i] = "retain", SMALL
+
+
+def _page_before_compaction(decisions: "_DecisionTable", units: Sequence[Optional[str]],
+                            unpageable: Container[int]) -> None:
+    """Page (reason BEFORE_COMPACTION) every block a harness's compaction takes out of the context.
+
+    That is every block but the instructions (system or developer: the harness sends them again)
+    and what no page can hold (a picture, a file, an unstorable text, and the units holding one):
+    a retained or evicted block would be gone from the model's context and from the store alike.
+    """
+    actions, reasons, roles, kinds = decisions.action, decisions.reason, decisions.role, decisions.kind
+    whole = {units[i] for i in range(len(actions)) if i in unpageable and units and units[i] is not None}
+    for i, action in enumerate(actions):
+        if kinds[i] == ASIDE_KIND:  # an attachment line: never in the context, stored for the compaction
+            reasons[i] = BEFORE_COMPACTION
+        if action == "page" or i in unpageable or roles[i] in SYSTEM_ROLES or (units and units[i] in whole):
+            continue
+        actions[i], reasons[i] = "page", BEFORE_COMPACTION
 
 
 def _recent_steps(roles: Sequence[str], steps: int, skip: Container[int] = ()) -> List[int]:
@@ -1873,6 +2019,16 @@ class _Scorer:
 
     def finish(self, current_turn: Optional[int]) -> "_DecisionTable":
         """Return one Decision per block, in input order (a _DecisionTable)."""
+        decisions = self._decide(current_turn)
+        if self.params.before_compaction:
+            units: List[Optional[str]] = [None] * len(decisions) if self._units else []
+            for i, unit in self._units.items():
+                units[i] = unit
+            _page_before_compaction(decisions, units, self._unpageable)
+        return decisions
+
+    def _decide(self, current_turn: Optional[int]) -> "_DecisionTable":
+        """Return the decisions the scores, guards and budget make (``finish`` before a compaction)."""
         if current_turn is None:
             current_turn = self.max_turn if self.max_turn is not None else 0
         turns = self._turns
@@ -1944,8 +2100,8 @@ class _Scorer:
             if decisions.action[i] == "evict":  # (one no page can hold stays whole)
                 decisions.action[i] = "retain" if i in self._unpageable else "page"
                 decisions.reason[i] = "floor"
-        if self.params.budget is None and self.params.keep_small:
-            _keep_small(decisions, units, self._stubs, self._stub_size)
+        if self.params.budget is None and self.params.keep_small and not self.params.before_compaction:
+            _keep_small(decisions, units, self._stubs, self._stub_size)  # (before a compaction all is paged)
         if self.params.budget is not None:
             room = max(0, self.params.budget - reserved)
             target = self.params.target
@@ -3536,6 +3692,9 @@ class Conversation:
     unknown_parts: Dict[str, int] = dataclasses.field(default_factory=dict)  # parts of types the pager does not know
     archived: int = 0  # blocks before a compaction boundary: stored as pages, never emitted
     definitions_tokens: int = 0  # a request body's tool definitions: sent with every request, never paged
+    # Lines the reader does not send (Claude Code attachments: files re-read, queued input): blocks of
+    # kind ASIDE_KIND, pages never emitted, added to a pass only before a compaction (see _aside_blocks).
+    aside: List[Dict[str, Any]] = dataclasses.field(default_factory=list, repr=False)
     _msgs: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
     _head: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
     _shell: Any = dataclasses.field(default=None, repr=False)
@@ -4702,7 +4861,7 @@ def _effective(conv: Conversation,
     if not isinstance(decisions, dict):
         raise PagerError(f"decisions must map block ids to directives (got {_type_name(decisions)})")
     known = [b["id"] for b in conv.blocks]
-    unknown = sorted(set(decisions) - set(known), key=str)
+    unknown = sorted(set(decisions) - set(known) - {b["id"] for b in conv.aside}, key=str)  # aside: never sent
     if unknown:
         raise PagerError(f'decisions: unknown block id {_show(unknown[0])}')
     own = {b["id"]: _directive(decisions.get(b["id"], ("retain", None)), b)
@@ -6158,6 +6317,58 @@ def _claude_usage(lines: List[Tuple[int, Dict[str, Any]]]) -> Dict[str, int]:
     return {"recorded_context_tokens": last, "recorded_baseline_tokens": first}
 
 
+def _aside_text(obj: Dict[str, Any]) -> str:
+    """Return the text of a Claude Code attachment or queued-input line: its kind, then its strings ('' if none).
+
+    Example:
+        >>> _aside_text({"type": "attachment", "attachment": {"type": "queued_command", "prompt": "Add it to plan.md"}})
+        '[queued_command] Add it to plan.md'
+        >>> _aside_text({"type": "attachment", "attachment": {"type": "task_reminder", "content": []}})
+        ''
+    """
+    value = obj.get("attachment") if obj.get("type") == "attachment" else {"type": "queued input",
+                                                                           "content": obj.get("content")}
+    if not isinstance(value, dict):
+        return ""
+    found: List[str] = []
+
+    def walk(item: Any) -> None:
+        if isinstance(item, str) and item.strip():
+            found.append(item)
+        elif isinstance(item, list):
+            for x in item:
+                walk(x)
+        elif isinstance(item, dict):
+            for key, x in item.items():
+                if key != "type":
+                    walk(x)
+    walk(value)
+    return f"[{value.get('type')}] " + "\n".join(dict.fromkeys(found)) if found else ""
+
+
+def _aside_blocks(records: List[Tuple[int, Dict[str, Any]]], msgs: List[_Msg]) -> List[Dict[str, Any]]:
+    """Return the blocks of a Claude Code log's attachment lines and queued input (ASIDE_KIND): pages, never emitted.
+
+    Each takes the turn of the message before it, and an id from its line's uuid (else its number).
+    """
+    starts = [(int(m.where.split()[-1]), m.turn) for m in msgs if m.where.startswith("line ")]
+    starts.sort()
+    blocks = []
+    for number, obj in records:
+        kind = obj.get("type")
+        if kind != "attachment" and not (kind == "queue-operation" and obj.get("operation") == "enqueue"):
+            continue
+        text = _aside_text(obj)
+        if not text:
+            continue
+        before = bisect_right(starts, (number, _MAX_COUNT)) - 1
+        key = obj.get("uuid") if isinstance(obj.get("uuid"), str) else f"line {number}"
+        blocks.append({"id": "a-" + hashlib.sha256(f"{key}\n{text}".encode("utf-8")).hexdigest()[:12], "turn": starts[before][1] if before >= 0 else 0,
+                       "role": "user", "text": text, "tokens": estimate_tokens(text), "pinned": False,
+                       "protected": ARCHIVED, "unit": None, "stub": False, "kind": ASIDE_KIND})
+    return blocks
+
+
 class _ClaudeCode(_Anthropic):
     """Claude Code session logs (JSONL), written back as Anthropic Messages."""
 
@@ -6187,6 +6398,7 @@ class _ClaudeCode(_Anthropic):
             conv = _finish(self.name, msgs, [], None, repairs, skipped, archive)
         conv.recorded = _claude_usage(live)
         conv.other_lines = other
+        conv.aside = _aside_blocks(records, conv._msgs)
         return conv
 
     def read_back(self, value: Any, harness_texts: Container[str] = ()) -> Conversation:
@@ -7509,11 +7721,12 @@ def _agreed_format(text: str, detected: str, recorded: Optional[str]) -> str:
 
 
 def _open_history(path: str, fmt: str, recorded: Optional[str] = None,
-                  harness_texts: Container[str] = ()) -> _Reading:
+                  harness_texts: Container[str] = (), aside: bool = False) -> _Reading:
     """Return the Reading of the history at ``path`` in format ``fmt`` ('auto' detects it).
 
     ``recorded`` is the format the contract recorded for the session (see _agreed_format), and
-    ``harness_texts`` the texts it recorded as the harness's (ContractState.harness).
+    ``harness_texts`` the texts it recorded as the harness's (ContractState.harness); with
+    ``aside`` the blocks the reader does not send (Conversation.aside) come first.
     """
     source = _HistorySource(path)
     if fmt == "pager" or (fmt == "auto" and _is_pager_history(source)):
@@ -7553,6 +7766,8 @@ def _open_history(path: str, fmt: str, recorded: Optional[str] = None,
         if block["tokens"] is None:
             del block["tokens"]
         blocks.append(block)
+    if aside:  # before a compaction: the lines the reader does not send are stored too
+        blocks = [dict(block) for block in conv.aside] + blocks
     return _Reading(fmt, detected, _HistorySource.from_blocks(source.name, blocks), conv)
 
 
@@ -7572,6 +7787,212 @@ CREATE TABLE IF NOT EXISTS pages (
     text      TEXT NOT NULL
 );
 """
+
+
+# --- search: ranked pages holding the words of a query ---
+#
+# One ranking for two ways of finding candidates: the store's FTS5 index where the SQLite build
+# has it (built on first search, kept in step with the pages), else a scan of every page. The
+# candidates are a superset of the matching pages either way; the same pure matcher and BM25
+# below then count and rank them, so both ways give the same hits in the same order.
+
+SEARCH_LIMIT = 10          # hits a search returns by default
+BM25_K1 = 1.2              # BM25: how fast repeated occurrences of a term stop adding
+BM25_B = 0.75              # BM25: how much a long page's length discounts its counts
+SEARCH_LINE_CHARS = 200    # characters of a hit's matching line shown around the first match
+PARTIAL_WEIGHT = 0.25      # an identifier's shorter forms, however many, count this share of the name itself
+_QUERY_WORD = re.compile(r"[\w./-]+")
+_NOT_ALNUM = re.compile(r"[\W_]+")
+
+
+class _Term(NamedTuple):
+    """One term of a search query: what it is, how to count it in a page, how FTS5 finds candidates."""
+
+    word: str      # the term as matched: a stem, an identifier or a file name
+    kind: str      # "word" (by stem), "name" (an identifier, as a programmer reads it) or "file"
+    pattern: "re.Pattern[str]"
+    fts: str       # an FTS5 expression true of every page that holds the term (and maybe more)
+    partial: Optional["re.Pattern[str]"] = None  # a name's shorter forms (line_total in test_line_total_v2)
+    exact: str = ""  # a word as written: it counts whole, another word of its stem as a partial match
+
+
+def _fts_all(text: str) -> str:
+    """Return the FTS5 expression "every alphanumeric part of ``text`` is a token of the page"."""
+    parts = [p for p in _NOT_ALNUM.split(text) if p]
+    return " AND ".join(f'"{p}"' for p in parts)
+
+
+def _query_terms(query: str) -> List[_Term]:
+    """Return the distinct terms of a search query, in the order written; stop words dropped.
+
+    A path is matched whole and by its file name (``src/billing/totals.py``, ``totals.py``); a word
+    holding ``.`` or ``-`` is matched as written (``totals.py``, ``off-by-one``); an identifier
+    (``line_total``, ``lineTotal``) as ``_identifier_in`` reads it (``test_line_total`` holds
+    it); any other word by its stem ("retained" finds "retain").
+
+    Example:
+        >>> [(t.word, t.kind) for t in _query_terms("Fix lineTotal in src/billing/totals.py, the TypeError")]
+        [('fix', 'word'), ('line_total', 'name'), ('src/billing/totals.py', 'file'), ('totals.py', 'file'), ('type_error', 'name')]
+    """
+    terms: Dict[str, _Term] = {}
+    for raw in _QUERY_WORD.findall(query):
+        raw = raw.strip("./-")
+        pieces = [raw]
+        if "/" in raw:  # a path: itself, and its file name
+            pieces.append(next(part for part in reversed(raw.split("/")) if part).strip(".-"))
+        for raw in pieces:
+            if not raw:
+                continue
+            if "." in raw or "-" in raw or "/" in raw:
+                word = raw.lower()
+                if not _NOT_ALNUM.sub("", word):
+                    continue
+                pattern = re.compile(r"(?<!\w)" + re.escape(word) + r"(?!\w)")
+                term = _Term(word, "file", pattern, _fts_all(word))
+            else:
+                word = _snake(raw)
+                if word in STOP_WORDS or not word.strip("_"):
+                    continue
+                if "_" in word.strip("_"):
+                    word = word.strip("_")
+                    snakes, joined = _identifier_forms(word)
+                    around = r"(?<![^\W_])(?:%s)(?![^\W_])"  # a whole token, or "_"-separated parts of one
+                    alternatives = [around % re.escape(word)]
+                    fts = [f"({_fts_all(form)})" for form in snakes]
+                    if joined:
+                        alternatives.append(r"(?<!\w)" + re.escape(joined) + r"(?!\w)")
+                        fts.append(f'"{joined}"')
+                    shorter = [re.escape(form) for form in snakes if form != word]
+                    term = _Term(word, "name", re.compile("|".join(alternatives)), " OR ".join(fts),
+                                 re.compile(around % "|".join(shorter)) if shorter else None)
+                else:
+                    word = word.strip("_")
+                    stem_ = _stem(word)
+                    needle = _needle(stem_)
+                    term = _Term(stem_, "word", re.compile(r"(?<!\w)" + re.escape(needle) + r"\w*"), f'"{needle}"*',
+                                 exact=word)
+            terms.setdefault(term.word, term)
+    return list(terms.values())
+
+
+def _term_count(term: _Term, lowered: str) -> int:
+    """Return how many times ``term`` occurs in lowercased text ``lowered`` (a name: itself or a shorter form)."""
+    if term.partial is not None:
+        rest, whole = term.pattern.subn(" ", lowered)
+        return whole + len(term.partial.findall(rest))
+    if term.kind != "word":
+        return len(term.pattern.findall(lowered))
+    stems = _STEMS
+    return sum(1 for token in term.pattern.findall(lowered) if (stems.get(token) or _stem(token)) == term.word)
+
+
+def _term_counts(term: _Term, lowered: str) -> Tuple[int, int]:
+    """Return how many times ``term`` occurs in lowercased text ``lowered``, and its shorter forms elsewhere."""
+    if term.partial is not None:
+        rest, whole = term.pattern.subn(" ", lowered)
+        return whole, len(term.partial.findall(rest))
+    if term.exact:
+        stems = _STEMS
+        tokens = [t for t in term.pattern.findall(lowered) if (stems.get(t) or _stem(t)) == term.word]
+        whole = tokens.count(term.exact)
+        return whole, len(tokens) - whole
+    return _term_count(term, lowered), 0
+
+
+def _matching_line(text: str, terms: Sequence[_Term]) -> str:
+    """Return the line of ``text`` holding the most distinct terms (the first such), cut to SEARCH_LINE_CHARS."""
+    best, best_line, where = 0, "", 0
+    for line in text.splitlines():
+        lowered = line.lower()
+        found = [t for t in terms if _term_count(t, lowered)]
+        if len(found) > best:
+            best, best_line = len(found), line
+            where = min(m.start() for t in found for m in (t.pattern.search(lowered),
+                                                            t.partial and t.partial.search(lowered)) if m)
+            if best == len(terms):
+                break
+    line = " ".join(best_line.split()) if len(best_line) <= SEARCH_LINE_CHARS else best_line
+    if len(line) > SEARCH_LINE_CHARS:  # a long line: the part around its first match
+        start = max(0, where - SEARCH_LINE_CHARS // 4)
+        line = ("..." if start else "") + " ".join(line[start:start + SEARCH_LINE_CHARS].split()) + "..."
+    return line
+
+
+def _rank_pages(rows: Iterable[Tuple[str, int, str, Optional[str], int, str]], terms: Sequence[_Term],
+                total: int, mean_tokens: float, limit: int) -> List[Dict[str, Any]]:
+    """Return the ``limit`` best hits among ``rows`` (block, turn, role, kind, tokens, text) by BM25, best first.
+
+    ``total`` pages in all, ``mean_tokens`` their mean length (the page's estimated tokens):
+    the corpus statistics, the same whichever way the rows were found. A page holding none
+    of the terms is no hit. Ties go to the later turn, then the block id.
+    """
+    counted = []
+    df: Counter = Counter()
+    for block, turn, role, kind, tokens, text in rows:
+        lowered = text.lower()
+        counts = [_term_counts(term, lowered) for term in terms]
+        if any(w or p for w, p in counts):
+            counted.append((block, turn, role, kind, tokens, text, counts))
+            df.update(i for i, (w, p) in enumerate(counts) if w or p)
+    idf = [math.log(1.0 + (total - df[i] + 0.5) / (df[i] + 0.5)) for i in range(len(terms))]
+    mean = mean_tokens if mean_tokens > 0 else 1.0
+    scored = []
+    for block, turn, role, kind, tokens, text, counts in counted:
+        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * tokens / mean)
+        # A name's shorter forms saturate apart, at PARTIAL_WEIGHT: many of them weigh less than the name once.
+        score = sum(idf[i] * (w * (BM25_K1 + 1.0) / (w + norm) + PARTIAL_WEIGHT * p * (BM25_K1 + 1.0) / (p + norm))
+                    for i, (w, p) in enumerate(counts) if w or p)
+        scored.append((-round(score, 9), -turn, block, role, kind, text))
+    scored.sort()
+    return [{"id": block, "turn": -neg_turn, "kind": kind, "role": role, "line": _matching_line(text, terms),
+             "score": round(-neg, 4)} for neg, neg_turn, block, role, kind, text in scored[:limit]]
+
+
+_FTS5: Optional[bool] = None  # whether this Python's SQLite has FTS5, once asked
+
+
+def _fts_available() -> bool:
+    """Return True if this Python's SQLite has FTS5 (checked once)."""
+    global _FTS5
+    if _FTS5 is None:
+        try:
+            probe = sqlite3.connect(":memory:")
+            try:
+                probe.execute("CREATE VIRTUAL TABLE probe USING fts5(text)")
+                _FTS5 = True
+            finally:
+                probe.close()
+        except sqlite3.Error:
+            _FTS5 = False
+    return _FTS5
+
+
+# The search index inside a page store: an FTS5 table of the pages' text (own rowids, so a VACUUM
+# that renumbers the pages' rowids cannot break it), and which page each row is, with the SHA-256
+# of the text it indexed.
+SEARCH_TABLE = "search_text"
+SEARCH_ROWS = "search_rows"
+_SEARCH_SCHEMA = f"""
+CREATE VIRTUAL TABLE IF NOT EXISTS {SEARCH_TABLE} USING fts5(text, tokenize = 'unicode61 remove_diacritics 0');
+CREATE TABLE IF NOT EXISTS {SEARCH_ROWS} (
+    block   TEXT PRIMARY KEY,
+    id      INTEGER NOT NULL,   -- the rowid of its text in {SEARCH_TABLE}
+    sha256  TEXT NOT NULL
+);
+"""
+# Every table the index adds: FTS5 keeps its parts in tables named after its own.
+_SEARCH_TABLES = frozenset({SEARCH_TABLE, SEARCH_ROWS} | {f"{SEARCH_TABLE}_{part}" for part in
+                                                         ("data", "idx", "content", "docsize", "config")})
+# The contract (size and modification time) as it was when a pass left the store holding exactly
+# its paged blocks: while it is unchanged, the store's rows are the paged list, no parse needed.
+MATCH_TABLE = "contract_match"
+_MATCH_SCHEMA = f"CREATE TABLE IF NOT EXISTS {MATCH_TABLE} (stamp TEXT NOT NULL)"
+
+
+def _contract_stamp(path: str) -> str:
+    """Return the contract file's size and modification time: an append changes them (see PageStore.matches)."""
+    st = os.stat(path)
+    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 def _default_store_path(contract: str) -> str:
@@ -7615,6 +8036,7 @@ class PageStore:
         self.stub_words = DEFAULT_STUB_WORDS  # for summaries of pages stored without one
         self.created = False  # this process created the file (a failed pass removes it)
         self.wiped = False    # rows were deleted or replaced since the last VACUUM
+        self.indexed = False  # the file holds a search index (made by the first search)
 
     @classmethod
     def open(cls, path: str, create: bool, stub_words: int = DEFAULT_STUB_WORDS) -> Optional["PageStore"]:
@@ -7658,9 +8080,9 @@ class PageStore:
         """Return the store over ``db`` once its schema and journal mode are the pager's."""
         try:
             tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-            if tables != ["pages"] and (tables or not create):
+            if ("pages" not in tables or set(tables) - _SEARCH_TABLES - {"pages", MATCH_TABLE}) and (tables or not create):
                 raise PagerError(f"{path}: not the pager's page store (it holds the tables "
-                                 f"{', '.join(map(_show, tables)) or '(none)'}, not just pages)")
+                                 f"{', '.join(map(_show, tables)) or '(none)'}, not just pages and its search index)")
             if tables:
                 columns = tuple(row[1] for row in db.execute("PRAGMA table_info(pages)"))
                 if columns != _STORE_COLUMNS:
@@ -7684,7 +8106,9 @@ class PageStore:
             if "full" in str(exc):
                 raise _store_error(path, exc, "creating") from None
             raise PagerError(f"{path}: not a usable page store ({exc})") from None
-        return cls(path, db)
+        store = cls(path, db)
+        store.indexed = SEARCH_ROWS in tables
+        return store
 
     def get(self, block: str) -> Optional[StoredPage]:
         """Return the stored page of ``block``, or None."""
@@ -7694,6 +8118,39 @@ class PageStore:
             return None
         page = StoredPage(row[0], row[1], row[2], row[3], row[4], tuple(json.loads(row[5])), *row[6:])
         return _with_summary(page, self.stub_words)
+
+    def note_contract(self, stamp: str) -> None:
+        """Record that the store's rows are now exactly the paged blocks of the contract stamped ``stamp``."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(_MATCH_SCHEMA)
+            self._db.execute(f"DELETE FROM {MATCH_TABLE}")
+            self._db.execute(f"INSERT INTO {MATCH_TABLE} VALUES (?)", (stamp,))
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self.rollback()
+            raise _store_error(self.path, exc, "writing") from None
+
+    def matches(self, stamp: str) -> bool:
+        """Return True if a pass left the rows as the paged blocks of the contract stamped ``stamp``."""
+        try:
+            row = self._db.execute(f"SELECT stamp FROM {MATCH_TABLE}").fetchone()
+        except sqlite3.OperationalError:  # no such table: no pass noted one
+            return False
+        return row is not None and row[0] == stamp
+
+    def sizes(self) -> List[Tuple[str, int, int]]:
+        """Return (block, turn, tokens) of every stored page, in one query."""
+        return self._db.execute("SELECT block, turn, tokens FROM pages").fetchall()
+
+    def texts(self, blocks: Sequence[str]) -> List[Tuple[str, int, Optional[str], str]]:
+        """Return (block, turn, kind, text) of the pages of ``blocks`` that are stored, a few queries in all."""
+        rows: List[Tuple[str, int, Optional[str], str]] = []
+        for start in range(0, len(blocks), _PAGE_ROWS // 2):
+            part = blocks[start:start + _PAGE_ROWS // 2]
+            rows += self._db.execute("SELECT block, turn, kind, text FROM pages WHERE block IN (%s)"
+                                     % ",".join("?" * len(part)), part).fetchall()
+        return rows
 
     def shas(self) -> Dict[str, str]:
         """Return block id -> SHA-256 of every stored page."""
@@ -7711,6 +8168,9 @@ class PageStore:
         """Insert or replace rows in the table's column order, keywords as a JSON list."""
         before = self._db.total_changes
         try:
+            if self.indexed:  # a replaced text leaves the index now; the next search indexes the new one
+                self._unindex([row[0] for row in rows])
+            before = self._db.total_changes
             self._db.executemany("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
             # A replaced row counts twice (its delete, then the insert): its old text needs wiping.
             if self._db.total_changes - before > len(rows):
@@ -7754,6 +8214,8 @@ class PageStore:
             if gone:
                 self._db.execute("BEGIN IMMEDIATE")
                 self._db.executemany("DELETE FROM pages WHERE block = ?", [(b,) for b in gone])
+                if self.indexed:  # evicted text is never searchable
+                    self._unindex(gone)
                 self._db.execute("COMMIT")
                 self.wiped = True
             self.wipe()
@@ -7770,8 +8232,81 @@ class PageStore:
         pages still in use; VACUUM writes every page afresh from the live rows.
         """
         if self.wiped:
+            if self.indexed:  # merge the index into one segment: a deleted text's words leave it too
+                self._db.execute(f"INSERT INTO {SEARCH_TABLE}({SEARCH_TABLE}) VALUES ('optimize')")
             self._db.execute("VACUUM")
             self.wiped = False
+
+    # -- search --
+
+    def _unindex(self, blocks: Sequence[str]) -> None:
+        """Remove ``blocks``' texts from the search index (inside the caller's transaction)."""
+        db = self._db
+        ids = [row for b in blocks for row in db.execute(f"SELECT id FROM {SEARCH_ROWS} WHERE block = ?", (b,))]
+        if ids:
+            db.executemany(f"DELETE FROM {SEARCH_TABLE} WHERE rowid = ?", ids)
+            db.executemany(f"DELETE FROM {SEARCH_ROWS} WHERE block = ?", [(b,) for b in blocks])
+            self.wiped = True
+
+    def _sync_index(self) -> None:
+        """Create the search index if missing and bring it in step with the pages (by SHA-256)."""
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            if not self.indexed:
+                for statement in _SEARCH_SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                self.indexed = True
+            pages = dict(db.execute("SELECT block, sha256 FROM pages"))
+            listed = {block: sha for block, _, sha in db.execute(f"SELECT block, id, sha256 FROM {SEARCH_ROWS}")}
+            stale = [block for block, sha in listed.items() if pages.get(block) != sha]
+            if stale:
+                self._unindex(stale)
+            fresh = [block for block, sha in pages.items() if listed.get(block) != sha]
+            for start in range(0, len(fresh), _PAGE_ROWS):
+                for block, text, sha in db.execute(
+                        "SELECT block, text, sha256 FROM pages WHERE block IN (%s)"
+                        % ",".join("?" * len(fresh[start:start + _PAGE_ROWS])), fresh[start:start + _PAGE_ROWS]):
+                    rowid = db.execute(f"INSERT INTO {SEARCH_TABLE}(text) VALUES (?)", (text,)).lastrowid
+                    db.execute(f"INSERT INTO {SEARCH_ROWS} VALUES (?, ?, ?)", (block, rowid, sha))
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self.rollback()
+            self.indexed = SEARCH_ROWS in {name for (name,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            raise _store_error(self.path, exc, "indexing") from None
+        self.wipe()
+
+    def search(self, query: str, limit: int = SEARCH_LIMIT, among: Optional[Container[str]] = None,
+               scan: Optional[bool] = None) -> List[Dict[str, Any]]:
+        """Return the pages best matching ``query``, best first: dicts of id, turn, kind, role, line, score.
+
+        ``among``: only these blocks may be hits (the contract's paged ones). ``scan``: read
+        every page instead of asking the FTS5 index (default: scan only where SQLite has no
+        FTS5); both ways give the same hits in the same order (see _rank_pages).
+        """
+        terms = _query_terms(query)
+        if not terms:
+            return []
+        if scan is None:
+            scan = not _fts_available()
+        columns = "SELECT p.block, p.turn, p.role, p.kind, p.tokens, p.text FROM pages p"
+        try:
+            total, mean = self._db.execute("SELECT count(*), avg(tokens) FROM pages").fetchone()
+            if scan:
+                rows = self._db.execute(columns)
+            else:
+                self._sync_index()
+                match = " OR ".join(f"({term.fts})" for term in terms)
+                rows = self._db.execute(
+                    f"{columns} JOIN {SEARCH_ROWS} r ON r.block = p.block WHERE r.id IN "
+                    f"(SELECT rowid FROM {SEARCH_TABLE} WHERE {SEARCH_TABLE} MATCH ?)", (match,))
+            if among is not None:
+                rows = (row for row in rows if row[0] in among)
+            return _rank_pages(rows, terms, total, mean or 0.0, limit)
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc, "searching") from None
 
     def close(self) -> None:
         self._db.close()
@@ -8413,6 +8948,8 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
         except PagerError as exc:
             raise PagerError(f"{exc}; the contract holds the whole pass, and the next pass "
                              "removes the pages it no longer lists") from None
+    if store is not None:  # the rows are the contract's paged blocks now (read by the injected index)
+        store.note_contract(_contract_stamp(args.contract))
     return state, payload, stored, store
 
 
@@ -8517,6 +9054,34 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
             _check_statements(statements)
             locked.append(_encode_batches(state, [statements]))
     return store_path, pages, texts
+
+
+def _search_checked(query: Any, limit: Any) -> None:
+    """Raise PagerError unless ``query`` is text and ``limit`` a positive integer."""
+    if not isinstance(query, str):
+        raise PagerError(f"the search query must be text (got {_show(query)})")
+    if not _is_int(limit) or limit < 1:
+        raise PagerError(f"the search limit must be a positive integer (got {_show(limit)})")
+
+
+def _search_contract(contract: str, query: str, store: Optional[str] = None, limit: int = SEARCH_LIMIT,
+                     scan: Optional[bool] = None) -> Tuple[str, List[Dict[str, Any]]]:
+    """Return (the store's path, the hits of ``query`` among the blocks ``contract`` lists as paged)."""
+    _search_checked(query, limit)
+    _refuse_link(contract, "contract")
+    if not os.path.exists(contract):
+        raise PagerError(f"{contract}: no such contract")
+    state = contract_state(contract)
+    store_path = _resolve_store(contract, store, state)
+    _check_paths(None, contract, store_path, None)
+    paged = {block for block, action in state.directives.items() if action == "page"}
+    opened = PageStore.open(store_path, create=False, stub_words=_recorded_stub_words(state)) if paged else None
+    if opened is None:
+        return store_path, []
+    try:
+        return store_path, opened.search(query, limit, paged, scan)
+    finally:
+        opened.close()
 
 
 # ===== Report =====
@@ -9090,6 +9655,10 @@ RECALL_TOOL_NAME = "recall_pages"
 RECALL_TOOL_DESCRIPTION = ("Return the exact original text of blocks the context pager paged out. A paged "
                            "block appears as a line '[paged ID | turn T | role | N tokens] summary'; pass "
                            "its ID.")
+_SEARCH_TOOL_NAME = "search_pages"
+_SEARCH_TOOL_DESCRIPTION = ("Find blocks the context pager paged out by words or names (files, functions, "
+                           "commands, errors): the best pages first, each with its ID and the line that "
+                           "matches. Then recall a page's exact text by its ID.")
 # The tool-use shapes the recall tool speaks: the formats that are an API's own (their tool_api).
 TOOL_APIS = tuple(name for name, spec in _FORMATS.items() if spec.tool_api == name)
 # The formats compact takes as objects: a document written back in its own shape.
@@ -9143,6 +9712,14 @@ _RECALL_SCHEMA = {"type": "object",
                   "required": ["ids"], "additionalProperties": False}
 
 
+_SEARCH_TOOL_SCHEMA = {"type": "object",
+                       "properties": {"query": {"type": "string",
+                                                "description": "words or names to look for in the paged blocks"},
+                                      "limit": {"type": "integer", "minimum": 1,
+                                                "description": f"most pages to return (default {SEARCH_LIMIT})"}},
+                       "required": ["query"], "additionalProperties": False}
+
+
 def _tool_recall_hint(block: str) -> str:
     """Return the recall hint a library stub carries: the recall tool with this block's id.
 
@@ -9153,6 +9730,13 @@ def _tool_recall_hint(block: str) -> str:
     return f"the {RECALL_TOOL_NAME} tool with ids {json.dumps([block], ensure_ascii=False)}"
 
 
+def _tool_definition(api: str, name: str, description: str, schema: Dict[str, Any]) -> Dict[str, Any]:
+    """Return a tool's definition in ``api``'s shape, with a fresh copy of ``schema``."""
+    if api in TOOL_APIS:
+        return _FORMATS[api].tool_definition(name, description, json.loads(json.dumps(schema)))  # callers may edit theirs
+    raise PagerError(f"api must be one of {', '.join(TOOL_APIS)} (got {_show(api)})")
+
+
 def recall_tool(api: str = "openai") -> Dict[str, Any]:
     """Return the recall tool's definition for ``api``: openai (Chat Completions), responses or anthropic.
 
@@ -9160,10 +9744,51 @@ def recall_tool(api: str = "openai") -> Dict[str, Any]:
         >>> recall_tool("anthropic")["input_schema"]["required"]
         ['ids']
     """
-    if api in TOOL_APIS:
-        schema = json.loads(json.dumps(_RECALL_SCHEMA))  # a fresh copy: callers may edit theirs
-        return _FORMATS[api].tool_definition(RECALL_TOOL_NAME, RECALL_TOOL_DESCRIPTION, schema)
-    raise PagerError(f"api must be one of {', '.join(TOOL_APIS)} (got {_show(api)})")
+    return _tool_definition(api, RECALL_TOOL_NAME, RECALL_TOOL_DESCRIPTION, _RECALL_SCHEMA)
+
+
+def _search_tool(api: str = "openai") -> Dict[str, Any]:
+    """Return the search tool's definition for ``api`` (the recall tool's companion: find, then recall).
+
+    Example:
+        >>> _search_tool("responses")["name"], _search_tool("anthropic")["input_schema"]["required"]
+        ('search_pages', ['query'])
+    """
+    return _tool_definition(api, _SEARCH_TOOL_NAME, _SEARCH_TOOL_DESCRIPTION, _SEARCH_TOOL_SCHEMA)
+
+
+def _search_text(hits: Sequence[Mapping[str, Any]], query: str) -> str:
+    """Return search hits as text, one line each (id | turn | role | kind | the matching line).
+
+    Example:
+        >>> _search_text([{"id": "b4", "turn": 8, "role": "tool", "kind": "tool_result",
+        ...                "line": "FAILED test_line_total", "score": 2.1}], "line_total")
+        'b4 | turn 8 | tool | tool_result | FAILED test_line_total'
+        >>> _search_text([], "zebra")
+        'no paged block holds "zebra"'
+    """
+    if not hits:
+        return f"no paged block holds {_show(query)}"
+    return "\n".join(f"{h['id']} | turn {h['turn']} | {h['role']} | {h['kind'] or 'text'} | {h['line']}"
+                     for h in hits)
+
+
+def _tool_search(search: Callable[[str, int], List[Dict[str, Any]]], arguments: Any) -> Tuple[str, bool]:
+    """Return (result text, failed) for a search call's arguments (a JSON text or an object)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            return f"error: the arguments are not JSON (got {_show(arguments)})", True
+    query = arguments.get("query") if isinstance(arguments, dict) else None
+    limit = arguments.get("limit", SEARCH_LIMIT) if isinstance(arguments, dict) else SEARCH_LIMIT
+    if not isinstance(query, str) or not query.strip():
+        return f"error: query must be a non-empty text (got {_show(query)})", True
+    try:
+        return _search_text(search(query, limit), query), False
+    except PagerError as exc:
+        return f"error: {exc}", True
+
 
 
 class _CachedScorer(_Scorer):
@@ -9387,7 +10012,7 @@ def _tool_recall(recall: Callable[[List[str]], Dict[str, str]], name: Any, argum
     ``recall`` maps ids to texts, raising PagerError for an id it cannot give back.
     """
     if name != RECALL_TOOL_NAME:
-        return f"error: unknown tool {_show(name)} (this pager answers {RECALL_TOOL_NAME})", True
+        return f"error: unknown tool {_show(name)} (this pager answers {RECALL_TOOL_NAME} and {_SEARCH_TOOL_NAME})", True
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
@@ -9760,9 +10385,34 @@ class Pager:
             pages = [_with_summary(p, self.params.stub_words) for p in self._pages.values()]
         return "\n".join([_index_header(len(pages), self.hint("ID"))] + index_lines(pages))
 
+    def search(self, query: str, limit: int = SEARCH_LIMIT) -> List[Dict[str, Any]]:
+        """Return the paged blocks best matching ``query`` (words or names), best first.
+
+        Each hit is ``{"id", "turn", "kind", "role", "line", "score"}``, ``line`` being the
+        page's line that holds the most of the query's terms; as ``pager.py search``.
+        """
+        _search_checked(query, limit)
+        if self.contract is not None:
+            return _search_contract(self.contract, query, self._explicit_store, limit)[1]
+        paged = {b for b, a in self._actions.items() if a == "page"}
+        if self.store is not None:
+            store = PageStore.open(self.store, create=False, stub_words=self.params.stub_words)
+            if store is None or not paged:
+                return []
+            try:
+                return store.search(query, limit, paged)
+            finally:
+                store.close()
+        terms = _query_terms(query)
+        pages = list(self._pages.values())
+        if not terms or not pages:
+            return []
+        rows = ((p.block, p.turn, p.role, p.kind, p.tokens, p.text) for p in pages)
+        return _rank_pages(rows, terms, len(pages), sum(p.tokens for p in pages) / len(pages), limit)
+
     def tools(self, api: str = "openai") -> List[Dict[str, Any]]:
-        """Return the tool list to offer the model: the recall tool in ``api``'s shape."""
-        return [recall_tool(api)]
+        """Return the tool list to offer the model: the recall and search tools in ``api``'s shape."""
+        return [recall_tool(api), _search_tool(api)]
 
     def recall_text(self, ids: Any) -> Tuple[str, bool]:
         """Return (the recall tool's answer for ``ids``, whether it is an error). Never raises."""
@@ -9771,13 +10421,17 @@ class Pager:
     def run_tool_call(self, call: Any) -> Dict[str, Any]:
         """Execute a recall tool call; return the tool result in the call's API shape. Never raises.
 
+        A search tool call (``search_pages``) answers with its hits, one line each.
         ``call`` is a Chat Completions tool call (``{"id", "function": {"name", "arguments"}}``),
         a Responses ``function_call`` item or an Anthropic ``tool_use`` block. One id gives its
         exact text; several give each under a ``==> ID <==`` line; a bad id or call gives an
         error result (Anthropic ``is_error``, else text starting with ``error:``).
         """
         api, call_id, name, arguments = _tool_call_parts(call)
-        text, failed = _tool_recall(self.recall, name, arguments)
+        if name == _SEARCH_TOOL_NAME:
+            text, failed = _tool_search(self.search, arguments)
+        else:
+            text, failed = _tool_recall(self.recall, name, arguments)
         return _FORMATS[api].tool_result(call_id, text, failed)
 
 
@@ -9818,6 +10472,12 @@ commands:
   pager.py --history H.json --contract C.limn [flags]   run a paging pass (below)
   pager.py recall ID [ID ...] --contract C.limn        print paged blocks' original text, page them in
   pager.py index --contract C.limn                     list the paged blocks, one line each
+  pager.py index --contract C.limn --tokens 2000 --intent TEXT
+                                                       the index to inject after a compaction
+  pager.py search "WORDS" --contract C.limn            find paged blocks by words or names, best first
+  pager.py compaction --history ROLLOUT --contract C.limn
+                                                       store a transcript whole before (or after) a
+                                                       harness's compaction; print what to send next
   pager.py report --contract C.limn [--out R.html]     the session as one HTML page (or a text summary)
 
 example:
@@ -9917,6 +10577,10 @@ def _build_parser() -> argparse.ArgumentParser:
                         help="without --budget, page a transcript's blocks even where the stub is no shorter "
                              "(by default such a block stays, reason small); to store a session whole, as the "
                              "PreCompact hook does")
+    parser.add_argument("--before-compaction", action="store_true",
+                        help="the harness compacts right after this pass (its summary replaces the conversation): "
+                             "page every block but the instructions, whatever its score, so all of it stays "
+                             f"recallable; the contract gives the reason '{BEFORE_COMPACTION}'")
     parser.add_argument("--mask-results", action="store_true",
                         help="with --budget: a tool result larger than a tenth of the budget may be paged in "
                              "place while its call stays verbatim (in a transcript the result keeps its call id "
@@ -9965,8 +10629,15 @@ def _build_recall_parser() -> argparse.ArgumentParser:
 
 def _build_index_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py index``."""
-    parser = _Parser(prog=f"{_prog()} index", description="List every paged block, one line each.")
+    parser = _Parser(prog=f"{_prog()} index", description="List every paged block, one line each; with --tokens "
+                     "or --intent, print the index to inject after a compaction instead: the pages most likely "
+                     "needed first, each line naming their distinctive names, within a token cap.")
     _store_flags(parser)
+    parser.add_argument("--tokens", type=_count_flag("--tokens"), metavar="N",
+                        help=f"the injected index's cap in tokens (default {INDEX_TOKENS} with --intent)")
+    parser.add_argument("--intent", metavar="TEXT",
+                        help="what the agent does after the compaction (the summary's pending task, the human's "
+                             "last request): pages holding its words come first, names it already says are left out")
     return parser
 
 
@@ -9998,6 +10669,55 @@ def _emit_records(args: argparse.Namespace, stderr, decisions: Sequence[Decision
                              f"the pass itself is recorded in {args.contract}") from None
     elif not args.quiet:
         _write_records(stderr, decisions)
+
+
+def _injected_index(contract: str, store: Optional[str], intent: Optional[str], tokens: int) -> str:
+    """Return the index to inject after a compaction (see compaction_index), read from the contract and store.
+
+    The contract is read once; the store gives every page's turn and size in one query and the
+    text of the newest pages (up to INDEX_SCAN_TOKENS), whose names the index weighs.
+    """
+    _refuse_link(contract, "contract")
+    if not os.path.exists(contract):
+        raise PagerError(f"{contract}: no such contract")
+    store_path = store or _default_store_path(contract)
+    _check_paths(None, contract, store_path, None)
+    opened = PageStore.open(store_path, create=False)
+    if opened is not None and opened.matches(_contract_stamp(contract)):
+        paged = [block for block, _, _ in opened.sizes()]  # a pass left them so: nothing since
+    else:  # a recall or an older pager since: the contract says which blocks are paged
+        if opened is not None:
+            opened.close()
+        state = contract_state(contract)
+        store_path = _resolve_store(contract, store, state)
+        _check_paths(None, contract, store_path, None)
+        paged = [block for block, action in state.directives.items() if action == "page"]
+        opened = PageStore.open(store_path, create=False) if paged else None
+    hint = _recall_hint("ID", os.path.abspath(contract), os.path.abspath(store) if store else None)
+    find = hint.replace(" recall ID ", ' search "NAME" ', 1)
+    head = (f"[prosecode context pager] {len(paged)} blocks from before the compaction are stored verbatim. "
+            f"Find one by a name below or any word: {find} ; read it: {hint}. Lines: turn: page ids: names.")
+    if opened is None or not paged:
+        if opened is not None:
+            opened.close()
+        return compaction_index([], head, tokens)
+    try:
+        listed = set(paged)
+        sizes = [(turn, block, size) for block, turn, size in opened.sizes() if block in listed]
+        sizes.sort(reverse=True)
+        chosen, read = [], 0
+        for turn, block, size in sizes:
+            if read >= INDEX_SCAN_TOKENS:
+                break
+            chosen.append(block)
+            read += size
+        rows = opened.texts(chosen)
+    finally:
+        opened.close()
+    words = intent or ""
+    keywords = intent_keywords([words]) if words else []
+    known = frozenset(_NAME_RE.findall(_unescaped_breaks(words).lower()))
+    return compaction_index(_index_pages(rows, keywords, known), head, tokens)
 
 
 def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
@@ -10122,6 +10842,9 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
     if conv is not None:
         summary.update({**conv.recorded, "other_lines": conv.other_lines, "unknown_parts": conv.unknown_parts,
                         "archived": conv.archived, "definitions_tokens": conv.definitions_tokens})
+        if params.before_compaction:  # what a harness re-injects after its compaction: the human's own words
+            asked = [r["text"].strip() for r in human_requests(conv) if r["text"].strip()]
+            summary.update({"task": asked[0] if asked else None, "last_request": asked[-1] if asked else None})
     rho = plan.pressure()
     if rho is not None:
         summary.update({"budget": params.budget, "tokens_before": plan.tokens_before,
@@ -10198,7 +10921,8 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
                     args.budget, args.stub_words, args.keep_recent, args.mask_results, args.trigger,
                     _cli_target(args),
-                    args.work_steps, not args.no_protect_task, False if args.page_small else None).validate()
+                    args.work_steps, not args.no_protect_task, False if args.page_small else None,
+                    before_compaction=args.before_compaction).validate()
     if args.alpha == 0 and args.beta == 0:
         raise PagerError("--alpha and --beta are both 0: every block would score R = 0; give similarity or "
                          "recency a positive weight")
@@ -10217,7 +10941,8 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     earlier = _state_of(args.contract, text) if text is not None else None
     recorded = earlier.values.get("pager-format") if earlier is not None else None
     recorded = recorded if isinstance(recorded, str) else None
-    reading = _open_history(args.history, args.format, recorded, earlier.harness if earlier is not None else ())
+    reading = _open_history(args.history, args.format, recorded, earlier.harness if earlier is not None else (),
+                            params.before_compaction)
     if args.with_index and reading.conversation is not None:
         raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
                          "'pager.py index'")
@@ -10261,7 +10986,15 @@ def _run_recall(args: argparse.Namespace, stdout, stderr) -> int:
 
 
 def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
-    """Print the page index of a contract; return the exit code."""
+    """Print the page index of a contract (or, with --tokens or --intent, the injected one); return the exit code."""
+    if args.tokens is not None or args.intent is not None:
+        text = _injected_index(args.contract, args.store, args.intent, args.tokens or INDEX_TOKENS)
+        if args.json:
+            stdout.write(json.dumps({"contract": args.contract, "text": text, "tokens": estimate_tokens(text)},
+                                    ensure_ascii=False) + "\n")
+        else:
+            stdout.write(text + "\n")
+        return EXIT_OK
     _refuse_link(args.contract, "contract")
     if not os.path.exists(args.contract):
         raise PagerError(f"{args.contract}: no such contract")
@@ -10285,6 +11018,103 @@ def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
                      f"{hint('ID')})\n")
         for line in index_lines(pages):
             stdout.write(line + "\n")
+    return EXIT_OK
+
+
+def _build_search_parser() -> argparse.ArgumentParser:
+    """Return the parser of ``pager.py search``."""
+    parser = _Parser(prog="pager.py search", description="Find paged blocks by words or names (files, "
+                     "functions, commands, errors): ranked by BM25, best first, each with the line that matches.")
+    parser.add_argument("query", metavar="QUERY", help='words or names, e.g. "line_total src/billing/totals.py"')
+    _store_flags(parser)
+    parser.add_argument("--limit", type=_count_flag("--limit"), default=SEARCH_LIMIT, metavar="N",
+                        help=f"most hits to print (default {SEARCH_LIMIT})")
+    return parser
+
+
+def _run_search(args: argparse.Namespace, stdout, stderr) -> int:
+    """Print the paged blocks best matching the query; return the exit code (0, also for no hit)."""
+    _, hits = _search_contract(args.contract, args.query, args.store, args.limit)
+    if args.json:
+        stdout.write(json.dumps(hits, ensure_ascii=False) + "\n")
+    else:
+        stdout.write(_search_text(hits, args.query) + "\n")
+        if hits:
+            stdout.write(f"(recall one with: {_cli_hint(args)('ID')})\n")
+    return EXIT_OK
+
+
+def _build_compaction_parser() -> argparse.ArgumentParser:
+    """Return the parser of ``pager.py compaction``."""
+    parser = _Parser(prog="pager.py compaction", description="For a harness that compacts without hooks (Codex "
+                     "compacts server-side, with no readable summary): store the whole transcript as pages "
+                     "(a --before-compaction pass) and print what to send as the first message of the next "
+                     "turn: the human's first and last requests verbatim and the injected page index.")
+    parser.add_argument("--history", required=True, metavar="ROLLOUT",
+                        help="the transcript (a Codex rollout, a Claude Code session, any format the pager reads)")
+    _store_flags(parser)
+    parser.add_argument("--tokens", type=_count_flag("--tokens"), default=INDEX_TOKENS, metavar="N",
+                        help=f"cap of the printed text in tokens (default {INDEX_TOKENS})")
+    parser.add_argument("--intent", metavar="TEXT",
+                        help="what comes next, beside the human's last request (a summary's pending task)")
+    parser.add_argument("--now", metavar="ISO-8601", help="pass timestamp (default: the clock, UTC)")
+    return parser
+
+
+def _clipped(text: str, tokens: int) -> str:
+    """Return ``text``, or its start and a note of what was cut, within ``tokens`` estimated tokens.
+
+    Example:
+        >>> _clipped("word " * 100, 20)
+        'word word word word word word word word wor [... 457 more characters not shown]'
+    """
+    if estimate_tokens(text) <= tokens:
+        return text
+    keep = tokens * 3
+    while keep > 0:
+        shown = text[:keep] + f" [... {len(text) - keep} more characters not shown]"
+        if estimate_tokens(shown) <= tokens:
+            return shown
+        keep = keep * 9 // 10
+    return f"[{len(text)} characters not shown]"
+
+
+class _DiagnosticsOnly(io.TextIOBase):
+    """A stream passing on a pass's ``pager:`` lines (repairs, warnings) and dropping its per-block records."""
+
+    def __init__(self, target) -> None:
+        super().__init__()
+        self.target = target
+
+    def write(self, text: str) -> int:
+        if not text.startswith("{"):  # records come in batches that start with one
+            self.target.write(text)
+        return len(text)
+
+
+def _run_compaction(args: argparse.Namespace, stdout, stderr) -> int:
+    """Run a --before-compaction pass, then print the requests and the injected index; return the exit code."""
+    argv = [f"--history={args.history}", f"--contract={args.contract}", "--before-compaction", "--json",
+            "--work-steps=0"] + ([f"--store={args.store}"] if args.store else []) + \
+        ([f"--now={args.now}"] if args.now else [])
+    out = io.StringIO()
+    _run_pass(_build_parser().parse_args(argv), out, _DiagnosticsOnly(stderr))
+    summary = json.loads(out.getvalue())
+    task, last = summary.get("task"), summary.get("last_request")
+    requests = [("Task statement and last human request (verbatim)", task)] if task == last else [
+        ("Task statement, the human's first request (verbatim)", task), ("The human's last request (verbatim)", last)]
+    parts = [f"{label}:\n{_clipped(text, args.tokens // 2 // len(requests))}" for label, text in requests if text]
+    room = args.tokens - (estimate_tokens("\n\n".join(parts)) + 2 if parts else 0)
+    intent = "\n".join(t for t in (args.intent, last) if t)
+    index = _injected_index(args.contract, args.store, intent or None, max(1, room))
+    text = "\n\n".join(parts + [index])
+    while estimate_tokens(text) > args.tokens and "\n" in index:  # estimates are not additive
+        index = index[:index.rindex("\n")]
+        text = "\n\n".join(parts + [index])
+    if args.json:
+        stdout.write(json.dumps({"contract": args.contract, "pass": summary, "text": text}, ensure_ascii=False) + "\n")
+    else:
+        stdout.write(text + "\n")
     return EXIT_OK
 
 
@@ -10373,6 +11203,7 @@ def _run_report(args: argparse.Namespace, stdout, stderr) -> int:
 
 
 COMMANDS = {"recall": (_build_recall_parser, _run_recall), "index": (_build_index_parser, _run_index),
+            "search": (_build_search_parser, _run_search), "compaction": (_build_compaction_parser, _run_compaction),
             "report": (_build_report_parser, _run_report)}
 
 

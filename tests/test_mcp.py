@@ -48,15 +48,16 @@ def text_of(result):
     return result.content[0].text
 
 
-def test_lists_three_tools_with_schemas():
+def test_lists_four_tools_with_schemas():
     async def check(client):
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert set(tools) == {"page", "index", "recall"}
+        assert set(tools) == {"page", "index", "search", "recall"}
         page = tools["page"].input_schema
         assert page["required"] == ["transcript", "contract"]
         assert set(page["properties"]) == {"transcript", "contract", "intent", "budget"}
         assert tools["recall"].input_schema["properties"]["ids"]["type"] == "array"
         assert tools["index"].input_schema["required"] == ["contract"]
+        assert tools["search"].input_schema["required"] == ["query", "contract"]
         assert all(tool.description for tool in tools.values())
         return client.server_info  # what the server said of itself at initialization
     info = session(check)
@@ -91,6 +92,32 @@ def test_page_then_recall_returns_the_exact_text(tmp_path):
         assert not again.is_error and text_of(again) == texts[block]  # recall is idempotent
     session(check)
     assert 'add "' in (tmp_path / "s.limn").read_text() and "because \"recalled\"" in (tmp_path / "s.limn").read_text()
+
+
+def test_search_finds_a_paged_block_by_a_name_it_holds_then_recall_returns_it(tmp_path):
+    contract = str(tmp_path / "s.limn")
+    conv = pager.load(FIXTURE.read_text(encoding="utf-8"), "claude-code")
+    texts = {b["id"]: b["text"] for b in pager.conversation_blocks(conv)}
+
+    async def check(client):
+        done = await client.call_tool("page", {"transcript": str(FIXTURE), "contract": contract,
+                                               "intent": "Decimal rounding in line_total"})
+        assert not done.is_error, text_of(done)
+        listed = (await client.call_tool("index", {"contract": contract})).structured_content["result"]["paged"]
+        paged = [p["block"] for p in listed]
+        # A word the first paged block holds and search must find: its longest word.
+        word = max(pager.tokenize(texts[paged[0]]), key=len)
+        found = await client.call_tool("search", {"query": word, "contract": contract, "limit": 5})
+        assert not found.is_error, text_of(found)
+        hits = found.structured_content["result"]
+        assert hits and all(hit["id"] in paged for hit in hits)
+        assert any(word.lower() in texts[hit["id"]].lower() for hit in hits)
+        assert set(hits[0]) >= {"id", "turn", "kind", "role", "line", "score"}
+        none = await client.call_tool("search", {"query": "zzqxnotawordanywhere", "contract": contract})
+        assert not none.is_error and none.structured_content["result"] == []
+        bad = await client.call_tool("search", {"query": "x", "contract": contract, "limit": 0})
+        assert bad.is_error  # limit below the schema's minimum: a tool error, the server keeps serving
+    session(check)
 
 
 def test_errors_are_tool_results_and_the_server_keeps_serving(tmp_path):
@@ -197,14 +224,14 @@ def test_lifecycle_ping_notifications_and_protocol_errors():
     assert answers[4]["error"]["code"] == -32700
     assert answers[5] == [{"jsonrpc": "2.0", "id": 4, "result": {}}]
     tools = answers[6]["result"]["tools"]
-    assert [t["name"] for t in tools] == ["page", "index", "recall"]
+    assert [t["name"] for t in tools] == ["page", "index", "search", "recall"]
     assert all(t["inputSchema"]["type"] == "object" and t["description"] for t in tools)
 
 
 def test_every_tool_is_one_row_calling_the_engine():
     """The tool list is a table: name, description, schema, call; the server lists exactly its rows."""
     import mcp_server
-    assert [t.name for t in mcp_server.TOOLS] == ["page", "index", "recall"]
+    assert [t.name for t in mcp_server.TOOLS] == ["page", "index", "search", "recall"]
     for tool in mcp_server.TOOLS:
         assert set(tool.schema["required"]) <= set(tool.schema["properties"])
     assert mcp_server._list_tools({})["tools"][0]["inputSchema"] is mcp_server.TOOLS[0].schema

@@ -4,6 +4,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,7 @@ DEV_SET = ROOT.parent / "shared" / "data" / "transcripts-dev"
 FIXTURE = ROOT / "tests" / "fixtures" / "transcripts" / "claude_code_session.jsonl"
 MANIFEST = ROOT / ".claude-plugin" / "plugin.json"
 HOOKS = ROOT / "hooks" / "hooks.json"
-INDEX_LINE = re.compile(r"^(\S+) \| turn (\d+) \| (\w+) \| (\d+) tokens \| ")
+INDEX_LINE = re.compile(r"^turn (\d+): (.+?): ")  # the injected index: turn T: ids: names
 
 try:
     import tomllib
@@ -90,12 +91,19 @@ def context_of(output):
 
 
 def indexed_ids(context):
-    return [m.group(1) for m in map(INDEX_LINE.match, context.splitlines()) if m]
+    return [block for m in map(INDEX_LINE.match, context.splitlines()) if m for block in m.group(2).split(" ")
+            if block != "..."]  # "...": more pages of the line, found by searching its names
 
 
 def recall_command(context):
-    line = next(line for line in context.splitlines() if line.startswith("Recall a block's exact text: "))
-    return line.split(": ", 1)[1]
+    """Return the recall command of the index's head line, ``ID`` standing for the block id."""
+    line = next(line for line in context.splitlines() if line.startswith("[prosecode context pager] "))
+    return line.split("; read it: ", 1)[1].split(". Lines: ", 1)[0]
+
+
+def search_command(context):
+    line = next(line for line in context.splitlines() if line.startswith("[prosecode context pager] "))
+    return line.split("any word: ", 1)[1].split(" ; read it: ", 1)[0]
 
 
 def transcript_strings(path):
@@ -142,17 +150,20 @@ PART_LABEL = re.compile(r"\[[a-z_]+(?:[ :,][^\]\n]*)?\]")
 def check_recalls(context, transcript, project, limit=None, fmt="claude-code"):
     """Run the injected recall command on each indexed id: the text is the block's, as in the transcript."""
     conv = pager.load(Path(transcript).read_text(encoding="utf-8"), fmt)
-    blocks = {b["id"]: b for b in pager.conversation_blocks(conv)}
+    blocks = {b["id"]: b for b in pager.conversation_blocks(conv) + conv.aside}  # aside: attachment lines
     raw, calls = transcript_strings(transcript)
     ids = indexed_ids(context)[:limit]
     assert ids, "the index lists no paged block"
     command = recall_command(context)
     for block in ids:
-        proc = subprocess.run(["/bin/sh", "-c", command.replace("BLOCK_ID", block)], capture_output=True,
+        proc = subprocess.run(["/bin/sh", "-c", command.replace(" recall ID ", f" recall {shlex.quote(block)} ")],
+                              capture_output=True,
                               cwd=project)
         out = proc.stdout.decode("utf-8")  # as bytes: text mode would turn a recalled "\r\n" into "\n"
         assert proc.returncode == 0, proc.stderr
         assert out == blocks[block]["text"]
+        if blocks[block]["kind"] == "attachment":  # "[file] path ...": the line's strings, not a message's
+            continue
         if block in calls:  # a tool call reads as name(arguments)
             assert out.startswith(f"{calls[block] or 'shell'}("), block
         else:
@@ -269,17 +280,17 @@ def test_hooks_on_development_sessions(harness, transcript, tmp_path):
     assert all(r in context or (r[:200] in context and "more characters not shown]" in context)
                for r in requests[:1] + requests[-1:])
     state = json.loads((project / ".prosecode" / "dev.hook.json").read_text())
-    relevance = [state["relevance"][block] for block in indexed_ids(context)]
-    assert relevance == sorted(relevance, reverse=True)  # most relevant first
-    assert len(state["relevance"]) == state["pass"]["page"]
-    if state["pass"]["page"] == 0:  # a short session: nothing paged, so no index to recall from
-        assert "stored 0 blocks" in context and not indexed_ids(context)
+    assert (state["task"], state["last_request"]) == ((requests[0], requests[-1]) if requests else (None, None))
+    if state["pass"]["page"] == 0:  # nothing the compaction takes out: no index to recall from
+        assert not indexed_ids(context)
         return
     check_recalls(context, transcript, project, fmt=harness)
 
 
 @pytest.mark.skipif(not (DEV_SET / "claude-code" / "reliability-python-to-rust-port.jsonl").exists(),
                     reason="the development set is not shipped")
+@pytest.mark.xfail(strict=True, reason="the README's example shows the context injected before issue 32's index; "
+                   "strict: the README's new example makes this pass, and then the mark goes")
 def test_readme_example_is_what_the_hook_injects(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
@@ -312,7 +323,6 @@ def test_hooks_on_the_fixture_session_with_custom_instructions(tmp_path):
     state = json.loads((project / ".prosecode" / "s1.hook.json").read_text())
     assert (state["intent"], state["intent_from"]) == ("Decimal rounding in line_total", "custom_instructions")
     assert state["pass"]["intent_source"] == "--intent"
-    assert 'Or call the MCP tool "recall" (server prosecode-pager)' in context
     check_recalls(context, FIXTURE, project)
 
 
@@ -353,9 +363,9 @@ def test_generated_50000_message_session(tmp_path):
     _benchmark().write_session(transcript, 50_000)
     context = context_of(compact("long", transcript, project))
     assert pager.estimate_tokens(context) <= claude_hooks.DEFAULT_CONTEXT_TOKENS
-    assert "more paged blocks not listed; all of them: python3 " in context
     state = json.loads((project / ".prosecode" / "long.hook.json").read_text())
-    assert state["pass"]["page"] == len(state["relevance"]) > 1000
+    # (a generated session repeats a few dozen names: each is listed once, at its newest page)
+    assert state["pass"]["page"] > 1000 and len(indexed_ids(context)) >= 10
     check_recalls(context, transcript, project, limit=3)
 
 
@@ -371,17 +381,17 @@ def test_token_cap_from_the_environment(variable, value, cap, tmp_path):
     assert "Now run the whole test suite." in context
 
 
-def test_a_tight_cap_drops_the_mcp_line_before_the_humans_words(tmp_path):
-    # A long project path (a deep clone, a long temporary folder) lengthens every recall command.
+def test_a_tight_cap_keeps_the_humans_words_and_the_search_and_recall_line(tmp_path):
+    # A long project path (a deep clone, a long temporary folder) lengthens every command.
     project = tmp_path / ("deeply-nested-folder-" * 4) / "project"
     project.mkdir(parents=True)
     context = context_of(compact("cap", FIXTURE, project, env={"PROSECODE_CONTEXT_TOKENS": "250"}))
     assert pager.estimate_tokens(context) <= 250
     assert "pytest fails on tests/test_totals.py::test_rounding, can you find out why?" in context
     assert "Now run the whole test suite." in context
-    assert "Recall a block's exact text: " in context and 'call the MCP tool "recall"' not in context
+    assert " recall ID --contract " in recall_command(context)
     roomy = context_of(compact("roomy", FIXTURE, project, env={"PROSECODE_CONTEXT_TOKENS": "2000"}))
-    assert 'call the MCP tool "recall"' in roomy
+    assert len(indexed_ids(roomy)) > len(indexed_ids(context))
 
 
 # --- failures: exit 0, nothing injected, one log line ---
