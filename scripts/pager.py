@@ -11023,7 +11023,7 @@ def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
 
 def _build_search_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py search``."""
-    parser = _Parser(prog="pager.py search", description="Find paged blocks by words or names (files, "
+    parser = _Parser(prog=f"{_prog()} search", description="Find paged blocks by words or names (files, "
                      "functions, commands, errors): ranked by BM25, best first, each with the line that matches.")
     parser.add_argument("query", metavar="QUERY", help='words or names, e.g. "line_total src/billing/totals.py"')
     _store_flags(parser)
@@ -11046,7 +11046,7 @@ def _run_search(args: argparse.Namespace, stdout, stderr) -> int:
 
 def _build_compaction_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py compaction``."""
-    parser = _Parser(prog="pager.py compaction", description="For a harness that compacts without hooks (Codex "
+    parser = _Parser(prog=f"{_prog()} compaction", description="For a harness that compacts without hooks (Codex "
                      "compacts server-side, with no readable summary): store the whole transcript as pages "
                      "(a --before-compaction pass) and print what to send as the first message of the next "
                      "turn: the human's first and last requests verbatim and the injected page index.")
@@ -11120,7 +11120,7 @@ def _run_compaction(args: argparse.Namespace, stdout, stderr) -> int:
 
 def _build_report_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py report``."""
-    parser = _Parser(prog="pager.py report", description="Show a session's passes: one self-contained HTML page "
+    parser = _Parser(prog=f"{_prog()} report", description="Show a session's passes: one self-contained HTML page "
                      "with --out (a timeline of every block, the passes, the page index), else a plain-text summary "
                      "(--json: the summary, every event and every page as one JSON object).")
     _store_flags(parser)

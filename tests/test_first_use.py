@@ -208,7 +208,9 @@ def test_the_console_script_names_itself_in_usage(tmp_path):
     script.write_text(f"import sys\nsys.path.insert(0, {str(SCRIPTS)!r})\nfrom pager import main\n"
                       "sys.exit(main())\n", encoding="utf-8")
     for args, usage in (([], "usage: prosecode-pager [-h] --history"), (["recall"], "usage: prosecode-pager recall"),
-                        (["index"], "usage: prosecode-pager index")):
+                        (["index"], "usage: prosecode-pager index"), (["search"], "usage: prosecode-pager search"),
+                        (["compaction"], "usage: prosecode-pager compaction"),
+                        (["report"], "usage: prosecode-pager report")):
         proc = subprocess.run([sys.executable, str(script), *args, "--help"], capture_output=True, text=True)
         assert proc.returncode == 0 and proc.stdout.startswith(usage), proc.stdout[:200]
     assert run_script("--help").out.startswith("usage: pager.py [-h] --history")
