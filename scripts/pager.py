@@ -783,7 +783,7 @@ def _recall_command(argv0: Optional[str] = None) -> str:
     Example:
         >>> _recall_command("/usr/local/bin/prosecode-pager")
         'prosecode-pager recall'
-        >>> _recall_command("scripts/pager.py") == f"python3 {_shell_word(SCRIPT_PATH)} recall"
+        >>> _recall_command("scripts/pager.py") == RECALL_COMMAND  # python3 <this script, absolute> recall
         True
     """
     if argv0 is None:
