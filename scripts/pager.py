@@ -131,6 +131,15 @@ GIANT_EDGE_SHARE = 0.025    # ...each of them about this share of the budget (4 
 GIANT_MIN_EDGE = 50         # tokens: a budget whose edge would be smaller than this has no giants
 REPEATED_BY = "repeated by "  # the reason of a block paged because a later block repeats it, then that block's id
 MASK = "mask"  # emit only: a tool result paged in place while its call is kept (observation masking)
+# Range pages (see references/budget.md): under a budget, the paged blocks that get no stub of their
+# own collapse, run by run, into range pages: one line of the page index each, recallable by its id.
+RANGED = "budget-ranged"   # the reason of a block paged into a range page (no stub of its own)
+RANGE = "range"            # a range page's kind in the page store, and the role its stub line names
+RANGE_PREFIX = "r-"        # a range page's id: this, then RANGE_DIGITS hex digits of its members' ids
+RANGE_DIGITS = 12
+RANGE_REASON = "range; "   # the reason recorded with a range page's id in paged-blocks
+DEFAULT_INDEX_SHARE = 0.1  # the range pages' lines may take this share of the budget
+RANGE_TOPICS = 8           # at most this many names (topics) a range page's line lists
 # A lone UTF-16 surrogate: valid in a JSON string ("\ud83d", where a log cut a long output inside an
 # emoji), not in UTF-8, so no page store can hold it.  A block holding one is never paged (reason
 # UNSTORABLE when it would have been), and the files the pager writes keep it as its JSON escape.
@@ -834,6 +843,8 @@ def make_stub(page: "StoredPage", hint: str, newer: Optional[str] = None, edge: 
         >>> make_stub(page, "the recall tool", newer="b9")
         '[paged b4 | turn 8 | assistant | 19 tokens] Fixed the index helper. (newer copy: b9; recall: the recall tool)'
     """
+    if page.kind == RANGE:  # a range page's line: its summary is the rest of the line (see range_line)
+        return f"[paged {page.block} | turn {page.turn} | {RANGE} | {page.summary} (recall: {hint})"
     where = f"newer copy: {newer}; " if newer is not None else ""
     ends = _giant_parts(page.text, edge)
     if ends is not None:
@@ -842,6 +853,52 @@ def make_stub(page: "StoredPage", hint: str, newer: Optional[str] = None, edge: 
                 f"{_giant_end(page.block)}")
     return (f"[paged {page.block} | turn {page.turn} | {page.role} | {page.tokens} tokens] {page.summary} "
             f"({where}recall: {hint})")
+
+
+def range_id(members: Sequence[str]) -> str:
+    """Return the id of the range page holding the blocks ``members`` (in order): derived from their ids.
+
+    Example:
+        >>> range_id(["b1", "b2"]) == range_id(["b1", "b2"]) != range_id(["b2", "b1"])
+        True
+    """
+    digest = hashlib.sha256("\n".join(members).encode("utf-8", "surrogatepass")).hexdigest()
+    return RANGE_PREFIX + digest[:RANGE_DIGITS]
+
+
+def range_summary(first_turn: int, last_turn: int, count: int, tokens: int, topics: Sequence[str]) -> str:
+    """Return a range page's summary: the rest of its index line after ``[paged ID | turn T | range | ``.
+
+    Example:
+        >>> range_summary(3, 9, 14, 5210, ["src/totals.py", "typeerror"])
+        'turns 3-9 | 14 blocks | 5210 tokens] topics: src/totals.py, typeerror'
+    """
+    head = f"turns {first_turn}-{last_turn} | {count} blocks | {tokens} tokens]"
+    return head + (" topics: " + ", ".join(topics) if topics else "")
+
+
+class RangePage(NamedTuple):
+    """A range page: consecutive paged blocks standing in the request as one line of the page index."""
+
+    id: str
+    members: Tuple[str, ...]   # the block ids it holds, in order (a member may itself be a range page)
+    positions: Tuple[int, ...]  # their positions among the pass's decisions
+    first_turn: int
+    last_turn: int
+    tokens: int                # what its blocks cost verbatim
+    summary: str               # see range_summary
+    cost: int                  # what its line costs in the request
+
+    def page(self) -> "StoredPage":
+        """Return the StoredPage the page store keeps for it (its text: the member ids, a line each)."""
+        text = "\n".join(self.members)
+        sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return StoredPage(self.id, self.first_turn, RANGE, RANGE, self.tokens, (), sha, "",
+                          self.summary, text)
+
+    def to_dict(self) -> Dict[str, object]:
+        return {"id": self.id, "members": list(self.members), "turns": [self.first_turn, self.last_turn],
+                "tokens": self.tokens, "summary": self.summary}
 
 
 def _newer_copy(reason: str) -> Optional[str]:
@@ -880,6 +937,7 @@ class Params:
     work_steps: int = DEFAULT_WORK_STEPS  # the agent's last steps whose names join an intent drawn from the history
     protect_task: bool = True  # a block marked protected="task" (a session's first human request) stays like a pin
     keep_small: Optional[bool] = None  # without a budget, a block its stub would not shorten stays; None: transcripts
+    index_share: float = DEFAULT_INDEX_SHARE  # under a budget, the share of it the range pages' lines may take
 
     def validate(self) -> "Params":
         """Return self, or raise PagerError naming the first bad value."""
@@ -899,6 +957,9 @@ class Params:
                                  f"(got {self.trigger!r})")
             if self.target > self.trigger:
                 raise PagerError(f"--target ({self.target!r}) must not exceed --trigger ({self.trigger!r})")
+        if not isinstance(self.index_share, (int, float)) or isinstance(self.index_share, bool) \
+                or not math.isfinite(self.index_share) or not 0.0 < self.index_share < 1.0:
+            raise PagerError(f"--index-share must be a number between 0 and 1 (got {_show(self.index_share)})")
         if self.keep_small not in (None, True, False):
             raise PagerError(f"keep_small must be true, false or None (got {_show(self.keep_small)})")
         if not _is_int(self.work_steps) or self.work_steps < 0:
@@ -1174,7 +1235,8 @@ def _stubs_within(stub_tokens: Sequence[int], members: List[int], room: int) -> 
 def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
                units: Optional[List[Optional[str]]] = None, results_apart: bool = False,
                floors: Container[int] = (), unpageable: Container[int] = (),
-               open_units: Container[str] = (), worth: Optional[Mapping[int, float]] = None) -> int:
+               open_units: Container[str] = (), worth: Optional[Mapping[int, float]] = None,
+               index_room: int = 0) -> int:
     """Fit ``decisions`` (changed in place) into ``budget`` tokens; return the tokens kept.
 
     What stays costs its tokens verbatim, or its stub's tokens when paged. Pinned and
@@ -1193,13 +1255,15 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
          skipped, so a smaller one after it may fit);
       2. the rest that classification did not evict become stubs while their stub
          still fits (a block under the evict cut is never worth a stub);
-      3. what is left is evicted.
-    So the budget, not the retain cut, decides what is kept verbatim: under pressure
-    the lowest-R retained blocks are paged and the lowest-R pages evicted first, and
-    with room to spare the best pages (then the most recent of the rest) are kept
-    whole. Every change says so in its reason: "budget-kept", "budget-paged",
-    "budget-evicted". When protected blocks alone exceed the budget the pass still
-    completes (all else evicted) and the caller reports the overflow.
+      3. the rest are paged without a stub of their own (reason RANGED): the caller collapses
+         them into range pages (_plan_ranges), whose lines share ``index_room``, which is set
+         aside first whenever the history does not fit whole.
+    So the budget, not the retain cut, decides what is kept verbatim, and the budget never
+    evicts: what does not fit is paged (only the score evicts, and a picture or file that
+    fits nowhere is evicted for its kind). Every change says so in its reason:
+    "budget-kept", "budget-paged", RANGED. When protected blocks alone exceed the budget the
+    pass still completes (all else paged into ranges) and the caller reports the overflow.
+    The tokens returned leave out the index room: the caller adds what the lines cost.
 
     A block in ``floors`` (a human's message) is never evicted while its stub fits: its stub is
     spoken for first (newest first), and it is kept verbatim when that fits; a block kept for
@@ -1239,22 +1303,26 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     left = budget
     live = []  # the groups in the context and not protected
     system = []  # the system prompt's groups, in order: kept while they fit
+    whole_size = 0
     for members in groups.values():
         if all(reasons[i] == "compacted" for i in members):
             continue  # paged at a compaction boundary: not in the context, costs nothing
+        whole_size += sum(tokens[i] for i in members)
         if any(reasons[i] in HELD_OVER_BUDGET for i in members):
             left -= sum(tokens[i] for i in members)
         elif any(reasons[i] == "system" for i in members):
             system.append(members)
         else:
             live.append(members)
-    for members in system:  # after what the budget cannot move: whole while it fits, else its stub, else gone
+    reserved = min(index_room, max(left, 0)) if whole_size > budget else 0
+    left -= reserved  # the range pages' lines: set aside before anything else is chosen
+    for members in system:  # after what the budget cannot move: whole while it fits, else its stub, else a range
         whole = sum(tokens[i] for i in members)
         if whole > left:
             stubs = _stubs_within(stub_tokens, members, left)
             whole = stubs if stubs is not None else 0
             for i in members:
-                decide(i, *(("page", "budget-paged") if stubs is not None else ("evict", "budget-evicted")))
+                decide(i, "page", "budget-paged" if stubs is not None else RANGED)
         left -= whole
     # Floors speak for their stubs first: the human's last message (the request the model answers
     # next), the task statement, then a human's other messages newest first, while their stubs fit,
@@ -1322,36 +1390,122 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
         elif members[0] in floored:  # its stub is paid for; one no shorter than the block keeps it whole
             action = "page" if floored[members[0]] < sum(tokens[i] for i in members) else "retain"
             chosen = {i: action for i in members}
+        elif actions[members[0]] == "evict":
+            continue  # the score evicted it (noise): not worth a page
+        elif any(i in unpageable for i in members):  # no page can hold a picture: it goes, for its kind
+            for i in members:
+                if actions[i] != "evict":
+                    decide(i, "evict", next((unpageable[j] for j in members if j in unpageable), OPAQUE)
+                           if isinstance(unpageable, Mapping) else OPAQUE)
+            continue
         else:
-            action = "evict"
-            if actions[members[0]] != "evict" and not any(i in unpageable for i in members):
-                stubs = _stubs_within(stub_tokens, members, left)
-                if stubs is not None:
-                    action, left = "page", left - stubs
-            chosen = {i: action for i in members}
+            stubs = _stubs_within(stub_tokens, members, left)
+            if stubs is not None:
+                left -= stubs
+                chosen = {i: "page" for i in members}
+            else:
+                for i in members:
+                    decide(i, "page", RANGED)
+                continue
         for i in members:
             action = chosen.get(i, "retain")
             if action != actions[i]:
-                decide(i, action, "budget-" + {"retain": "kept", "page": "paged", "evict": "evicted"}[action])
-    return budget - left
+                decide(i, action, "budget-" + {"retain": "kept", "page": "paged"}[action])
+    return budget - left - reserved
 
 
 def _previous_actions(decisions: List[Decision], stub_tokens: List[int],
-                      previous: Mapping[str, str]) -> Tuple[List[str], int]:
+                      previous: Mapping[str, str], ranged: Container[str] = ()) -> Tuple[List[str], int]:
     """Return every block's directive of the previous pass (a new block: retain) and the tokens they keep.
 
     Between two compactions nothing the agent has already sent changes, so the
     emitted history grows only at its end and a cached prompt prefix stays valid.
     Pinned and recent blocks and a provider's compaction stay retained; a system block keeps
-    its last directive (fit_budget pages one that does not fit).
+    its last directive (fit_budget pages one that does not fit).  A block of a range page
+    (``ranged``) costs nothing here: its range's line is counted apart.
     """
     blocks, tokens, reasons = _column(decisions, "block"), _column(decisions, "tokens"), _column(decisions, "reason")
     chosen, kept = [], 0
     for i, block in enumerate(blocks):
         action = "retain" if reasons[i] in HELD_OVER_BUDGET else previous.get(block, "retain")
         chosen.append(action)
-        kept += tokens[i] if action == "retain" else stub_tokens[i] if action == "page" else 0
+        kept += tokens[i] if action == "retain" else stub_tokens[i] if action == "page" and block not in ranged else 0
     return chosen, kept
+
+
+def _range_topics(names: Iterable[str], shown: Container[str], held: Mapping[str, int]) -> List[str]:
+    """Return a range page's topics: its names the kept context does not show, most distinctive first.
+
+    Most distinctive: held by the fewest blocks of the history (``held``), then the longest (a
+    path or a qualified name says more than a word), then alphabetically; RANGE_TOPICS at most.
+    """
+    fresh = {name for name in names if name not in shown}
+    return sorted(fresh, key=lambda name: (held.get(name, 1), -len(name), name))[:RANGE_TOPICS]
+
+
+def _plan_ranges(decisions: Sequence[Decision], room: int, render: Callable[["StoredPage"], str],
+                 names_of: Callable[[int], Sequence[str]], shown: Container[str] = (),
+                 held: Optional[Mapping[str, int]] = None,
+                 known: Optional[Mapping[str, str]] = None) -> List[RangePage]:
+    """Return the range pages of the blocks ``decisions`` paged without a stub (reason RANGED).
+
+    Pure. A range page is a run of such blocks: evicted blocks and pages of a compaction
+    boundary (in no request) are passed over, any other block ends the run. Since fit_budget
+    pages a tool unit whole, a run never splits a call from its results. Each range costs its
+    line (``render`` of its RangePage.page(), plus its line break); while the lines cost more
+    than ``room``, the two oldest ranges merge into one (the index stays bounded; the newest
+    runs keep the finest lines), and a last range that alone does not fit lists fewer topics.
+    ``known`` maps range ids to the summary an earlier pass gave them: a range with the same
+    blocks keeps its line, so the request's prefix stays the same between passes.  A run that is
+    one range page read back from an earlier request (kind RANGE) stays that range page.
+    """
+    blocks, turns, actions, reasons = (_column(decisions, n) for n in ("block", "turn", "action", "reason"))
+    tokens, kinds = _column(decisions, "tokens"), _column(decisions, "kind")
+    runs: List[List[int]] = []
+    run: List[int] = []
+    for i, reason in enumerate(reasons):
+        if reason == RANGED and actions[i] == "page":
+            run.append(i)
+        elif actions[i] == "evict" or reason == "compacted":
+            continue  # in no request: the run goes on across it
+        elif run:
+            runs.append(run)
+            run = []
+    if run:
+        runs.append(run)
+    if not runs:
+        return []
+    known = known or {}
+    counts: Mapping[str, int] = held if held is not None else Counter(
+        chain.from_iterable(set(names_of(i)) for members in runs for i in members))
+
+    def build(members: List[int], topics: Optional[int] = None) -> RangePage:
+        ids = tuple(blocks[i] for i in members)
+        one = len(members) == 1 and kinds[members[0]] == RANGE
+        rid = ids[0] if one else range_id(ids)
+        summary = known.get(rid)
+        if summary is None or topics is not None:
+            names = _range_topics(chain.from_iterable(names_of(i) for i in members), shown, counts)
+            summary = range_summary(min(turns[i] for i in members), max(turns[i] for i in members), len(members),
+                                    sum(tokens[i] for i in members), names[:topics] if topics is not None else names)
+        page = RangePage(rid, ids, tuple(members), turns[members[0]], max(turns[i] for i in members),
+                         sum(tokens[i] for i in members), summary, 0)
+        return page._replace(cost=estimate_tokens(render(page.page())) + 1)
+
+    ranges = [build(members) for members in runs]
+    total = sum(r.cost for r in ranges)
+    while total > room and len(ranges) > 1:
+        merged = build(list(ranges[0].positions + ranges[1].positions))
+        total += merged.cost - ranges[0].cost - ranges[1].cost
+        ranges[:2] = [merged]
+    if total > room:  # one range left, its line too long: fewer topics (none at worst)
+        last = ranges[0]
+        for topics in range(RANGE_TOPICS - 1, -1, -1):
+            last = build(list(last.positions), topics)
+            if last.cost <= room:
+                break
+        ranges[0] = last
+    return ranges
 
 
 def _evicting_age(params: Params) -> Optional[int]:
@@ -1509,6 +1663,7 @@ class _Scorer:
         self._unpageable: Dict[int, str] = {}  # position -> why a stub would lose it (UNPAGEABLE_KINDS, UNSTORABLE)
         self._units: Dict[int, str] = {}      # blocks sharing a unit (a tool call and its results)
         self._stubs: set = set()              # arrived as a page stub, scored on its stored text
+        self._range_summaries: Dict[str, str] = {}  # a range page that arrived as a stub -> its summary
         # The text of each block that may end up paged, else None: a block is sure to be
         # evicted when nothing can raise its sim above 0 (no match of its own, no unit, no
         # neighbour credit to borrow) and its recency alone scores under the evict cut.
@@ -1531,6 +1686,11 @@ class _Scorer:
         self.with_names = False  # whether each block's names are read (see use_work)
         self._names: List[Tuple[str, ...]] = []  # then each block's names (_names_of)
         self.worth: Dict[int, float] = {}  # position -> what its R per token is worth under a budget (_rare_names)
+        self._held: Optional[Counter] = None  # name -> blocks holding it, when names were read (_rare_names)
+        # Range pages an earlier pass made (id -> (its blocks, its summary)): with the watermarks a
+        # range's blocks stay in it between compactions, and a range of the same blocks keeps its line.
+        self.previous_ranges: Mapping[str, Tuple[Tuple[str, ...], str]] = {}
+        self.ranges: List[RangePage] = []  # set by finish under a budget
 
     def use_work(self, work: Iterable[str]) -> None:
         """Mark the intent keywords ``work`` as drawn from the agent's recent work (see _similarities);
@@ -1616,8 +1776,10 @@ class _Scorer:
                                  "holds no text for it (evicted since? pass the latest --emit output)")
             text, tokens = page.text, page.tokens
             self._stubs.add(position)
-            if page.kind in FLOORED or (page.kind in PAGE_FLOORS and self.params.budget is None):
-                self._floors.add(position)  # paged under a floor: still never evicted
+            if page.kind in FLOORED or page.kind == RANGE or (page.kind in PAGE_FLOORS and self.params.budget is None):
+                self._floors.add(position)  # paged under a floor, or a range page: still never evicted
+            if page.kind == RANGE:
+                self._range_summaries[block_id] = page.summary
         matched: Tuple[str, ...] = ()
         if self.terms:
             lowered = _unescaped_breaks(text.lower())
@@ -1820,7 +1982,7 @@ class _Scorer:
         ``parse_invoice_total`` shares one rare name with it and scores at least 0.5.
         """
         names = self._names
-        held = Counter(chain.from_iterable(names))
+        held = self._held = Counter(chain.from_iterable(names))
         most = min(RARE_HOLDERS, len(names) // RARE_PER_BLOCKS)
         recent = _recent_steps(self._roles, self.params.work_steps, self._stubs)
         work = Counter(chain.from_iterable(names[i] for i in recent))  # name -> recent blocks holding it
@@ -1853,15 +2015,20 @@ class _Scorer:
         wanted = [previous[block] for block in decisions.block]
         if any(a not in ACTIONS for a in wanted):
             return False
+        ranged = {b for members, _ in self.previous_ranges.values() for b in members}
         if self.params.budget is not None:
             kept = sum(t for t, a in zip(decisions.tokens, wanted) if a == "retain")
-            kept += sum(stub_tokens[i] for i, a in enumerate(wanted) if a == "page")
-            if kept + reserved > self.params.budget:
+            kept += sum(stub_tokens[i] for i, a in enumerate(wanted) if a == "page" and decisions.block[i] not in ranged)
+            index_room = int(self.params.index_share * self.params.budget)
+            lines = self._range_lines(decisions, wanted, ranged, index_room)
+            if kept + lines + reserved > self.params.budget:
                 return False
-            self.tokens_after = kept + reserved
+            self.tokens_after = kept + lines + reserved
         for i, action in enumerate(wanted):
             decisions.action[i] = action
-            decisions.reason[i] = "settled"
+            decisions.reason[i] = RANGED if action == "page" and decisions.block[i] in ranged else "settled"
+        if self.params.budget is not None:
+            self.ranges = self._make_ranges(decisions, int(self.params.index_share * self.params.budget))
         self.settled = True
         return True
 
@@ -1945,21 +2112,64 @@ class _Scorer:
             target = self.params.target
             # The watermarks keep a prompt prefix the agent has sent: a first pass (no earlier
             # directives) has none yet, and fits the whole budget.
+            index_room = int(self.params.index_share * self.params.budget)
             if target is not None and self.previous:
-                chosen, kept = _previous_actions(decisions, stub_tokens, self.previous)
-                self.compacted = kept + reserved > self.params.trigger * self.params.budget
+                ranged = {b for members, _ in self.previous_ranges.values() for b in members}
+                chosen, kept = _previous_actions(decisions, stub_tokens, self.previous, ranged)
+                lines = self._range_lines(decisions, chosen, ranged, index_room)
+                self.compacted = kept + lines + reserved > self.params.trigger * self.params.budget
                 if not self.compacted:  # the directives stay as the agent last saw them ("sticky")
                     actions, reasons = decisions.action, decisions.reason
                     for i, action in enumerate(chosen):
-                        if action != actions[i]:
+                        if action == "page" and decisions.block[i] in ranged:
+                            actions[i], reasons[i] = action, RANGED
+                        elif action != actions[i]:
                             actions[i], reasons[i] = action, "sticky"
-                    self.tokens_after = kept + reserved
+                    self.ranges = self._make_ranges(decisions, index_room)
+                    self.tokens_after = kept + sum(r.cost for r in self.ranges) + reserved
                     return decisions
                 room = max(0, int(target * self.params.budget) - reserved)
             self.tokens_after = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
                                            self._floors, self._unpageable, _open_units(self._roles, units),
-                                           self.worth) + reserved
+                                           self.worth, min(index_room, room)) + reserved
+            self.ranges = self._make_ranges(decisions, min(index_room, room))
+            self.tokens_after += sum(r.cost for r in self.ranges)
         return decisions
+
+    def _range_lines(self, decisions: "_DecisionTable", chosen: List[str], ranged: Container[str],
+                     room: int) -> int:
+        """Return what the lines of the earlier pass's range pages cost, where its directives stand."""
+        if not ranged:
+            return 0
+        trial = _DecisionTable(*decisions.columns())
+        trial.action = list(chosen)
+        trial.reason = [RANGED if a == "page" and b in ranged else "sticky" for a, b in zip(chosen, decisions.block)]
+        return sum(r.cost for r in self._make_ranges(trial, room))
+
+    def _make_ranges(self, decisions: "_DecisionTable", room: int) -> List[RangePage]:
+        """Return the range pages of this pass's blocks paged without a stub (see _plan_ranges)."""
+        if RANGED not in decisions.reason:
+            return []
+        cache: Dict[int, Tuple[str, ...]] = {}
+
+        def names_of(i: int) -> Tuple[str, ...]:
+            found = cache.get(i)
+            if found is None:
+                text = self.texts[i] if i < len(self.texts) else None
+                if text is None and self.pages is not None and i in self._stubs:
+                    page = self.pages(decisions.block[i])
+                    text = page.text if page is not None else None
+                found = cache[i] = _names_of(text) if text else ()
+            return found
+
+        shown = set()
+        for i, action in enumerate(decisions.action):
+            if action == "retain":
+                shown.update(names_of(i))
+        known = {rid: summary for rid, (_, summary) in self.previous_ranges.items()}
+        known.update(self._range_summaries)
+        return _plan_ranges(decisions, room, lambda page: self._render_stub(page), names_of, shown,
+                            self._held, known)
 
 
 # ===== The pass plan =====
@@ -1984,6 +2194,11 @@ class PassPlan:
     intent_block: Optional[str] = None  # the message the intent came from (id, turn), when one did
     intent_turn: Optional[int] = None
     settled: bool = False  # every directive is the earlier pass's (see _Scorer._settle)
+    ranges: List[RangePage] = dataclasses.field(default_factory=list)  # the range pages, oldest first
+
+    def range_of(self) -> Dict[int, RangePage]:
+        """Return decision position -> the range page holding it."""
+        return {i: r for r in self.ranges for i in r.positions}
 
     def pressure(self) -> Optional[Tuple[float, float]]:
         """Return context pressure (tokens / budget) before and after the pass, or None."""
@@ -2316,7 +2531,7 @@ def plan_pass(history: Mapping[str, object], params: Params = Params(),
     header = {key: value for key, value in history.items() if key != "blocks"}
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                     params, header, scorer.tokens_before, scorer.tokens_after, intent.source,
-                    compacted=scorer.compacted, texts=scorer.texts, intent_block=intent.block,
+                    compacted=scorer.compacted, ranges=scorer.ranges, texts=scorer.texts, intent_block=intent.block,
                     intent_turn=intent.turn)
 
 
@@ -2472,6 +2687,8 @@ class ContractState:
     values: Dict[str, object] = dataclasses.field(default_factory=dict)   # named values
     # Content ids (a block id up to any ``~``) of texts a directive called the harness's (HARNESS_MARK).
     harness: set = dataclasses.field(default_factory=set)
+    # The range pages paged-blocks lists: id -> the reason recorded with it (RANGE_REASON ...).
+    ranges: Dict[str, str] = dataclasses.field(default_factory=dict)
     empty: bool = True          # the file holds no statement at all (an ``about`` may open it)
     needs_newline: bool = False  # the last line has no line end; the append starts with one
 
@@ -2493,6 +2710,7 @@ class ContractState:
             # Liminate resets a list declared again; replay that.
             for block in [b for b, a in self.directives.items() if a == action]:
                 del self.directives[block]
+                self.ranges.pop(block, None)
             self.declared.add(name)
         elif form in ("add", "remove"):
             name, block = words[2], quoted[0]
@@ -2506,10 +2724,13 @@ class ContractState:
                 self.directives[block] = action
                 if quoted[1].startswith(HARNESS_MARK):
                     self.harness.add(block.split("~", 1)[0])
+                elif action == "page" and quoted[1].startswith(RANGE_REASON):
+                    self.ranges[block] = quoted[1]
             else:
                 if current != action:
                     raise PagerError(f"block {_show(block)} is not in {name}")
                 del self.directives[block]
+                self.ranges.pop(block, None)
         elif form == "text":
             self.values[words[4]] = quoted[0]
         elif form == "number":
@@ -2544,6 +2765,33 @@ def _formatted(values: Sequence[float], spec: str) -> List[str]:
         return [spec % v for v in values]
     text = {v: spec % v for v in distinct}
     return list(map(text.__getitem__, values))
+
+
+def _range_reason(r: RangePage) -> str:
+    """Return the reason recorded with range page ``r``'s id: its turns, size and end blocks."""
+    return (f"{RANGE_REASON}turns {r.first_turn}-{r.last_turn}; {len(r.members)} blocks; {r.tokens} tokens; "
+            f"first {r.members[0]}; last {r.members[-1]}")
+
+
+def _range_changes(plan: PassPlan, state: ContractState) -> Tuple[List[RangePage], List[str]]:
+    """Return (the pass's range pages the contract does not list as paged yet, the listed ones it ends).
+
+    A range page read back from an earlier request is one of the pass's blocks: its directive
+    says what becomes of it.  A listed range page ends when this pass holds its first block and
+    no longer makes it (its blocks were recalled, or merged into a coarser range).
+    """
+    if not plan.ranges and not state.ranges:
+        return [], []
+    blocks = set(_column(plan.decisions, "block"))
+    known = state.directives
+    new = [r for r in plan.ranges if r.id not in blocks and known.get(r.id) != "page"]
+    current = {r.id for r in plan.ranges}
+    ended = []
+    for rid, reason in state.ranges.items():
+        first = reason.split("; first ", 1)[-1].rsplit("; last ", 1)[0]
+        if known.get(rid) == "page" and rid not in current and rid not in blocks and first in blocks:
+            ended.append(rid)
+    return new, ended
 
 
 def _statement_batches(plan: PassPlan, state: ContractState, now: str,
@@ -2611,6 +2859,15 @@ def _statement_batches(plan: PassPlan, state: ContractState, now: str,
         if lines:
             _check_statements(lines)
             yield lines
+    new_ranges, ended = _range_changes(plan, state)
+    lines = [_statement_remove(rid, "page", "range ended") for rid in ended]
+    for r in new_ranges:
+        if r.id in known:
+            lines.append(_statement_remove(r.id, known[r.id], "range made again"))
+        lines.append(_statement_add(r.id, "page", _range_reason(r)))
+    if lines:
+        _check_statements(lines)
+        yield lines
     settings: Dict[str, object] = {
         "pager-version": __version__,
         "pager-alpha": plan.params.alpha,
@@ -3159,7 +3416,8 @@ def _load_and_plan(source, params: Params,
                   with_index: bool = False,
                   reserve: Optional[Callable[[Container[str]], int]] = None,
                   intent: Optional[Intent] = None, previous: Optional[Mapping[str, str]] = None,
-                  settle: Optional[Tuple[Mapping[str, str], object]] = None) -> PassPlan:
+                  settle: Optional[Tuple[Mapping[str, str], object]] = None,
+                  previous_ranges: Optional[Mapping[str, Tuple[Tuple[str, ...], str]]] = None) -> PassPlan:
     """Stream a history (a path, '-' for stdin, or a _HistorySource) and return its PassPlan.
 
     The intent is ``intent`` (from flags), else the history's ``intent_ir``, else the
@@ -3182,6 +3440,7 @@ def _load_and_plan(source, params: Params,
         made = _Scorer(keywords, params, pages, stub_text, with_index, reserve, hint,  # type: ignore[arg-type]
                        settle_from=settle[0] if same else None)  # type: ignore[index]
         made.previous = previous
+        made.previous_ranges = previous_ranges or {}
         return made
 
     def on_blocks(header: Dict[str, object]) -> Optional[Callable[[int, List[object]], None]]:
@@ -3211,7 +3470,7 @@ def _load_and_plan(source, params: Params,
         raise PagerError(message if message.startswith(source.name + ":") else f"{source.name}: {message}") from None
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                     params, header, scorer.tokens_before, scorer.tokens_after, chosen.source,  # type: ignore[union-attr]
-                    compacted=scorer.compacted, texts=scorer.texts, intent_block=chosen.block,  # type: ignore[union-attr]
+                    compacted=scorer.compacted, ranges=scorer.ranges, texts=scorer.texts, intent_block=chosen.block,  # type: ignore[union-attr]
                     intent_turn=chosen.turn, settled=scorer.settled)  # type: ignore[union-attr]
 
 
@@ -6731,14 +6990,54 @@ class PageStore:
             raise PagerError(f"{path}: not a usable page store ({exc})") from None
         return cls(path, db)
 
-    def get(self, block: str) -> Optional[StoredPage]:
-        """Return the stored page of ``block``, or None."""
+    def row(self, block: str) -> Optional[StoredPage]:
+        """Return the row stored for ``block`` as it is (a range page's text: its member ids), or None."""
         row = self._db.execute("SELECT block, turn, role, kind, tokens, keywords, sha256, paged_at, summary, "
                                "text FROM pages WHERE block = ?", (block,)).fetchone()
         if row is None:
             return None
-        page = StoredPage(row[0], row[1], row[2], row[3], row[4], tuple(json.loads(row[5])), *row[6:])
+        return StoredPage(row[0], row[1], row[2], row[3], row[4], tuple(json.loads(row[5])), *row[6:])
+
+    def get(self, block: str) -> Optional[StoredPage]:
+        """Return the stored page of ``block``, or None.
+
+        A range page comes back with its blocks' texts as its text, in order, a blank line
+        between (what it stands for when a later pass reads its line back), and the SHA-256
+        of that text.
+        """
+        page = self.row(block)
+        if page is None:
+            return None
+        if page.kind == RANGE:
+            texts = [member.text for member in self.range_pages(block)]
+            text = "\n\n".join(texts)
+            return page._replace(text=text, sha256=_text_sha256(text))
         return _with_summary(page, self.stub_words)
+
+    def range_members(self, range_id: str) -> List[str]:
+        """Return the ids of the blocks the range page ``range_id`` holds, in order ([] if it is none).
+
+        A member that is itself a range page (read back from an earlier request and paged
+        into a coarser range) gives its own members in its place.
+        """
+        page = self.row(range_id)
+        if page is None or page.kind != RANGE:
+            return []
+        out: List[str] = []
+        for member in page.text.split("\n"):
+            inner = self.row(member)
+            out.extend(self.range_members(member) if inner is not None and inner.kind == RANGE else [member])
+        return out
+
+    def range_pages(self, range_id: str) -> List[StoredPage]:
+        """Return the stored page of every block of the range page ``range_id``, in order."""
+        pages = []
+        for member in self.range_members(range_id):
+            page = self.get(member)
+            if page is None:
+                raise PagerError(f"{self.path}: no stored text for {_show(member)} of range page {_show(range_id)}")
+            pages.append(page)
+        return pages
 
     def shas(self) -> Dict[str, str]:
         """Return block id -> SHA-256 of every stored page."""
@@ -7073,8 +7372,11 @@ def _final_paged(state: ContractState, plan: PassPlan) -> List[str]:
     blocks, actions = _column(plan.decisions, "block"), _column(plan.decisions, "action")
     known = state.directives
     now = {block: action for block, action in zip(blocks, actions) if block in known}
-    paged = [block for block, action in known.items() if now.get(block, action) == "page"]
+    new_ranges, ended = _range_changes(plan, state)
+    gone = set(ended)
+    paged = [block for block, action in known.items() if now.get(block, action) == "page" and block not in gone]
     paged += [block for block, action in zip(blocks, actions) if action == "page" and block not in known]
+    paged += [r.id for r in new_ranges]
     return paged
 
 
@@ -7143,13 +7445,19 @@ class _Materializer:
         wanted = [k for k, d in enumerate(decisions) if d.action == "retain" or
                   (d.action == "page" and not d.stub and kept.get(k) is None)]
         raws = self._raws(source, wanted)
+        range_of = self.plan.range_of()
         for k, d in enumerate(decisions):
             raw = raws.get(k)
             if raw is None and d.action != "page":
                 continue
             text = raw["text"] if raw is not None else kept.get(k)  # type: ignore[index]
             page = self._page(d, text)  # type: ignore[arg-type]
-            self._write(self._emitted(d, raw, page))
+            r = range_of.get(k)
+            if r is None:
+                self._write(self._emitted(d, raw, page))
+            elif r.positions[0] == k:  # a range page stands where its first block was
+                self._write({"id": r.id, "turn": r.first_turn, "role": RANGE,
+                             "text": make_stub(r.page(), self.hint(r.id)), "stub": True})
         self.flush()
 
     def _raws(self, source: _HistorySource, wanted: List[int]) -> Dict[int, Dict[str, object]]:
@@ -7308,6 +7616,22 @@ def _write_pager_history(out: io.TextIOBase, header: Mapping[str, object], block
     out.write("\n]}\n")
 
 
+def _range_directives(plan: PassPlan, out: Dict[str, Tuple[str, Optional[str]]],
+                      hint: Callable[[str], str]) -> Dict[str, Tuple[str, Optional[str]]]:
+    """Return emit's directives ``out`` with each range page standing in for its blocks.
+
+    The first block of a range page is paged with the range's line as its stub; the others are
+    left out of the request (the contract still lists them as paged: the line lists them).  A
+    range never splits a tool unit, so the writers' unit rules keep every call with its results.
+    """
+    blocks = _column(plan.decisions, "block")
+    for r in plan.ranges:
+        out[blocks[r.positions[0]]] = ("page", make_stub(r.page(), hint(r.id)))
+        for i in r.positions[1:]:
+            out[blocks[i]] = ("evict", None)
+    return out
+
+
 def _transcript_directives(plan: PassPlan, store: Optional[PageStore], hint: Callable[[str], str],
                            fresh: Optional[Mapping[str, StoredPage]] = None) -> Dict[str, Tuple[str, Optional[str]]]:
     """Return what ``emit`` needs per block: the directive, with a stub or a restored text.
@@ -7315,8 +7639,12 @@ def _transcript_directives(plan: PassPlan, store: Optional[PageStore], hint: Cal
     ``fresh`` holds the pages this pass stored (see _Materializer): they are not read back.
     """
     out: Dict[str, Tuple[str, Optional[str]]] = {}
-    for d in plan.decisions:
+    ranged = {i for r in plan.ranges for i in r.positions}
+    for k, d in enumerate(plan.decisions):
         page = None
+        if k in ranged and d.action == "page":
+            out[d.block] = ("page", None)  # see _range_directives
+            continue
         if store is not None and (d.action == "page" or d.stub):
             page = fresh.get(d.block) if fresh else None
             page = store.get(d.block) if page is None else _with_summary(page, store.stub_words)
@@ -7329,7 +7657,38 @@ def _transcript_directives(plan: PassPlan, store: Optional[PageStore], hint: Cal
             out[d.block] = ("retain", _verified_text(page, store.path))  # type: ignore[arg-type,union-attr]
         else:
             out[d.block] = (d.action, None)
+    return _range_directives(plan, out, hint)
+
+
+def _previous_ranges(state: ContractState, store: Optional[PageStore]) -> Dict[str, Tuple[Tuple[str, ...], str]]:
+    """Return the range pages the contract lists as paged: id -> (its blocks' ids, its summary)."""
+    out: Dict[str, Tuple[Tuple[str, ...], str]] = {}
+    if store is None:
+        return out
+    for rid in state.ranges:
+        page = store.row(rid) if state.directives.get(rid) == "page" else None
+        if page is not None and page.kind == RANGE:
+            out[rid] = (tuple(page.text.split("\n")), page.summary)
     return out
+
+
+def _store_ranges(store: PageStore, plan: PassPlan, now: str, known: Optional[Mapping[str, str]] = None) -> None:
+    """Store the pass's range pages (inside the caller's transaction): id, turns, line, member ids.
+
+    A range page read back from an earlier request is one of the pass's blocks and is stored
+    already; one stored before with the same blocks and line is left as it is.
+    """
+    known = store.shas() if known is None else known
+    blocks = set(_column(plan.decisions, "block"))
+    rows = []
+    for r in plan.ranges:
+        if r.id in blocks:
+            continue
+        page = r.page()
+        old = store.row(r.id) if known.get(r.id) == page.sha256 else None
+        if old is None or old.summary != page.summary:
+            rows.append(page._replace(paged_at=now))
+    store.put(rows)
 
 
 def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPlan, reading: _Reading,
@@ -7343,8 +7702,8 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
     the store's transaction rolls back, and a store this pass created is removed.
     """
     state = locked.state
-    needs_text = any(a == "page" and not stub for a, stub in zip(_column(plan.decisions, "action"),
-                                                                 _column(plan.decisions, "stub")))
+    needs_text = bool(plan.ranges) or any(a == "page" and not stub for a, stub in zip(
+        _column(plan.decisions, "action"), _column(plan.decisions, "stub")))
     if store is None and needs_text:
         store = PageStore.open(store_path, create=True, stub_words=plan.params.stub_words)
     stored = 0
@@ -7363,6 +7722,8 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
                                      keep_pages=out is not None and transcript is not None)
                 work.run(reading.source)
                 stored = work.stored
+            if store is not None and plan.ranges:
+                _store_ranges(store, plan, now, work.known if work is not None else None)
             if plan.texts is not None:
                 plan.texts.clear()  # stored: let the memory go before the contract is rendered
             final = _final_paged(state, plan)
@@ -7479,6 +7840,7 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
 
     Under the contract's lock: every id must be listed as paged, its text is read from the
     store, and ``remove``/``add`` statements move it to the retained list, with ``last-recall``.
+    A range page's id gives each of its blocks still paged, in order, and moves them too.
     Returns the store's path, the pages and their texts, in the order of ``ids`` (repeats once).
     """
     ids = list(dict.fromkeys(ids))
@@ -7499,12 +7861,18 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
         if opened is None:
             raise PagerError(f"{store_path}: the page store does not exist")
         try:
-            pages = _paged_pages({block: "page" for block in ids}, opened, store_path)
+            # A range page gives its blocks, in order (those recalled since are left out).
+            blocks: List[str] = []
+            for block in ids:
+                members = opened.range_members(block) if block in state.ranges else []
+                blocks += [m for m in members if state.directives.get(m) == "page"] if members else [block]
+            blocks = [b for b in dict.fromkeys(blocks)]
+            pages = _paged_pages({block: "page" for block in blocks}, opened, store_path)
             texts = [_verified_text(page, store_path) for page in pages]
         finally:
             opened.close()
         statements = []
-        for block in ids:
+        for block in dict.fromkeys(ids + blocks):
             statements.append(_statement_remove(block, "page", "recalled"))
             statements.append(_statement_add(block, "retain", "recalled"))
         statements.append(_statement_value("last-recall", now))
@@ -8009,7 +8377,7 @@ class Pager:
         self._intent = self._intent if kept else intent
         plan = PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                         params, header, scorer.tokens_before, scorer.tokens_after, intent.source,
-                        compacted=scorer.compacted, texts=scorer.texts, intent_block=intent.block,
+                        compacted=scorer.compacted, ranges=scorer.ranges, texts=scorer.texts, intent_block=intent.block,
                         intent_turn=intent.turn)
         return plan, scorer
 
@@ -8449,7 +8817,9 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
                              args.with_index, lambda seen: _index_reserve(args, locked, store, seen)
                              + (conv.definitions_tokens if conv is not None else 0), given,
                              previous, _settling(locked.state if locked is not None else
-                                                 contract_state(args.contract), params, args))
+                                                 contract_state(args.contract), params, args),
+                             _previous_ranges(locked.state if locked is not None else contract_state(args.contract),
+                                              store) if params.budget is not None else None)
         # The store's path is recorded when it was chosen, so recall and index find it; the
         # default is derived from the contract's path and is left out to keep contracts portable.
         # The session's format stays the one the contract recorded when this is its written-back form.
