@@ -193,8 +193,12 @@ CONSOLE_SCRIPT = "prosecode-pager"  # the command pip installs (pyproject.toml)
 IMPORT_NAME = "prosecode_pager"  # the installed package: no top-level module named pager
 
 COMPACTION = "compaction"  # a provider's compaction block or item: it is the compacted past, kept like the instructions
-PROTECTIONS = ("pinned", "system", "recent", COMPACTION)  # reasons a block is kept whatever its score...
-HELD_OVER_BUDGET = ("pinned", "recent", COMPACTION)  # ...and whatever the budget; "system" only while it fits
+# Under a budget, the floors no budget removes (reason CURRENT): the human's last request, and the
+# agent's current step (its last run of assistant blocks, the units it opened, the results after it;
+# a giant among them competes, paged in place at worst).
+CURRENT = "current"
+PROTECTIONS = ("pinned", "system", "recent", COMPACTION, CURRENT)  # reasons a block is kept whatever its score...
+HELD_OVER_BUDGET = ("pinned", "recent", COMPACTION, CURRENT)  # ...and whatever the budget; "system" only while it fits
 # (under a budget the system prompt is claimed first, block by block in order, while it fits; a
 # system block that does not fit is paged while its stub fits, else evicted, so a harness's long
 # instructions (a Codex skills list of 6,000 tokens under a budget of 4,000) never push the pass
@@ -910,6 +914,9 @@ def index_lines(pages: Iterable["StoredPage"]) -> List[str]:
     """Return one compact line per paged block: id, turn, tokens and the start of its summary."""
     lines = []
     for page in pages:
+        if page.kind == RANGE:  # a range page's summary is its line's own text
+            lines.append(f"{page.block} | turn {page.turn} | {page.summary}")
+            continue
         words = page.summary.split(" ")
         short = page.summary if len(words) <= INDEX_SUMMARY_WORDS else " ".join(words[:INDEX_SUMMARY_WORDS]) + "..."
         lines.append(f"{page.block} | turn {page.turn} | {page.tokens} tokens | {short}")
@@ -1443,7 +1450,7 @@ def _range_topics(names: Iterable[str], shown: Container[str], held: Mapping[str
     return sorted(fresh, key=lambda name: (held.get(name, 1), -len(name), name))[:RANGE_TOPICS]
 
 
-def _plan_ranges(decisions: Sequence[Decision], room: int, render: Callable[["StoredPage"], str],
+def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[["StoredPage"], int],
                  names_of: Callable[[int], Sequence[str]], shown: Container[str] = (),
                  held: Optional[Mapping[str, int]] = None,
                  known: Optional[Mapping[str, str]] = None) -> List[RangePage]:
@@ -1452,7 +1459,7 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, render: Callable[["St
     Pure. A range page is a run of such blocks: evicted blocks and pages of a compaction
     boundary (in no request) are passed over, any other block ends the run. Since fit_budget
     pages a tool unit whole, a run never splits a call from its results. Each range costs its
-    line (``render`` of its RangePage.page(), plus its line break); while the lines cost more
+    line (``line_cost`` of its RangePage.page()); while the lines cost more
     than ``room``, the two oldest ranges merge into one (the index stays bounded; the newest
     runs keep the finest lines), and a last range that alone does not fit lists fewer topics.
     ``known`` maps range ids to the summary an earlier pass gave them: a range with the same
@@ -1490,7 +1497,7 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, render: Callable[["St
                                     sum(tokens[i] for i in members), names[:topics] if topics is not None else names)
         page = RangePage(rid, ids, tuple(members), turns[members[0]], max(turns[i] for i in members),
                          sum(tokens[i] for i in members), summary, 0)
-        return page._replace(cost=estimate_tokens(render(page.page())) + 1)
+        return page._replace(cost=line_cost(page.page()))
 
     ranges = [build(members) for members in runs]
     total = sum(r.cost for r in ranges)
@@ -1823,6 +1830,8 @@ class _Scorer:
         """Note what guards the block at ``position``: a pin, a system role, the task, a floor, a picture."""
         if pinned:
             self._guards[position] = "pinned"
+        elif protected == ARCHIVED:  # before a compaction boundary: in no request, whatever its role
+            self._archived.add(position)
         elif role in SYSTEM_ROLES or protected == "system" or (protected == INSTRUCTIONS and self.params.budget is None):
             self._guards[position] = "system"
         elif protected == COMPACTION:
@@ -2019,7 +2028,7 @@ class _Scorer:
         if self.params.budget is not None:
             kept = sum(t for t, a in zip(decisions.tokens, wanted) if a == "retain")
             kept += sum(stub_tokens[i] for i, a in enumerate(wanted) if a == "page" and decisions.block[i] not in ranged)
-            index_room = int(self.params.index_share * self.params.budget)
+            index_room = self._index_room()
             lines = self._range_lines(decisions, wanted, ranged, index_room)
             if kept + lines + reserved > self.params.budget:
                 return False
@@ -2028,7 +2037,7 @@ class _Scorer:
             decisions.action[i] = action
             decisions.reason[i] = RANGED if action == "page" and decisions.block[i] in ranged else "settled"
         if self.params.budget is not None:
-            self.ranges = self._make_ranges(decisions, int(self.params.index_share * self.params.budget))
+            self.ranges = self._make_ranges(decisions, self._index_room())
         self.settled = True
         return True
 
@@ -2108,11 +2117,12 @@ class _Scorer:
         if self.params.budget is None and self.params.keep_small:
             _keep_small(decisions, units, self._stubs, self._stub_size)
         if self.params.budget is not None:
+            self._hold_current(decisions, units)
             room = max(0, self.params.budget - reserved)
             target = self.params.target
             # The watermarks keep a prompt prefix the agent has sent: a first pass (no earlier
             # directives) has none yet, and fits the whole budget.
-            index_room = int(self.params.index_share * self.params.budget)
+            index_room = self._index_room()
             if target is not None and self.previous:
                 ranged = {b for members, _ in self.previous_ranges.values() for b in members}
                 chosen, kept = _previous_actions(decisions, stub_tokens, self.previous, ranged)
@@ -2135,6 +2145,48 @@ class _Scorer:
             self.ranges = self._make_ranges(decisions, min(index_room, room))
             self.tokens_after += sum(r.cost for r in self.ranges)
         return decisions
+
+    def _hold_current(self, decisions: "_DecisionTable", units: Sequence[Optional[str]]) -> None:
+        """Keep the floors of a budget pass verbatim (reason CURRENT): the human's last request and
+        the agent's current step (_recent_steps' last step, with every block of the units it holds).
+
+        A unit holding a giant (see _giant_edge) or a picture is left to compete: fit_budget claims
+        an open round trip's call and pages its results in place at worst.
+        """
+        actions, reasons, tokens = decisions.action, decisions.reason, decisions.tokens
+        humans = [i for i in self._floors if self._kinds[i] in FLOORED and i not in self._stubs]
+        humans += [i for i, guard in self._guards.items() if guard == "task"]
+        step = _recent_steps(self._roles, 1, self._stubs)
+        chosen = set(step)
+        if units:
+            opened = {units[i] for i in step if units[i] is not None}
+            chosen.update(i for i, unit in enumerate(units) if unit is not None and unit in opened)
+        giant = GIANT_SHARE * self.params.budget  # type: ignore[operator]
+        if units:
+            whole: Dict[str, List[int]] = {}
+            for i in chosen:
+                if units[i] is not None:
+                    whole.setdefault(units[i], []).append(i)  # type: ignore[arg-type]
+            for members in whole.values():
+                if any(tokens[i] > giant or i in self._unpageable for i in members):
+                    chosen.difference_update(members)
+        chosen = {i for i in chosen if tokens[i] <= giant and i not in self._unpageable}
+        if humans:
+            chosen.add(max(humans))
+        for i in chosen:
+            if reasons[i] not in PROTECTIONS and reasons[i] != "compacted":
+                actions[i], reasons[i] = "retain", CURRENT
+
+    def _least_range_line(self) -> int:
+        """Return what one range page's line without topics costs at most (five-digit turns)."""
+        widest = RangePage(RANGE_PREFIX + "0" * RANGE_DIGITS, (), (), 99999, 99999, 0,
+                           range_summary(99999, 99999, 99999, 9999999, ()), 0)
+        return self._range_line_cost(widest.page())
+
+    def _index_room(self) -> int:
+        """Return the tokens the range pages' lines may take: the index share of the budget, and at
+        least one line without topics (a budget too small for that is one line over)."""
+        return max(int(self.params.index_share * self.params.budget), self._least_range_line())  # type: ignore[operator]
 
     def _range_lines(self, decisions: "_DecisionTable", chosen: List[str], ranged: Container[str],
                      room: int) -> int:
@@ -2168,8 +2220,14 @@ class _Scorer:
                 shown.update(names_of(i))
         known = {rid: summary for rid, (_, summary) in self.previous_ranges.items()}
         known.update(self._range_summaries)
-        return _plan_ranges(decisions, room, lambda page: self._render_stub(page), names_of, shown,
-                            self._held, known)
+        return _plan_ranges(decisions, room, self._range_line_cost, names_of, shown, self._held, known)
+
+    def _range_line_cost(self, page: "StoredPage") -> int:
+        """Return what a range page's line costs in the request (and in the page index, with --with-index)."""
+        cost = estimate_tokens(self._render_stub(page)) + 1
+        if self.with_index:
+            cost += estimate_tokens(index_lines([page])[0]) + 1
+        return cost
 
 
 # ===== The pass plan =====
@@ -2214,6 +2272,14 @@ class PassPlan:
         return {"token-budget": self.params.budget, "tokens-before": self.tokens_before,
                 "tokens-after": self.tokens_after, "pressure-before": round(rho[0], 4),
                 "pressure-after": round(rho[1], 4)}
+
+    def fixed_tokens(self, reserved: int = 0) -> int:
+        """Return what no budget removes: blocks kept for a protection (pins, the system prompt while
+        it fits, a compaction, the floors: see CURRENT), the range pages' lines, and ``reserved``
+        (tool definitions)."""
+        actions, reasons, tokens = (_column(self.decisions, n) for n in ("action", "reason", "tokens"))
+        kept = sum(t for a, r, t in zip(actions, reasons, tokens) if a == "retain" and r in PROTECTIONS + ("task",))
+        return kept + sum(r.cost for r in self.ranges) + reserved
 
     def counts(self) -> Dict[str, int]:
         """Return the number of blocks per directive."""
@@ -7598,6 +7664,13 @@ def _paged_pages(final: Mapping[str, str], store: Optional[PageStore], store_pat
     return pages
 
 
+def _index_pages(final: Iterable[str], store: Optional[PageStore], store_path: str) -> List[StoredPage]:
+    """Return the pages the page index lists: every paged block, a range page's blocks by its one line."""
+    pages = _paged_pages(dict.fromkeys(final, "page"), store, store_path)
+    inside = {m for p in pages if p.kind == RANGE for m in store.range_members(p.block)}  # type: ignore[union-attr]
+    return [p for p in pages if p.block not in inside]
+
+
 def _write_pager_history(out: io.TextIOBase, header: Mapping[str, object], blocks_file: io.TextIOBase,
                          index: Optional[Dict[str, object]]) -> None:
     """Write the compacted pager-format history: its header fields, the page index, then the blocks."""
@@ -7742,7 +7815,7 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
             elif out is not None:
                 index = None
                 if args.with_index:
-                    index = _index_block(_paged_pages(dict.fromkeys(final, "page"), store, store_path),
+                    index = _index_block(_index_pages(final, store, store_path),
                                          _recall_hint("ID", args.contract, args.store))
                 _write_pager_history(out, plan.header, blocks_file, index)  # type: ignore[arg-type]
             payload = render(state)
@@ -8873,11 +8946,16 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
                         "pressure_after": round(rho[1], 4), "over_budget": rho[1] > 1.0})
         if plan.compacted is not None:
             summary["compacted"] = plan.compacted
-        if rho[1] > 1.0:
-            fixed = conv.definitions_tokens if conv is not None else 0
-            stderr.write(f"pager: warning: protected blocks alone take {plan.tokens_after} tokens"
-                         f"{f' ({fixed} of them tool definitions)' if fixed else ''}, over the "
-                         f"budget of {params.budget}; everything else was paged or evicted\n")
+        definitions = conv.definitions_tokens if conv is not None else 0
+        summary["fixed_tokens"] = plan.fixed_tokens(definitions)
+        summary["over_by"] = max(0, plan.tokens_after - params.budget)  # type: ignore[operator]
+        if rho[1] > 1.0:  # one line: by how much, and whether anything but the fixed costs could go
+            fixed = summary["fixed_tokens"]
+            what = (f"fixed costs and floors take {fixed} tokens" if fixed > params.budget  # type: ignore[operator]
+                    else f"the kept context takes {plan.tokens_after} tokens")
+            stderr.write(f"pager: warning: {what}{f' ({definitions} of them tool definitions)' if definitions else ''}"
+                         f", over the budget of {params.budget} by {summary['over_by']}; "
+                         f"everything else was paged\n")
         kinds, actions = _column(plan.decisions, "kind"), _column(plan.decisions, "action")
         summary["floors_evicted"] = sum(1 for kind, action in zip(kinds, actions)
                                         if action == "evict" and kind in PAGE_FLOORS)
