@@ -915,7 +915,7 @@ def index_lines(pages: Iterable["StoredPage"]) -> List[str]:
     lines = []
     for page in pages:
         if page.kind == RANGE:  # a range page's summary is its line's own text
-            lines.append(f"{page.block} | turn {page.turn} | {page.summary}")
+            lines.append(f"{page.block} | {page.summary}")
             continue
         words = page.summary.split(" ")
         short = page.summary if len(words) <= INDEX_SUMMARY_WORDS else " ".join(words[:INDEX_SUMMARY_WORDS]) + "..."
@@ -1453,13 +1453,15 @@ def _range_topics(names: Iterable[str], shown: Container[str], held: Mapping[str
 def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[["StoredPage"], int],
                  names_of: Callable[[int], Sequence[str]], shown: Container[str] = (),
                  held: Optional[Mapping[str, int]] = None,
-                 known: Optional[Mapping[str, str]] = None) -> List[RangePage]:
+                 known: Optional[Mapping[str, str]] = None,
+                 units: Optional[Sequence[Optional[str]]] = None) -> List[RangePage]:
     """Return the range pages of the blocks ``decisions`` paged without a stub (reason RANGED).
 
     Pure. A range page is a run of such blocks: evicted blocks and pages of a compaction
-    boundary (in no request) are passed over, any other block ends the run. Since fit_budget
-    pages a tool unit whole, a run never splits a call from its results. Each range costs its
-    line (``line_cost`` of its RangePage.page()); while the lines cost more
+    boundary (in no request) are passed over, any other block ends the run. A long run is cut
+    into ranges that grow with age (from the newest: 1, 1, 2, 2, 4, 4, ... pieces, a piece being
+    a block or a whole tool unit: ``units``), so recent work gets the finest lines and the index
+    fills its room. Each range costs its line (``line_cost`` of its RangePage.page()); while the lines cost more
     than ``room``, the two oldest ranges merge into one (the index stays bounded; the newest
     runs keep the finest lines), and a last range that alone does not fit lists fewer topics.
     ``known`` maps range ids to the summary an earlier pass gave them: a range with the same
@@ -1482,6 +1484,20 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
         runs.append(run)
     if not runs:
         return []
+    cut: List[List[int]] = []
+    for members in reversed(runs):  # newest first: sizes 1, 1, 2, 2, 4, 4, ... pieces
+        pieces: List[List[int]] = []
+        for i in members:
+            unit = units[i] if units else None
+            if pieces and unit is not None and units[pieces[-1][-1]] == unit:  # type: ignore[index]
+                pieces[-1].append(i)
+            else:
+                pieces.append([i])
+        while pieces:
+            size = 1 << (len(cut) // 2)
+            taken, pieces = pieces[-size:], pieces[:-size]
+            cut.append([i for piece in taken for i in piece])
+    runs = cut[::-1]
     known = known or {}
     counts: Mapping[str, int] = held if held is not None else Counter(
         chain.from_iterable(set(names_of(i)) for members in runs for i in members))
@@ -1785,8 +1801,9 @@ class _Scorer:
             self._stubs.add(position)
             if page.kind in FLOORED or page.kind == RANGE or (page.kind in PAGE_FLOORS and self.params.budget is None):
                 self._floors.add(position)  # paged under a floor, or a range page: still never evicted
-            if page.kind == RANGE:
+            if page.kind == RANGE:  # a range page read back: it stays one, with its line
                 self._range_summaries[block_id] = page.summary
+                kind = RANGE
         matched: Tuple[str, ...] = ()
         if self.terms:
             lowered = _unescaped_breaks(text.lower())
@@ -1854,6 +1871,9 @@ class _Scorer:
     def _stub_cost(self, block_id: str, turn: int, role: str, kind: Optional[str], tokens: int,
                    matched: Tuple[str, ...], text: str, newer: Optional[str] = None) -> int:
         """Return what the block costs as a stub (and its page-index line, with --with-index)."""
+        if kind == RANGE and block_id in self._range_summaries:
+            return self._range_line_cost(StoredPage(block_id, turn, RANGE, RANGE, tokens, (), "", "",
+                                                    self._range_summaries[block_id], ""))
         summary = stub_summary(text, matched, self.params.stub_words)
         page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
         cost = estimate_tokens(self._render_stub(page, newer, _giant_edge(tokens, self.params.budget)))
@@ -2154,7 +2174,7 @@ class _Scorer:
         an open round trip's call and pages its results in place at worst.
         """
         actions, reasons, tokens = decisions.action, decisions.reason, decisions.tokens
-        humans = [i for i in self._floors if self._kinds[i] in FLOORED and i not in self._stubs]
+        humans = [i for i in self._floors if i not in self._stubs]  # under a budget: a human's messages
         humans += [i for i, guard in self._guards.items() if guard == "task"]
         step = _recent_steps(self._roles, 1, self._stubs)
         chosen = set(step)
@@ -2220,7 +2240,8 @@ class _Scorer:
                 shown.update(names_of(i))
         known = {rid: summary for rid, (_, summary) in self.previous_ranges.items()}
         known.update(self._range_summaries)
-        return _plan_ranges(decisions, room, self._range_line_cost, names_of, shown, self._held, known)
+        units = [self._units.get(i) for i in range(len(decisions))] if self._units else None
+        return _plan_ranges(decisions, room, self._range_line_cost, names_of, shown, self._held, known, units)
 
     def _range_line_cost(self, page: "StoredPage") -> int:
         """Return what a range page's line costs in the request (and in the page index, with --with-index)."""
@@ -8325,6 +8346,7 @@ class Pager:
         self._pages: Dict[str, StoredPage] = {}  # in memory: block -> page, for the blocks paged now
         self._stubs: Dict[str, str] = {}         # block -> its stub text, made once per page
         self._actions: Dict[str, str] = {}       # block -> directive of the last pass
+        self._ranges: Dict[str, Tuple[Tuple[str, ...], str]] = {}  # range page -> (its blocks, its summary)
         self._cache: Dict[tuple, tuple] = {}
         self._cache_key: Optional[tuple] = None
         self._intent: Optional[Intent] = None  # the last call's intent: a call with no user message keeps it
@@ -8441,6 +8463,7 @@ class Pager:
             scorer = _CachedScorer(self._cache, self.token_counter, intent.keywords, params, pages, stub_text,
                                    False, (lambda seen: definitions) if definitions else None, current)
             scorer.previous = self._actions  # the last pass's directives: with params.target they stand
+            scorer.previous_ranges = self._ranges
             scorer.use_work(intent.work)
             scorer.add_all(0, blocks)
             decisions = scorer.finish(current)
@@ -8494,7 +8517,8 @@ class Pager:
             else:
                 out[d.block] = (d.action, None)
         self._pages, self._stubs = pages, stubs  # a block no longer paged can no longer be recalled
-        return out
+        self._ranges = {r.id: (r.members, r.summary) for r in plan.ranges}
+        return _range_directives(plan, out, self.hint)
 
     def _store_pages(self, plan: PassPlan, store: PageStore, now: str) -> None:
         """Store-only mode: keep new pages' text in the SQLite store, drop pages no longer paged."""
@@ -8509,12 +8533,13 @@ class Pager:
         store.begin()
         try:
             store.put(fresh)
+            _store_ranges(store, plan, now, known)
             store.commit()
         except BaseException:
             store.rollback()
             raise
-        store.keep_only(b for b, a in zip(_column(plan.decisions, "block"), _column(plan.decisions, "action"))
-                        if a == "page")
+        store.keep_only([b for b, a in zip(_column(plan.decisions, "block"), _column(plan.decisions, "action"))
+                         if a == "page"] + [r.id for r in plan.ranges])
 
     def _record(self, plan: PassPlan, fmt: str, conv: Conversation, blocks: List[Any],
                 store: Optional[PageStore], now: str) -> Optional[PageStore]:
@@ -8589,6 +8614,11 @@ class Pager:
         wanted = list(dict.fromkeys(wanted))
         if self.contract is not None:
             return self._recall_from_contract(wanted)
+        # A range page gives its blocks, in order (a block that is itself a range page, its own).
+        expanded: List[str] = []
+        for block in wanted:
+            expanded += self._range_blocks(block) if block in self._ranges else [block]
+        wanted = list(dict.fromkeys(expanded))
         for block in wanted:
             action = self._actions.get(block)
             if action != "page":
@@ -8603,6 +8633,23 @@ class Pager:
             return {page.block: _verified_text(page, self.store) for page in pages}
         finally:
             store.close()
+
+    def _range_blocks(self, range_id: str) -> List[str]:
+        """Return the blocks of the last pass's range page ``range_id``, in order."""
+        out: List[str] = []
+        for member in self._ranges[range_id][0]:
+            if member in self._ranges:
+                out += self._range_blocks(member)
+            elif self.store is not None and member.startswith(RANGE_PREFIX):
+                store = PageStore.open(self.store, create=False, stub_words=self.params.stub_words)
+                try:
+                    out += store.range_members(member) or [member] if store is not None else [member]
+                finally:
+                    if store is not None:
+                        store.close()
+            else:
+                out.append(member)
+        return out
 
     def _recall_from_contract(self, ids: List[str]) -> Dict[str, str]:
         _, pages, texts = _recall_pages(self.contract, ids, self._explicit_store,  # type: ignore[arg-type]
@@ -8621,6 +8668,11 @@ class Pager:
                     store.close()
         else:
             pages = [_with_summary(p, self.params.stub_words) for p in self._pages.values()]
+        # A range page's blocks are listed by its one line.
+        inside = {m for members, _ in self._ranges.values() for m in members}
+        ranges = [StoredPage(rid, 0, RANGE, RANGE, 0, (), "", "", summary, "")
+                  for rid, (_, summary) in self._ranges.items()]
+        pages = [p for p in pages if p.block not in inside and p.block not in self._ranges] + ranges
         return "\n".join([_index_header(len(pages), self.hint("ID"))] + index_lines(pages))
 
     def tools(self, api: str = "openai") -> List[Dict[str, Any]]:
@@ -8766,6 +8818,9 @@ def _build_parser() -> argparse.ArgumentParser:
                              "'none': fit the whole budget on every pass")
     parser.add_argument("--trigger", type=_number_flag("--trigger"), default=DEFAULT_TRIGGER, metavar="SHARE",
                         help=f"with --budget: the pressure that starts a compaction (default {DEFAULT_TRIGGER})")
+    parser.add_argument("--index-share", type=_number_flag("--index-share"), default=DEFAULT_INDEX_SHARE,
+                        metavar="SHARE", help="with --budget: the share of it the range pages' lines may take "
+                        f"(default {DEFAULT_INDEX_SHARE}); the oldest ranges merge to stay within it")
     parser.add_argument("--page-small", action="store_true",
                         help="without --budget, page a transcript's blocks even where the stub is no shorter "
                              "(by default such a block stays, reason small); to store a session whole, as the "
@@ -9020,7 +9075,8 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     params = Params(args.alpha, args.beta, args.retain_cut, args.evict_cut, args.similarity,
                     args.budget, args.stub_words, args.keep_recent, args.mask_results, args.trigger,
                     _cli_target(args),
-                    args.work_steps, not args.no_protect_task, False if args.page_small else None).validate()
+                    args.work_steps, not args.no_protect_task, False if args.page_small else None,
+                    args.index_share).validate()
     now = _normalize_now(args.now)
     if args.with_index and not args.emit:
         raise PagerError("--with-index needs --emit")
