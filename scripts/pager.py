@@ -8400,7 +8400,8 @@ class Pager:
         tokens_after = plan.tokens_after if plan.tokens_after is not None else self._tokens_after(plan, directives)
         report = CompactReport(fmt, plan.counts(), plan.tokens_before, tokens_after, self.params.budget,
                                list(plan.keywords), plan.intent_source, plan.decisions,
-                               list(conv.repairs), [b for b, a in self._actions.items() if a == "page"],
+                               list(conv.repairs), [b for b, a in self._actions.items() if a == "page"]
+                               + [r for r in self._ranges if r not in self._actions],
                                scorer.hits, self.contract, self.store, self)
         return Compacted(out, report)
 
@@ -8435,8 +8436,21 @@ class Pager:
 
     def _page_of(self, store: Optional[PageStore]) -> Callable[[str], Optional[StoredPage]]:
         if self.store is None:
-            return self._pages.get
+            return self._memory_page
         return store.get if store is not None else (lambda block: None)
+
+    def _memory_page(self, block: str) -> Optional[StoredPage]:
+        """Return the page of ``block`` kept in memory; a range page's text is its blocks' (see PageStore.get)."""
+        if block not in self._ranges:
+            return self._pages.get(block)
+        members, summary = self._ranges[block]
+        pages = [self._memory_page(m) for m in members]
+        if any(p is None for p in pages):
+            return None
+        text = "\n\n".join(p.text for p in pages)  # type: ignore[union-attr]
+        first = pages[0]
+        return StoredPage(block, first.turn, RANGE, RANGE, sum(p.tokens for p in pages),  # type: ignore[union-attr]
+                          (), _text_sha256(text), first.paged_at, summary, text)  # type: ignore[union-attr]
 
     def _plan(self, blocks: List[Any], header: Dict[str, Any], given: Optional[Intent],
               store: Optional[PageStore], conv: Optional[Conversation] = None) -> Tuple[PassPlan, _CachedScorer]:
@@ -8516,8 +8530,20 @@ class Pager:
                 out[d.block] = ("retain", _verified_text(page, self.store or "the pager's pages"))
             else:
                 out[d.block] = (d.action, None)
+        # A range page read back and paged again keeps its blocks recallable, in memory too.
+        ranges = {r.id: (r.members, r.summary) for r in plan.ranges}
+        old_ranges, old_pages = self._ranges, self._pages
+        carry = [b for b in pages if b in old_ranges]
+        while carry:
+            rid = carry.pop()
+            ranges.setdefault(rid, old_ranges[rid])
+            for member in old_ranges[rid][0]:
+                if member in old_ranges and member not in ranges:
+                    carry.append(member)
+                elif member in old_pages:
+                    pages.setdefault(member, old_pages[member])
         self._pages, self._stubs = pages, stubs  # a block no longer paged can no longer be recalled
-        self._ranges = {r.id: (r.members, r.summary) for r in plan.ranges}
+        self._ranges = ranges
         return _range_directives(plan, out, self.hint)
 
     def _store_pages(self, plan: PassPlan, store: PageStore, now: str) -> None:
@@ -8569,9 +8595,15 @@ class Pager:
         """Return the pager history with the pass applied, block by block as the CLI's --emit writes it."""
         out = {k: v for k, v in history.items() if k != "blocks"}
         kept = []
+        range_of = plan.range_of()
         for k, d in enumerate(plan.decisions):
             raw = history["blocks"][items[k] if items else k]
             verb, text = directives[d.block]
+            r = range_of.get(k)
+            if r is not None:  # a range page stands where its first block was
+                if r.positions[0] == k:
+                    kept.append({"id": r.id, "turn": r.first_turn, "role": RANGE, "text": text, "stub": True})
+                continue
             if verb == "retain" and text is None:
                 kept.append(raw)
             elif verb == "retain":  # a stub brought back verbatim
@@ -8618,10 +8650,11 @@ class Pager:
         expanded: List[str] = []
         for block in wanted:
             expanded += self._range_blocks(block) if block in self._ranges else [block]
+        inside = set(expanded) - set(wanted)  # a range page's blocks: paged by an earlier pass, maybe
         wanted = list(dict.fromkeys(expanded))
         for block in wanted:
             action = self._actions.get(block)
-            if action != "page":
+            if action != "page" and not (block in inside and (block in self._pages or self.store is not None)):
                 raise PagerError(_not_paged(block, action))
         if self.store is None:
             return {block: self._pages[block].text for block in wanted}
