@@ -2159,11 +2159,19 @@ class _Scorer:
                     self.tokens_after = kept + sum(r.cost for r in self.ranges) + reserved
                     return decisions
                 room = max(0, int(target * self.params.budget) - reserved)
-            self.tokens_after = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
-                                           self._floors, self._unpageable, _open_units(self._roles, units),
-                                           self.worth, min(index_room, room)) + reserved
-            self.ranges = self._make_ranges(decisions, min(index_room, room))
-            self.tokens_after += sum(r.cost for r in self.ranges)
+            before = (list(decisions.action), list(decisions.reason))
+            index_room = min(index_room, room)
+            for attempt in range(2):  # a second fit gives back the index room the lines left unused
+                kept = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
+                                  self._floors, self._unpageable, _open_units(self._roles, units),
+                                  self.worth, index_room)
+                self.ranges = self._make_ranges(decisions, index_room)
+                lines = sum(r.cost for r in self.ranges)
+                self.tokens_after = kept + lines + reserved
+                if attempt or index_room - lines < (self._least_range_line() if self.ranges else 1):
+                    break
+                index_room = lines
+                decisions.action[:], decisions.reason[:] = before
         return decisions
 
     def _hold_current(self, decisions: "_DecisionTable", units: Sequence[Optional[str]]) -> None:
