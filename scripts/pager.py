@@ -1321,8 +1321,6 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
             system.append(members)
         else:
             live.append(members)
-    reserved = min(index_room, max(left, 0)) if whole_size > budget else 0
-    left -= reserved  # the range pages' lines: set aside before anything else is chosen
     for members in system:  # after what the budget cannot move: whole while it fits, else its stub, else a range
         whole = sum(tokens[i] for i in members)
         if whole > left:
@@ -1331,6 +1329,8 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
             for i in members:
                 decide(i, "page", "budget-paged" if stubs is not None else RANGED)
         left -= whole
+    reserved = min(index_room, max(left, 0)) if whole_size > budget else 0
+    left -= reserved  # the range pages' lines: set aside after the fixed costs, before the rest is chosen
     # Floors speak for their stubs first: the human's last message (the request the model answers
     # next), the task statement, then a human's other messages newest first, while their stubs fit,
     # then what a human attached (whole: a picture has no stub).  The budget is a promise too: a
@@ -2175,8 +2175,9 @@ class _Scorer:
         return decisions
 
     def _hold_current(self, decisions: "_DecisionTable", units: Sequence[Optional[str]]) -> None:
-        """Keep the floors of a budget pass verbatim (reason CURRENT): the human's last request and
-        the agent's current step (_recent_steps' last step, with every block of the units it holds).
+        """Keep the floors of a budget pass verbatim (reason CURRENT): the human's last request, the
+        task statement and the agent's current step (_recent_steps' last step, with every block of
+        the units it holds).
 
         A unit holding a giant (see _giant_edge) or a picture is left to compete: fit_budget claims
         an open round trip's call and pages its results in place at worst.
@@ -2201,7 +2202,10 @@ class _Scorer:
         chosen = {i for i in chosen if tokens[i] <= giant and i not in self._unpageable}
         if humans:
             chosen.add(max(humans))
+        chosen.update(i for i, guard in self._guards.items() if guard == "task")  # the task statement
         for i in chosen:
+            if tokens[i] > giant and reasons[i] not in PROTECTIONS:
+                continue  # a giant floor (a whole log pasted as the request) is paged as its head and tail at worst
             if reasons[i] not in PROTECTIONS and reasons[i] != "compacted":
                 actions[i], reasons[i] = "retain", CURRENT
 
