@@ -1687,6 +1687,8 @@ class _Scorer:
         self._units: Dict[int, str] = {}      # blocks sharing a unit (a tool call and its results)
         self._stubs: set = set()              # arrived as a page stub, scored on its stored text
         self._range_summaries: Dict[str, str] = {}  # a range page that arrived as a stub -> its summary
+        self._system_texts: Dict[bytes, int] = {}   # under a budget: digest of a system block -> its latest position
+        self._system_repeats: Dict[int, str] = {}   # ...and an earlier copy's position -> the later copy's id
         # The text of each block that may end up paged, else None: a block is sure to be
         # evicted when nothing can raise its sim above 0 (no match of its own, no unit, no
         # neighbour credit to borrow) and its recency alone scores under the evict cut.
@@ -1820,6 +1822,14 @@ class _Scorer:
         if unit is not None:
             self._units[position] = shared.setdefault(unit, unit)  # type: ignore[assignment]
         self._protect(position, role, kind, pinned, protected)
+        if self._guards.get(position) == "system" and self.params.budget is not None:
+            # the same instructions sent again (a harness repeats them after each compaction): the
+            # earlier copy is paged, naming the later one, so the request holds and counts one
+            digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            earlier = self._system_texts.get(digest)
+            if earlier is not None:
+                self._system_repeats[earlier] = block_id
+            self._system_texts[digest] = position
         if not text.isascii() and _LONE_SURROGATE.search(text):
             self._unpageable[position] = UNSTORABLE
         if self.max_turn is None or turn > self.max_turn:
@@ -2107,6 +2117,11 @@ class _Scorer:
                             self._stub_tokens[j], self._newer[j] = _UNPRICED, newer
         for i, guard in self._guards.items():
             actions[i], reasons[i] = "retain", guard
+        for i, newer in self._system_repeats.items():  # sent and counted once: the latest copy
+            rs[i], actions[i], reasons[i] = 0.0, "page", REPEATED_BY + newer
+            self._guards.pop(i)
+            if self.stub_text is not None and self.texts[i] is not None:
+                self._stub_tokens[i], self._newer[i] = _UNPRICED, newer
         for i, why in self._unpageable.items():
             if actions[i] == "page":
                 actions[i], reasons[i] = "evict", why
@@ -2172,6 +2187,11 @@ class _Scorer:
                     break
                 index_room = lines
                 decisions.action[:], decisions.reason[:] = before
+            for i in self._system_repeats:  # an earlier copy of instructions sent again is never sent twice
+                if decisions.action[i] == "retain":
+                    stub = stub_tokens[i]
+                    decisions.action[i], decisions.reason[i] = "page", REPEATED_BY + self._system_repeats[i]
+                    self.tokens_after -= decisions.tokens[i] - stub  # type: ignore[operator]
         return decisions
 
     def _hold_current(self, decisions: "_DecisionTable", units: Sequence[Optional[str]]) -> None:

@@ -235,3 +235,15 @@ def test_the_contract_matches_the_request(cli, pager, tmp_path, path):
         if budget:
             summary = json.loads(result.out)
             assert summary["tokens_after"] <= budget or summary["fixed_tokens"] > budget, summary
+
+
+def test_instructions_sent_again_are_sent_and_counted_once(pager):
+    rules = "Follow AGENTS.md: run the tests before you commit. " * 40
+    blocks = [{"id": "d1", "turn": 0, "role": "developer", "text": rules},
+              {"id": "u1", "turn": 1, "role": "user", "text": "fix the parser"},
+              {"id": "d2", "turn": 1, "role": "developer", "text": rules},
+              {"id": "u2", "turn": 2, "role": "user", "text": "and run the tests"}]
+    plan = pager.plan_pass({"blocks": blocks}, pager.Params(budget=2000))
+    by_id = {d.block: (d.action, d.reason) for d in plan.decisions}
+    assert by_id["d1"] == ("page", "repeated by d2") and by_id["d2"] == ("retain", "system")
+    assert plan.tokens_after < 2 * pager.estimate_tokens(rules)
