@@ -2180,7 +2180,8 @@ class _Scorer:
                 kept = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
                                   self._floors, self._unpageable, _open_units(self._roles, units),
                                   self.worth, index_room)
-                self.ranges = self._make_ranges(decisions, index_room)
+                # the lines get what the fit set aside: less when the system prompt took some of it
+                self.ranges = self._make_ranges(decisions, min(index_room, max(room - kept, 0)))
                 lines = sum(r.cost for r in self.ranges)
                 self.tokens_after = kept + lines + reserved
                 if attempt or index_room - lines < (self._least_range_line() if self.ranges else 1):
