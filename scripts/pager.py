@@ -30,6 +30,7 @@ section uses only what the sections above it define. Search for a banner
     Page store                SQLite file of paged blocks' exact text
     The contract file         locked, all-or-nothing appends
     Recording a pass          pages, compacted history, contract, in order
+    Report                    the session as one HTML page: pure rendering
     Command line              flags, the pass, ``recall``, ``index``, main
 
 The core (Text through Transcripts, except reading files) never touches
@@ -8008,6 +8009,558 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
     return store_path, pages, texts
 
 
+# ===== Report =====
+#
+# ``pager.py report`` draws what the contract says (and the page store and, if given, the history
+# hold) as one self-contained HTML file: a timeline with a cell per block coloured by its current
+# directive, the passes with their settings, pressure and moves, and the page index with a filter.
+# The functions here are pure: the command line reads the files and writes the page.
+
+REPORT_HEAD_LINES = 8        # lines of a block's text its details show
+REPORT_HEAD_CHARS = 360      # ...and at most this many characters of them
+REPORT_TOPICS = 5            # names a page-index row lists as its topics (the rarest among the pages)
+REPORT_MOVES_SHOWN = 40      # moved blocks a pass's row names per kind of move; the rest are counted
+REPORT_SUMMARY_PAGES = 20    # page-index lines the plain-text summary prints; the rest are counted
+REPORT_WIDTH_STEPS = 10      # a timeline cell's width class: 0 (one token) up to this, by powers of two
+REPORT_INTENT_CHARS = 160    # characters of a pass's recorded intent the passes table shows
+_RANGE_PAGE_RE = re.compile(r"r-[0-9a-f]{12}\Z")  # a range page's id (one page standing for a run of blocks)
+# The names of a part's kind a reader knows it by, and the kinds of block the engine marks.
+_REPORT_KIND_LABEL = {"call": "tool call", "result": "tool result", "thinking": "thinking",
+                      "reasoning": "reasoning", "media": "media", "other": "other part",
+                      "human": "human request", "task": "task statement", HARNESS: "harness text",
+                      "summary": "compaction summary", "conclusion": "conclusion", OPAQUE: "opaque part",
+                      INSTRUCTIONS: "instructions", COMPACTION: "compaction"}
+# Settings a passes-table row shows, in order, with their column heading.
+_REPORT_SETTINGS = (("pager-alpha", "alpha"), ("pager-beta", "beta"), ("pager-retain-cut", "retain cut"),
+                    ("pager-evict-cut", "evict cut"), ("pager-similarity", "similarity"),
+                    ("pager-keep-recent", "keep recent"), ("pager-stub-words", "stub words"),
+                    ("pager-format", "format"), ("pager-intent-source", "intent from"))
+
+
+class _ReportPass(NamedTuple):
+    """One recorded event of a contract: a pass (``last-pager-pass``) or a recall (``last-recall``)."""
+
+    number: int                   # 1-based, in contract order
+    event: str                    # "pass" or "recall"
+    time: str                     # the timestamp the event recorded
+    values: Dict[str, object]     # every named value as the contract reads once the event is recorded
+    written: Tuple[str, ...]      # the names of the values this event wrote (the rest stand from before)
+    new: Dict[str, int]           # blocks first listed by this event, per directive
+    moved: Tuple[Tuple[str, str, str], ...]  # (block, from directive, to directive), in contract order
+
+    def to_dict(self) -> Dict[str, object]:
+        return {"number": self.number, "event": self.event, "time": self.time, "values": dict(self.values),
+                "written": list(self.written), "new": dict(self.new), "moved": [list(m) for m in self.moved]}
+
+
+class _ReportBlock(NamedTuple):
+    """One block as the report shows it: its current directive and what is known of it."""
+
+    block: str
+    directive: str                # retain | page | evict, as the contract reads now
+    reason: str                   # the reason its last directive was given
+    turn: Optional[int]           # None: neither the store nor the history holds the block
+    role: str                     # "" when unknown
+    kind: str                     # a reader's name for it (human request, tool call, ...); "" when unknown
+    tokens: Optional[int]
+    head: str                     # its first lines ("" when unknown)
+    recall: str                   # the command that recalls it ("" unless paged)
+    group: Optional[str]          # the range page it belongs to, if any
+
+    def to_row(self) -> list:
+        return [self.block, self.directive, self.reason, self.turn, self.role, self.kind, self.tokens,
+                self.head, self.recall, self.group]
+
+
+class _SessionReport(NamedTuple):
+    """What ``pager.py report`` shows: the blocks in order, the passes, the pages with their topics."""
+
+    contract: str
+    store: Optional[str]          # the --store path the recall commands name (None: the contract finds it)
+    blocks: Tuple[_ReportBlock, ...]
+    passes: Tuple[_ReportPass, ...]
+    pages: Tuple[Tuple[StoredPage, Tuple[str, ...]], ...]  # (page, topics), in contract order
+    missing_pages: int            # blocks listed as paged whose text the store does not hold
+    unlisted: int                 # blocks of the given history the contract has no directive for
+    stored: Dict[str, int]        # a pass's time -> the pages the store holds from it (their paged_at)
+
+    def to_dict(self) -> Dict[str, object]:
+        """Return the summary as JSON data: the directives' counts, every event, every page with its topics."""
+        counts = Counter(b.directive for b in self.blocks)
+        return {"contract": self.contract, "blocks": len(self.blocks), **{a: counts[a] for a in ACTIONS},
+                "events": [p.to_dict() for p in self.passes], "missing_pages": self.missing_pages,
+                "unlisted": self.unlisted, "stored": dict(sorted(self.stored.items())),
+                "pages": [{"block": page.block, "turn": page.turn, "role": page.role, "tokens": page.tokens,
+                           "topics": list(topics), "summary": page.summary,
+                           "recall": _recall_hint(page.block, self.contract, self.store)}
+                          for page, topics in self.pages]}
+
+
+def _contract_events(text: str) -> Tuple[List[_ReportPass], List[str], Dict[str, str]]:
+    """Return the contract's passes and recalls, every block in the order first listed, and each block's last reason.
+
+    ``text`` must already read as a contract (read_contract_state), so a line is one of the
+    pager's statements exactly when its unquoted segments are (_SEGMENTS) or it remembers one
+    of the pager's numbers; every other line is another tool's, a comment or blank.
+    """
+    events: List[_ReportPass] = []
+    order: Dict[str, None] = {}
+    reasons: Dict[str, str] = {}
+    values: Dict[str, object] = {}
+    written: List[str] = []
+    new: Counter = Counter()
+    moved: List[Tuple[str, str, str]] = []
+    taken: Dict[str, str] = {}  # block -> the directive a remove of this event took it from
+    number_form = "remember a number called "
+    for line in text.splitlines():
+        parts = line.rstrip().split('"')
+        form = _SEGMENTS.get(tuple(parts[0::2]))
+        if form == "add":
+            block, action = parts[1], ACTION_OF_LIST[parts[2].split(" ")[2]]
+            reasons[block] = parts[3]
+            if block in taken:
+                moved.append((block, taken.pop(block), action))
+            else:
+                new[action] += 1
+            order.setdefault(block, None)
+            continue
+        if form == "remove":
+            taken[parts[1]] = ACTION_OF_LIST[parts[2].split(" ")[2]]
+            continue
+        if form == "text":
+            name, value = parts[0].split(" ")[4], parts[1]
+        elif form is None and line.startswith(number_form) and line.split(" ")[4] in NUMBER_VALUES:
+            words = line.rstrip().split(" ")
+            name, value = words[4], _parse_number(words[6])
+        else:
+            continue
+        values[name] = value
+        written.append(name)
+        if name in (PASS_MARKER, "last-recall"):
+            moved += [(block, action, "gone") for block, action in taken.items()]
+            events.append(_ReportPass(len(events) + 1, "pass" if name == PASS_MARKER else "recall", str(value),
+                                      dict(values), tuple(dict.fromkeys(written)), {a: new[a] for a in ACTIONS},
+                                      tuple(moved)))
+            written, new, moved, taken = [], Counter(), [], {}
+    return events, list(order), reasons
+
+
+def _report_head(text: str) -> str:
+    """Return the first lines of ``text`` a block's details show (REPORT_HEAD_LINES, REPORT_HEAD_CHARS)."""
+    lines = text.strip("\n").split("\n", REPORT_HEAD_LINES)
+    head = "\n".join(lines[:REPORT_HEAD_LINES])
+    cut = len(lines) > REPORT_HEAD_LINES or len(head) > REPORT_HEAD_CHARS
+    return (head[:REPORT_HEAD_CHARS].rstrip() + " ...") if cut else head
+
+
+def _report_kind(block: Mapping[str, object], part_kind: Optional[str]) -> str:
+    """Return a reader's name for a block's kind: the engine's mark, else its part's kind, else from its role."""
+    kind = block.get("kind") or (part_kind if part_kind not in (None, "text") else None)
+    if kind is None:
+        role = block.get("role")
+        if role == "tool":
+            kind = "result"
+        elif role in SYSTEM_ROLES:
+            return "system prompt"
+        elif isinstance(block.get("text"), str) and block["text"].startswith(REDACTED_THINKING):  # type: ignore[union-attr]
+            kind = "thinking"
+        else:
+            return f"{role} text" if isinstance(role, str) else ""
+    return _REPORT_KIND_LABEL.get(kind, str(kind))  # type: ignore[arg-type]
+
+
+def _page_topics(pages: Sequence[StoredPage]) -> List[Tuple[str, ...]]:
+    """Return each page's topics: its names (_names_of) held by the fewest pages, fewest first, then by name."""
+    names = [sorted(_names_of(page.text)) for page in pages]
+    held = Counter(chain.from_iterable(names))
+    return [tuple(sorted(found, key=lambda n: (held[n], n))[:REPORT_TOPICS]) for found in names]
+
+
+def _session_report(contract_text: str, state: ContractState, contract: str, pages: Mapping[str, StoredPage],
+                   history: Optional[Sequence[Mapping[str, object]]] = None,
+                   ranges: Optional[Mapping[str, Sequence[str]]] = None, store: Optional[str] = None,
+                   part_kinds: Optional[Mapping[str, str]] = None) -> _SessionReport:
+    """Return the _SessionReport of a contract's text and its state (read_contract_state), given its stored pages.
+
+    ``pages`` maps a paged block's id to its StoredPage.
+    ``history`` (the session's blocks, pager schema) tells what the contract and the store
+    do not: retained and evicted blocks' size, role, kind and text. ``ranges`` maps a range
+    page's id to its member blocks; ``part_kinds`` a transcript block's id to its part's kind.
+    ``contract`` and ``store`` are the paths the recall commands name. Pure: no I/O.
+
+    Example:
+        >>> text = ('add "b1" to retained-blocks because "R=0.700 sim=0.571 rec=1.000 dt=0"\\n'
+        ...         'remember a value called last-pager-pass with "2026-05-17T03:08:12+00:00"\\n')
+        >>> text = 'remember a list called retained-blocks\\n' + text
+        >>> r = _session_report(text, read_contract_state(text), "C.limn", {})
+        >>> r.blocks[0].directive, r.passes[0].new["retain"]
+        ('retain', 1)
+    """
+    if not state.directives and not any(name in state.values for name in (PASS_MARKER, "last-recall")):
+        raise PagerError("not a pager contract: it records no pass (no pager statement at all)")
+    events, order, reasons = _contract_events(contract_text)
+    known = {b["id"]: b for b in history or () if isinstance(b.get("id"), str)}
+    part_kinds = part_kinds or {}
+    group_of: Dict[str, str] = {}
+    for range_id, members in sorted((ranges or {}).items()):
+        for member in members:
+            group_of.setdefault(member, range_id)
+    blocks = []
+    for block in order:
+        action = state.directives.get(block)
+        if action is None:
+            continue  # listed once, then removed and not added again (a recall's page-in always re-adds)
+        page, seen = pages.get(block), known.get(block)
+        turn: Optional[int] = None
+        role = kind = head = ""
+        tokens: Optional[int] = None
+        if seen is not None:
+            text = seen.get("text") if isinstance(seen.get("text"), str) else ""
+            turn = seen.get("turn") if _is_int(seen.get("turn")) else None  # type: ignore[assignment]
+            role = str(seen.get("role") or "")
+            tokens = seen.get("tokens") if _is_int(seen.get("tokens")) else estimate_tokens(text)  # type: ignore[assignment,arg-type]
+            kind, head = _report_kind(seen, part_kinds.get(block)), _report_head(text)  # type: ignore[arg-type]
+        if page is not None:
+            turn, role, tokens = page.turn, page.role, page.tokens
+            kind = kind or _report_kind({"role": page.role, "kind": page.kind, "text": page.text},
+                                        part_kinds.get(block))
+            head = _report_head(page.text)
+        recall = _recall_hint(block, contract, store) if action == "page" else ""
+        group = block if _RANGE_PAGE_RE.match(block) and block in (ranges or {}) else group_of.get(block)
+        blocks.append(_ReportBlock(block, action, reasons.get(block, ""), turn, role, kind, tokens, head, recall,
+                                  group))
+    listed = [pages[b] for b in state.directives if state.directives[b] == "page" and b in pages]
+    missing = sum(1 for b, a in state.directives.items() if a == "page" and b not in pages)
+    unlisted = sum(1 for b in known if b not in state.directives)
+    stored = Counter(page.paged_at for page in listed)
+    return _SessionReport(contract, store, tuple(blocks), tuple(events), tuple(zip(listed, _page_topics(listed))),
+                          missing, unlisted, dict(stored))
+
+
+_HTML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"})
+# What embedded JSON must not hold as itself: "</script>" and "<!--" end or bend a script element,
+# and U+2028/U+2029 end a line in older JavaScript. Each is written as its JSON escape instead.
+_SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                                 "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def _h(value: object) -> str:
+    """Return ``value`` as HTML text: the one escaper every text of the report goes through.
+
+    Example:
+        >>> _h('<img src=x onerror="alert(1)">')
+        '&lt;img src=x onerror=&quot;alert(1)&quot;&gt;'
+    """
+    return str(value).translate(_HTML_ESCAPES)
+
+
+def _script_json(value: object) -> str:
+    """Return ``value`` as JSON that can stand inside a ``<script>`` element whatever its strings hold.
+
+    Example:
+        >>> _script_json(["</script><!--\\u2028"])
+        '["\\\\u003c/script\\\\u003e\\\\u003c!--\\\\u2028"]'
+    """
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).translate(_SCRIPT_ESCAPES)
+
+
+def _width_class(tokens: Optional[int]) -> int:
+    """Return a timeline cell's width step: log2 of its tokens, rounded down, 0 to REPORT_WIDTH_STEPS."""
+    if not tokens or tokens < 2:
+        return 0
+    return min(REPORT_WIDTH_STEPS, tokens.bit_length() - 1)
+
+
+def _kind_class(kind: str) -> str:
+    """Return the CSS class of a block's kind label (``human request`` -> ``k-human-request``)."""
+    return "k-" + re.sub(r"[^a-z0-9]+", "-", kind.lower()).strip("-") if kind else "k-unknown"
+
+
+def _pressure(value: object) -> str:
+    """Return a recorded pressure with two decimals (``?`` if the contract holds none)."""
+    return f"{value:.2f}" if isinstance(value, (int, float)) else "?"
+
+
+def _number(value: object) -> str:
+    if isinstance(value, float):
+        return _format_number(value)
+    return f"{value:,}" if _is_int(value) else str(value)
+
+
+_REPORT_CSS = """
+:root{--retain:#2f855a;--page:#d69e2e;--evict:#a0aec0;--ink:#1a202c;--mute:#5a6473;--line:#e2e8f0;
+--bg:#f7f8fa;--panel:#fff;--accent:#2b6cb0}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--ink);background:var(--bg)}
+header{padding:18px 28px 10px;background:#1f2933;color:#f5f7fa}
+header h1{margin:0 0 4px;font-size:20px;font-weight:600}
+header .sub{color:#cbd2d9;font-size:13px;word-break:break-all}
+main{padding:14px 28px 40px;max-width:1400px}
+section{background:var(--panel);border:1px solid var(--line);border-radius:8px;padding:14px 18px;margin:14px 0}
+h2{font-size:16px;margin:0 0 10px}
+.cards{display:flex;flex-wrap:wrap;gap:10px}
+.card{border:1px solid var(--line);border-radius:6px;padding:8px 14px;min-width:130px;background:#fbfcfd}
+.card b{display:block;font-size:20px}
+.card span{color:var(--mute);font-size:12px}
+.legend{display:flex;flex-wrap:wrap;gap:14px;margin:0 0 10px;color:var(--mute);font-size:12px}
+.legend i{display:inline-block;width:14px;height:14px;border-radius:2px;vertical-align:-2px;margin-right:4px}
+.legend i.u{height:5px;vertical-align:2px;border-bottom:5px solid transparent;border-radius:0}
+.wrap{display:flex;gap:16px;align-items:flex-start}
+#timeline{flex:1;display:flex;flex-wrap:wrap;gap:2px;align-content:flex-start;max-height:62vh;overflow:auto;
+padding:4px;border:1px solid var(--line);border-radius:6px;background:#fdfdfe}
+#timeline .b{display:block;height:22px;border-radius:2px;cursor:pointer;border-bottom:4px solid transparent}
+#timeline .b:hover,#timeline .b.sel{outline:2px solid var(--ink);outline-offset:1px}
+.d-retain{background:var(--retain)}.d-page{background:var(--page)}.d-evict{background:var(--evict)}
+.k-human-request,.k-task-statement{border-bottom-color:#6b46c1!important}
+.k-tool-call{border-bottom-color:#2c5282!important}.k-tool-result{border-bottom-color:#4a5568!important}
+.k-thinking,.k-reasoning{border-bottom-color:#b83280!important}
+.k-harness-text,.k-instructions,.k-system-prompt{border-bottom-color:#c05621!important}
+.k-compaction-summary,.k-conclusion{border-bottom-color:#00838f!important}
+.range{display:flex;flex-wrap:wrap;gap:1px;padding:1px;border:1px dashed var(--ink);border-radius:3px}
+.w0{width:6px}.w1{width:7px}.w2{width:8px}.w3{width:9px}.w4{width:11px}.w5{width:13px}.w6{width:16px}
+.w7{width:20px}.w8{width:25px}.w9{width:31px}.w10{width:38px}
+#details{width:400px;flex:none;position:sticky;top:10px;border:1px solid var(--line);border-radius:6px;
+padding:10px 12px;background:#fbfcfd;min-height:120px}
+#details .hint{color:var(--mute)}
+#details h3{margin:0 0 6px;font-size:14px;word-break:break-all}
+#details dl{display:grid;grid-template-columns:auto 1fr;gap:2px 10px;margin:0 0 8px;font-size:13px}
+#details dt{color:var(--mute)}#details dd{margin:0;word-break:break-word}
+pre,code{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+#details pre{white-space:pre-wrap;word-break:break-word;background:#f1f3f6;padding:8px;border-radius:4px;
+max-height:240px;overflow:auto;margin:6px 0}
+.tag{display:inline-block;padding:0 6px;border-radius:3px;color:#fff;font-size:12px}
+.tag.retain{background:var(--retain)}.tag.page{background:var(--page)}.tag.evict{background:var(--evict)}
+table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);vertical-align:top}
+td{overflow-wrap:anywhere}td.t,td.n,td.new{white-space:nowrap;overflow-wrap:normal}
+#pages,#passtable{table-layout:fixed}
+#pages th:nth-child(1){width:25%}#pages th:nth-child(2){width:5%}#pages th:nth-child(3){width:7%}
+#pages th:nth-child(4){width:6%}#pages th:nth-child(5){width:19%}
+#passtable th:nth-child(1){width:3%}#passtable th:nth-child(2){width:5%}#passtable th:nth-child(3){width:15%}
+#passtable th:nth-child(5){width:6%}#passtable th:nth-child(6){width:10%}#passtable th:nth-child(7){width:8%}
+#passtable th:nth-child(8){width:8%}#passtable th:nth-child(9){width:13%}#passtable th:nth-child(10){width:6%}
+th{color:var(--mute);font-weight:600;background:#fbfcfd;position:sticky;top:0}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+.carried{color:#a0aec0}.settings span{margin-right:10px;display:inline-block}.settings .intent span{display:inline}
+.intent{margin-top:3px}
+td.moved code{display:block;font-size:11px;word-break:break-all;max-height:160px;overflow:auto;margin-top:3px}
+.scroll{max-height:70vh;overflow:auto}
+#pages tbody tr{cursor:pointer}#pages tbody tr:hover{background:#f1f5fb}
+#filter{width:100%;max-width:420px;padding:6px 10px;border:1px solid #cbd2d9;border-radius:5px;font:inherit;margin:0 0 8px}
+.note{color:var(--mute);font-size:12px;margin:6px 0 0}
+details summary{cursor:pointer;color:var(--accent)}
+@media print{#details,#filter{display:none}#timeline,.scroll{max-height:none;overflow:visible}
+header{background:none;color:#000}header .sub{color:#333}section{break-inside:avoid}}
+"""
+
+# Vanilla JS: one delegated listener per list (never one per block), details built with textContent.
+_REPORT_JS = """
+(function(){
+var data=JSON.parse(document.getElementById('report-data').textContent);
+var B=data.blocks,details=document.getElementById('details'),pinned=null,current=null;
+function el(tag,text,cls){var e=document.createElement(tag);if(text!==undefined)e.textContent=text;if(cls)e.className=cls;return e;}
+function show(i){
+ var b=B[i];if(!b||current===i)return;current=i;
+ details.textContent='';details.appendChild(el('h3',b[0]));
+ var dl=el('dl');
+ function row(k,v){if(v===null||v===undefined||v==='')return;dl.appendChild(el('dt',k));dl.appendChild(el('dd',String(v)));}
+ var t=el('span',b[1],'tag '+b[1]);dl.appendChild(el('dt','directive'));var dd=el('dd');dd.appendChild(t);dl.appendChild(dd);
+ row('turn',b[3]);row('role',b[4]);row('kind',b[5]);row('tokens',b[6]===null?'unknown':b[6]);
+ var m=/R=([0-9.]+) sim=([0-9.]+)(?: \\(nb; own=([0-9.]+)\\))? rec=([0-9.]+) dt=([0-9]+)/.exec(b[2]||'');
+ if(m){row('score R',m[1]+(data.alpha!==null?' = '+data.alpha+' \u00d7 sim + '+data.beta+' \u00d7 recency':''));row('sim',m[2]+(m[3]?' (own '+m[3]+', the rest from neighbours)':''));row('recency',m[4]+' (dt '+m[5]+')');}
+ var why=(b[2]||'').replace(/(^|; )?R=.*$/,'');row('reason',why||'score');row('recorded',b[2]);
+ row('range',b[9]);
+ details.appendChild(dl);
+ if(b[8]){details.appendChild(el('div','recall:'));details.appendChild(el('pre',b[8],'recall'));}
+ if(b[7]){details.appendChild(el('div','first lines:'));details.appendChild(el('pre',b[7]));}
+ else details.appendChild(el('p','(text not in the store or the history)','hint'));
+}
+function pick(e){var t=e.target.closest?e.target.closest('[data-i]'):null;return t?+t.getAttribute('data-i'):null;}
+var tl=document.getElementById('timeline');
+tl.addEventListener('mouseover',function(e){if(pinned===null){var i=pick(e);if(i!==null)show(i);}});
+tl.addEventListener('click',function(e){var i=pick(e);if(i===null)return;
+ var old=tl.querySelector('.sel');if(old)old.classList.remove('sel');
+ if(pinned===i){pinned=null;return;}pinned=i;current=null;show(i);e.target.closest('[data-i]').classList.add('sel');});
+var pt=document.getElementById('pages');
+if(pt){pt.addEventListener('click',function(e){var i=pick(e);if(i===null)return;pinned=i;current=null;show(i);
+ var c=tl.querySelector('[data-i="'+i+'"]');var old=tl.querySelector('.sel');if(old)old.classList.remove('sel');
+ if(c){c.classList.add('sel');c.scrollIntoView({block:'nearest'});}});}
+var f=document.getElementById('filter'),rows=null,texts=null,timer=null;
+if(f&&pt){f.addEventListener('input',function(){clearTimeout(timer);timer=setTimeout(function(){
+ if(rows===null){rows=pt.tBodies[0].rows;texts=[];for(var k=0;k<rows.length;k++)texts.push(rows[k].textContent.toLowerCase());}
+ var q=f.value.toLowerCase().trim(),n=0;
+ for(var k=0;k<rows.length;k++){var hit=!q||texts[k].indexOf(q)>=0;rows[k].hidden=!hit;if(hit)n++;}
+ document.getElementById('shown').textContent=String(n);},120);});}
+document.documentElement.setAttribute('data-ready','1');
+})();
+"""
+
+
+def _render_report(report: _SessionReport) -> str:
+    """Return the report as one self-contained HTML page (inline CSS and JS, no network). Pure.
+
+    Every text goes through _h; the block data the script reads goes through _script_json.
+    """
+    blocks = report.blocks
+    counts = Counter(b.directive for b in blocks)
+    tokens = Counter()
+    for b in blocks:
+        tokens[b.directive] += b.tokens or 0
+    out: List[str] = []
+    add = out.append
+    add('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>Session report: {_h(report.contract)}</title><style>{_REPORT_CSS}</style></head><body>\n")
+    last = report.passes[-1] if report.passes else None
+    add(f'<header><h1>Session report</h1><div class="sub">contract {_h(report.contract)}'
+        f"{' &middot; last ' + _h(last.event) + ' ' + _h(last.time) if last else ''}"
+        f" &middot; prosecode context pager {_h(__version__)}</div></header>\n<main>\n")
+    # Cards
+    add('<section id="overview"><h2>Overview</h2><div class="cards">')
+    cards = [(f"{len(blocks):,}", "blocks"), *[(f"{counts[a]:,}", f"{a} ({tokens[a]:,} tokens)") for a in ACTIONS],
+             (f"{sum(1 for p in report.passes if p.event == 'pass'):,}", "passes"),
+             (f"{sum(1 for p in report.passes if p.event == 'recall'):,}", "recalls"), (f"{len(report.pages):,}", "pages stored")]
+    if last is not None and "pressure-after" in last.values:
+        cards.append((f"{_pressure(last.values.get('pressure-before'))} &rarr; {_pressure(last.values.get('pressure-after'))}",
+                      f"pressure of {_h(_number(last.values.get('token-budget')))} tokens"))
+    for big, small in cards:
+        add(f"<div class=\"card\"><b>{big if '&rarr;' in big else _h(big)}</b><span>{_h(small)}</span></div>")
+    add("</div>")
+    notes = []
+    if report.missing_pages:
+        notes.append(f"{report.missing_pages:,} paged blocks have no text in the store.")
+    if report.unlisted:
+        notes.append(f"{report.unlisted:,} blocks of the history have no directive in the contract yet (not shown).")
+    if not any(b.turn is not None for b in blocks if b.directive != "page"):
+        notes.append("Retained and evicted blocks show only their id and reason: give --history for their size and text.")
+    for note in notes:
+        add(f'<p class="note">{_h(note)}</p>')
+    add("</section>\n")
+    # Timeline
+    add('<section id="session"><h2>Timeline</h2><div class="legend">'
+        '<span><i class="d-retain"></i>retain (verbatim)</span><span><i class="d-page"></i>page (stub; recallable)</span>'
+        '<span><i class="d-evict"></i>evict (gone)</span><span>width: tokens (log scale)</span>'
+        '<span>underline:</span><span><i class="u k-human-request"></i>human request</span>'
+        '<span><i class="u k-tool-call"></i>tool call</span><span><i class="u k-tool-result"></i>tool result</span>'
+        '<span><i class="u k-thinking"></i>thinking</span><span><i class="u k-harness-text"></i>harness, system</span>'
+        '<span><i class="u k-compaction-summary"></i>summary, conclusion</span>'
+        '</div>'
+        '<div class="wrap"><div id="timeline">')
+    group = None
+    for i, b in enumerate(blocks):
+        if b.group != group:
+            if group is not None:
+                add("</span>")
+            if b.group is not None:
+                add(f'<span class="range" title="range page {_h(b.group)}">')
+            group = b.group
+        add(f'<i class="b d-{b.directive} {_kind_class(b.kind)} w{_width_class(b.tokens)}" data-i="{i}"></i>')
+    if group is not None:
+        add("</span>")
+    add('</div><aside id="details"><p class="hint">Hover over a block for its first lines, score and reason; '
+        "click to pin it.</p></aside></div></section>\n")
+    # Passes
+    add('<section id="passes"><h2>Passes</h2><div class="scroll"><table id="passtable"><thead><tr><th>#</th><th>event</th>'
+        '<th>time</th><th>settings</th><th class="n">budget</th><th class="n">tokens</th><th class="n">pressure</th>'
+        '<th>new</th><th>moved</th><th class="n" title="pages the store holds from this pass">stored</th>'
+        "</tr></thead><tbody>")
+    for p in report.passes:
+        v, written = p.values, set(p.written)
+
+        def shown(name: str, text: str) -> str:
+            css = "" if name in written else ' class="carried" title="unchanged since an earlier pass"'
+            return f"<span{css}>{_h(text)}</span>"
+        settings = [shown(name, f"{label} {_number(v[name])}") for name, label in _REPORT_SETTINGS if name in v]
+        intent = v.get("pager-intent")
+        if isinstance(intent, str):
+            short = intent if len(intent) <= REPORT_INTENT_CHARS else intent[:REPORT_INTENT_CHARS] + " ..."
+            settings.append(f'<div class="intent">{shown("pager-intent", f"intent: {short}")}</div>')
+        budget = shown("token-budget", _number(v["token-budget"])) if "token-budget" in v else ""
+        size = (shown("tokens-after", f"{_number(v.get('tokens-before', '?'))} \u2192 {_number(v['tokens-after'])}")
+                if "tokens-after" in v else "")
+        rho = (shown("pressure-after", f"{_pressure(v.get('pressure-before'))} \u2192 {_pressure(v['pressure-after'])}")
+               if "pressure-after" in v else "")
+        new = "<br>".join(_h(f"{a} {p.new[a]:,}") for a in ACTIONS if p.new.get(a))
+        moves = Counter(f"{a} \u2192 {b}" for _, a, b in p.moved)
+        moved = ", ".join(f"{k} {n:,}" for k, n in sorted(moves.items()))
+        if p.moved:
+            kinds: Dict[str, List[str]] = {}
+            for block, a, b in p.moved:
+                kinds.setdefault(f"{a} \u2192 {b}", []).append(block)
+            named = []
+            for kind, ids in sorted(kinds.items()):
+                more = f" and {len(ids) - REPORT_MOVES_SHOWN:,} more" if len(ids) > REPORT_MOVES_SHOWN else ""
+                named.append(f"<code>{_h(kind)}: {_h(', '.join(ids[:REPORT_MOVES_SHOWN]) + more)}</code>")
+            moved = f"<details><summary>{_h(moved)}</summary>{''.join(named)}</details>"
+        add(f'<tr><td class="n">{p.number}</td><td>{_h(p.event)}</td><td class="t">{_h(p.time)}</td>'
+            f'<td class="settings">{" ".join(settings)}</td><td class="n">{budget}</td><td class="n">{size}</td>'
+            f'<td class="n">{rho}</td><td class="new">{new or "&ndash;"}</td><td class="moved">{moved or "&ndash;"}</td>'
+            f'<td class="n">{report.stored.get(p.time, 0) if p.event == "pass" else "&ndash;"}</td></tr>')
+    add("</tbody></table></div>"
+        '<p class="note">Grey values were recorded by an earlier pass and still stand: a pass writes only what changed.</p>'
+        "</section>\n")
+    # Pages
+    index_of = {b.block: i for i, b in enumerate(blocks)}
+    hint = _recall_hint("ID", report.contract, report.store) if report.pages else ""
+    add(f'<section id="index"><h2>Pages (<span id="shown">{len(report.pages):,}</span> of {len(report.pages):,})</h2>')
+    if report.pages:
+        add(f'<input id="filter" type="search" placeholder="Filter pages: id, topic, words..." aria-label="Filter pages">'
+            f'<p class="note">Recall one with: <code>{_h(hint)}</code> (click a row for its details)</p>'
+            '<div class="scroll"><table id="pages"><thead><tr><th>page</th><th class="n">turn</th><th>role</th>'
+            '<th class="n">tokens</th><th>topics</th><th>summary</th></tr></thead><tbody>')
+        for page, topics in report.pages:
+            add(f'<tr data-i="{index_of.get(page.block, -1)}"><td><code>{_h(page.block)}</code></td>'
+                f'<td class="n">{page.turn}</td><td>{_h(page.role)}</td><td class="n">{page.tokens:,}</td>'
+                f"<td>{_h(', '.join(topics))}</td><td>{_h(page.summary)}</td></tr>")
+        add("</tbody></table></div>")
+    else:
+        add('<p class="note">No page is stored.</p>')
+    add("</section>\n</main>\n")
+    add('<script type="application/json" id="report-data">')
+    weights = last.values if last is not None else {}
+    add(_script_json({"alpha": weights.get("pager-alpha"), "beta": weights.get("pager-beta"),
+                      "blocks": [b.to_row() for b in blocks]}))
+    add(f"</script>\n<script>{_REPORT_JS}</script>\n</body></html>\n")
+    return "".join(out)
+
+
+def _report_summary(report: _SessionReport) -> str:
+    """Return the report as plain text for an agent: the totals, one line per pass, the first pages. Pure."""
+    blocks = report.blocks
+    counts = Counter(b.directive for b in blocks)
+    passes = [p for p in report.passes if p.event == "pass"]
+    lines = [f"report: {report.contract}: {len(blocks):,} blocks (retain {counts['retain']:,}, page "
+             f"{counts['page']:,}, evict {counts['evict']:,}); {len(passes):,} pass{'' if len(passes) == 1 else 'es'}, "
+             f"{len(report.passes) - len(passes):,} recall{'' if len(report.passes) - len(passes) == 1 else 's'}; "
+             f"{len(report.pages):,} page{'' if len(report.pages) == 1 else 's'} stored"]
+    for p in report.passes:
+        v = p.values
+        parts = [f"{p.event} {p.number} at {p.time}"]
+        if p.event == "pass":
+            parts.append(f"alpha {_number(v.get('pager-alpha', '?'))} beta {_number(v.get('pager-beta', '?'))}")
+            if "token-budget" in v:
+                parts.append(f"budget {_number(v['token-budget'])}, pressure {_pressure(v.get('pressure-before'))}"
+                             f" -> {_pressure(v.get('pressure-after'))} ({_number(v.get('tokens-before', '?'))}"
+                             f" -> {_number(v.get('tokens-after', '?'))} tokens)")
+        new = ", ".join(f"{a} {p.new[a]:,}" for a in ACTIONS if p.new.get(a))
+        parts.append(f"new: {new or 'none'}")
+        moves = Counter(f"{a} -> {b}" for _, a, b in p.moved)
+        parts.append("moved: " + (", ".join(f"{k} {n:,}" for k, n in sorted(moves.items())) or "none"))
+        if p.event == "pass":
+            parts.append(f"pages stored: {report.stored.get(p.time, 0):,}")
+        lines.append("  " + "; ".join(parts))
+    if report.missing_pages:
+        lines.append(f"  {report.missing_pages:,} paged blocks have no text in the store")
+    if report.pages:
+        lines.append(f"pages (recall one with: {_recall_hint('ID', report.contract, report.store)}):")
+        shown = [page._replace(summary=f"[{', '.join(topics)}] {page.summary}" if topics else page.summary)
+                 for page, topics in report.pages[:REPORT_SUMMARY_PAGES]]
+        lines += ["  " + line for line in index_lines(shown)]
+        if len(report.pages) > REPORT_SUMMARY_PAGES:
+            lines.append(f"  ... and {len(report.pages) - REPORT_SUMMARY_PAGES:,} more (pager.py index lists them all)")
+    return "\n".join(lines) + "\n"
+
+
 # ===== Library: compact, Pager, the recall tool =====
 #
 # The engine for code that holds a conversation as Python objects: a framework's message list
@@ -8799,6 +9352,7 @@ commands:
   pager.py --history H.json --contract C.limn [flags]   run a paging pass (below)
   pager.py recall ID [ID ...] --contract C.limn        print paged blocks' original text, page them in
   pager.py index --contract C.limn                     list the paged blocks, one line each
+  pager.py report --contract C.limn [--out R.html]     the session as one HTML page (or a text summary)
 
 example:
   python3 scripts/pager.py --history assets/test-history.json \\
@@ -9227,7 +9781,92 @@ def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"recall": (_build_recall_parser, _run_recall), "index": (_build_index_parser, _run_index)}
+def _build_report_parser() -> argparse.ArgumentParser:
+    """Return the parser of ``pager.py report``."""
+    parser = _Parser(prog="pager.py report", description="Show a session's passes: one self-contained HTML page "
+                     "with --out (a timeline of every block, the passes, the page index), else a plain-text summary "
+                     "(--json: the summary, every event and every page as one JSON object).")
+    _store_flags(parser)
+    parser.add_argument("--history", metavar="H",
+                        help="the session's history, in any format a pass reads: the size, role and first lines of "
+                             "retained and evicted blocks (the store holds only the paged ones')")
+    parser.add_argument("--out", metavar="REPORT.html", help="write the HTML page here (replaced whole)")
+    return parser
+
+
+def _report_history(path: str, state: ContractState, contract: str
+                    ) -> Tuple[List[Dict[str, Any]], Dict[str, str]]:
+    """Return the blocks of the history at ``path`` (pager schema) and each transcript block's part kind."""
+    recorded = state.values.get("pager-format")
+    reading = _open_history(path, "auto", recorded if isinstance(recorded, str) else None, state.harness)
+    conv = reading.conversation
+    if conv is not None:
+        kinds = {part.bid: part.kind for msg in chain(conv._head, conv._msgs) for part in msg.parts if part.bid}
+        return conv.blocks, kinds
+    data = _parse_json(reading.source.read_text(), reading.source.name)
+    blocks = data.get("blocks") if isinstance(data, dict) else None
+    if not isinstance(blocks, list):
+        raise PagerError(f"{reading.source.name}: a pager history needs a \"blocks\" list")
+    return [b for b in blocks if isinstance(b, dict)], {}
+
+
+def _run_report(args: argparse.Namespace, stdout, stderr) -> int:
+    """Write the session's HTML report (--out) or print its plain-text summary; return the exit code."""
+    _refuse_link(args.contract, "contract")
+    if not os.path.isfile(args.contract):
+        what = "is a directory, not a contract file" if os.path.isdir(args.contract) else "no such contract"
+        raise PagerError(f"{args.contract}: {what}")
+    text = _contract_text(args.contract)
+    state = _state_of(args.contract, text)
+    store_path = _resolve_store(args.contract, args.store, state)
+    _check_paths(args.history, args.contract, store_path, None)
+    if args.out is not None:
+        _refuse_link(args.out, "--out path")
+        if os.path.isdir(args.out):
+            raise PagerError(f"{args.out}: --out names a directory; name the file to write")
+        if not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+            raise PagerError(f"{args.out}: --out's folder {_show(os.path.dirname(os.path.abspath(args.out)))} does not exist")
+        for what, path in (("--contract", args.contract), ("the page store", store_path), ("--history", args.history)):
+            if path is not None and path != "-" and _same_file(args.out, path):
+                raise PagerError(f"{args.out}: --out and {what} name the same file; give the report its own")
+    history, kinds = _report_history(args.history, state, args.contract) if args.history else (None, {})
+    pages: Dict[str, StoredPage] = {}
+    ranges: Dict[str, List[str]] = {}
+    store = PageStore.open(store_path, create=False, stub_words=_recorded_stub_words(state))
+    if store is not None:
+        try:
+            members = getattr(store, "range_members", None)  # range pages, where the store records them
+            for block, action in state.directives.items():
+                if action == "page":
+                    page = store.get(block)
+                    if page is not None:
+                        pages[block] = page
+                    if members is not None and _RANGE_PAGE_RE.match(block):
+                        ranges[block] = list(members(block))
+        finally:
+            store.close()
+    try:
+        report = _session_report(text, state, args.contract, pages, history, ranges, args.store, kinds)
+    except PagerError as exc:
+        raise PagerError(f"{args.contract}: {exc}") from None
+    if args.out is None:
+        stdout.write(json.dumps(report.to_dict(), ensure_ascii=False) + "\n" if args.json else _report_summary(report))
+        return EXIT_OK
+    html = _render_report(report)
+    with _file_beside(args.out) as out:
+        out.write(html)  # type: ignore[union-attr]
+    size = len(html.encode("utf-8"))
+    if args.json:
+        stdout.write(json.dumps({"out": args.out, "blocks": len(report.blocks), "events": len(report.passes),
+                                 "bytes": size}, ensure_ascii=False) + "\n")
+    else:
+        stdout.write(f"report: wrote {args.out} ({len(report.blocks):,} blocks, {len(report.passes):,} "
+                     f"event{'' if len(report.passes) == 1 else 's'}, {size:,} bytes)\n")
+    return EXIT_OK
+
+
+COMMANDS = {"recall": (_build_recall_parser, _run_recall), "index": (_build_index_parser, _run_index),
+            "report": (_build_report_parser, _run_report)}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
