@@ -140,9 +140,8 @@ def test_report_is_one_self_contained_page_with_a_cell_per_block(cli, pager, ses
     cells = [(attrs["data-i"], attrs["class"]) for tag, attrs in markup.elements
              if tag == "i" and "b" in attrs.get("class", "").split()]
     # One cell per block the contract lists, in the order it first listed them, classed by directive.
-    # (a range page's id, r-<12 hex>, is drawn as the frame around its blocks, not as a cell)
     order = list(dict.fromkeys(line.split('"')[1] for line in session["contract"].read_text().splitlines()
-                               if line.startswith("add ") and not pager._RANGE_PAGE_RE.match(line.split('"')[1])))
+                               if line.startswith("add ")))
     assert [int(i) for i, _ in cells] == list(range(len(order)))
     assert [re.search(r"\bd-(\w+)", css).group(1) for _, css in cells] == [listed[b] for b in order]
     data = json.loads(markup.scripts[0])
