@@ -902,6 +902,7 @@ class RangePage(NamedTuple):
                           self.summary, text)
 
     def to_dict(self) -> Dict[str, object]:
+        """Return the range page as JSON: id, members, turns, tokens, summary."""
         return {"id": self.id, "members": list(self.members), "turns": [self.first_turn, self.last_turn],
                 "tokens": self.tokens, "summary": self.summary}
 
