@@ -12,7 +12,10 @@ It prints the matrix and exits 1 on any violation. Contracts go to a
 temporary folder, never into the repository.
 
 --scale N builds a synthetic N-block history and reports blocks per second,
-wall time, peak memory and the ratio of a full pass to json.load of the file.
+wall time, peak memory and the ratio of a full pass to json.load of the file,
+and the floor measured in the same run (the file's json.load, one scan of all
+text for the intent words, json.dumps of the emitted history) with the pass as
+a multiple of it.
 Beside the targets' figures it prints two for context, never as the target:
 the interpreter's own start-up (python3 -c pass) and what the pass costs
 without it, and the peak memory of the same pass run through runpy, which
@@ -179,11 +182,23 @@ def scale(n, repeats):
         # it: this machine's speed drifts by tens of percent over seconds, and pairs share a drift.
         # Time is CPU time (user + system): the pass is one process, and CPU time is what a
         # shared machine's other load disturbs least. The load is timed inside its process.
-        code = ("import json,sys,time;t=time.process_time();f=open(sys.argv[1],encoding='utf-8');"
-                "json.load(f);print(time.process_time()-t)")
-        loads, passes, walls, peaks = [], [], [], []
+        # The floor: what any pass must do at least, measured in one process beside the load: the
+        # file's json.load, one scan of every block's text for the intent words, and json.dumps of
+        # the history the pass emits (made once, untimed, by a pass with --emit).
+        emitted = Path(tmp) / "emitted.json"
+        _child_run([sys.executable, str(PAGER), "--history", str(history), "--contract", str(Path(tmp) / "e.limn"),
+                    "--now", NOW, "--emit", str(emitted)])
+        code = ("import json,re,sys,time;t=time.process_time();f=open(sys.argv[1],encoding='utf-8');"
+                "h=json.load(f);load=time.process_time()-t;t=time.process_time();"
+                "w=re.compile('|'.join(map(re.escape,h['intent_ir'])));"
+                "n=sum(len(w.findall(b['text'].lower())) for b in h['blocks']);scan=time.process_time()-t;"
+                "e=json.load(open(sys.argv[2],encoding='utf-8'));t=time.process_time();json.dumps(e);"
+                "print(load,scan,time.process_time()-t)")
+        loads, floors, passes, walls, peaks = [], [], [], [], []
         for i in range(repeats):
-            loads.append(float(_child_run([sys.executable, "-c", code, str(history)])[2]))
+            parts = [float(x) for x in _child_run([sys.executable, "-c", code, str(history), str(emitted)])[2].split()]
+            loads.append(parts[0])
+            floors.append(parts)
             contract = Path(tmp) / f"c{i}.limn"
             wall, peak, _, cpu = _child_run([sys.executable, str(PAGER), "--history", str(history),
                                              "--contract", str(contract), "--now", NOW],
@@ -200,6 +215,8 @@ def scale(n, repeats):
         load, full, peak, start = min(loads), min(passes), max(peaks), min(starts)
         lines = sum(1 for _ in open(Path(tmp) / "c0.limn", encoding="utf-8"))
     ratios = sorted(p / q for p, q in zip(passes, loads))
+    floor_ratios = sorted(p / sum(f) for p, f in zip(passes, floors))
+    floor = min(floors, key=sum)
     time_ratio, memory_ratio = statistics.median(ratios), peak / size
     print(f"scale: {n} blocks, history {size / 1e6:.1f} MB, contract {lines} lines, {repeats} runs")
     print(f"  json.load of the file     {load:8.3f} s   CPU (best)")
@@ -209,6 +226,10 @@ def scale(n, repeats):
           f"{ratios[-1]:.2f}) target <= {SCALE_TIME_TARGET:g} x: {'met' if time_ratio <= SCALE_TIME_TARGET else 'MISSED'}")
     print(f"  peak memory (max RSS)     {peak / 1e6:8.1f} MB  {memory_ratio:.2f} x the file, target <= "
           f"{SCALE_MEMORY_TARGET:g} x: {'met' if memory_ratio <= SCALE_MEMORY_TARGET else 'MISSED'}")
+    print(f"  floor, CPU (same run)     {sum(floor):8.3f} s   (best of {repeats}): json.load {floor[0]:.3f} + one scan of "
+          f"all text for the intent words {floor[1]:.3f} + json.dumps of the emitted history {floor[2]:.3f}")
+    print(f"  pass / floor, CPU         {statistics.median(floor_ratios):8.2f} x   (median of {repeats} pairs; "
+          f"{floor_ratios[0]:.2f} to {floor_ratios[-1]:.2f})")
     print("  for context, not the targets:")
     print(f"    best pass / best load   {full / load:8.2f} x   (each best of {repeats}, not paired)")
     print(f"    interpreter start-up    {start:8.3f} s   CPU (python3 -c pass, best); the best pass without it: "

@@ -45,6 +45,19 @@ policy: the pager gets that figure as each block's ``tokens``.
               tokens held by 1 to MAX_HOLDERS earlier blocks and not in the last user message
               before the cut. Tokens found only after the cut hold no earlier block.
   recall      needed blocks kept verbatim / needed blocks, pooled over cut points.
+  reachable   needed blocks kept verbatim or whose exact text the page store holds (the pager's
+              store beside its contract, read right after the pass), or held by a range page
+              (``r-<12 hex>``) the emitted request names.
+  findable    needed blocks kept verbatim, or reachable with a line of the emitted request that
+              stands for them naming one of the names the next steps use from them: the block's
+              own stub, an index line naming its id, or the line of a range page holding it
+              (membership: the engine's ``PageStore.range_members`` when it has one, else its
+              ``recall r-... --json`` on copies of the contract and store). The recall command
+              on a line is left out (see line_names).
+  Each is pooled over every session and per session kind (Claude Code, Codex, SWE-agent; other
+  formats only in "all"), and issue 31's targets for the pager are printed, reported, not
+  enforced: recall at least the window's; reachable 1.0; findable at least the window's recall
+  + 0.15 (at most 1.0) at 4,000 and 8,000.
 
 Policies at each budget B in CODING_BUDGETS (system blocks are kept by every policy, as every
 agent keeps its instructions, and count against B):
@@ -78,17 +91,51 @@ Example:
     python3 scripts/benchmark-quality.py --coding ../shared/data/transcripts-dev
     python3 scripts/benchmark-quality.py --coding ../shared/data/transcripts-dev --max-cuts 40 \
         --variant plain="--similarity plain" --json /tmp/coding.json
+
+Compaction events (--compaction DIR): what the agent needs after its harness compacts
+--------------------------------------------------------------------------------------
+Every Claude Code or Codex JSONL file under DIR with compaction boundaries (``compact_boundary``
+lines, Codex ``compacted`` items) gives one event per boundary, in order, all of a file's events
+on one session contract (the plugin extends it at every compaction).
+  needed names  distinctive tokens (the coding measure's) of the assistant blocks of the
+              ACTING_STEPS acting steps after the boundary (text, tool names and arguments; the
+              transcript's thinking left out), held by 1 to MAX_HOLDERS blocks before it, and
+              absent from every user message, tool result and re-sent instruction after it up to
+              their first use (the harness's summary aside; the files Claude Code re-attaches
+              right after the boundary count as shown). See needed_after.
+  summary     the harness's summary (Claude Code's compact summary; Codex's ``message``, empty
+              when the summary stays server-side).
+  injected    Claude Code: the plugin's PreCompact hook on the transcript cut at the boundary,
+              then SessionStart with source ``compact``, run as Claude Code runs them (the
+              command of hooks/hooks.json through the shell, the hook JSON on stdin): its
+              ``additionalContext``. Codex: the pass with ``--before-compaction`` on the cut
+              rollout, then ``index --tokens 2000``, when ``pager.py --help`` lists that flag;
+              before then the same two hooks with Codex's hook input (today's behaviour).
+  recallable  a page the contract lists holds the name (its store's text).
+  search      ``search NAME --json --limit 5`` ranks a page holding the name in its first 5
+              hits; "not available" while ``pager.py --help`` lists no search command.
+Shares are of the needed names, per event and pooled (all events, Claude Code, Codex), with
+the summary's and the injected context's tokens (ceil(chars / 4)), and issue 32's targets as
+reported lines: recallable >= 0.97; injected >= 0.30 on Claude Code events; summary or
+injected >= 0.50; search top-5 >= 0.9; the injected context within 2,000 tokens.
+
+Example:
+    python3 scripts/benchmark-quality.py --compaction ../shared/data/transcripts-dev --json /tmp/compaction.json
 """
 
 import argparse
 import bisect
 import contextlib
 import datetime
+import functools
 import io
 import json
 import math
+import os
 import re
 import shlex
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -96,6 +143,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import claude_hooks  # noqa: E402
 import pager  # noqa: E402
 
 BUDGETS = (1024, 2048, 4096)
@@ -326,12 +374,12 @@ class TokenIndex:
         return at[:bisect.bisect_left(at, cut)]
 
 
-def needed_blocks(blocks, index, steps, k):
-    """Return the indices of the blocks before step ``k`` that its next NEXT_STEPS steps need.
+def needed_names(blocks, index, steps, k):
+    """Return {index of a block before step ``k``: the names its next NEXT_STEPS steps use from it}.
 
-    Example: if the next steps name ``parse_total`` and only block 3 of the history does,
-    block 3 is needed; a token four earlier blocks hold, or one the last user message holds,
-    marks nothing.
+    A name is a distinctive token of those steps' assistant blocks, held by 1 to MAX_HOLDERS
+    blocks before the cut and not in the last user message before it; each holder gets the
+    names that make it needed (findable asks whether a page's line names one of them).
     """
     cut = steps[k][0]
     wanted = set()
@@ -341,12 +389,23 @@ def needed_blocks(blocks, index, steps, k):
     human = next((i for i in range(cut - 1, -1, -1) if blocks[i]["role"] == "user"), None)
     if human is not None:
         wanted -= index.tokens[human]
-    needed = set()
+    names = {}
     for token in wanted:
         held = index.held_before(token, cut)
         if 0 < len(held) <= MAX_HOLDERS:
-            needed.update(held)
-    return needed
+            for i in held:
+                names.setdefault(i, set()).add(token)
+    return {i: frozenset(found) for i, found in names.items()}
+
+
+def needed_blocks(blocks, index, steps, k):
+    """Return the indices of the blocks before step ``k`` that its next NEXT_STEPS steps need.
+
+    Example: if the next steps name ``parse_total`` and only block 3 of the history does,
+    block 3 is needed; a token four earlier blocks hold, or one the last user message holds,
+    marks nothing.
+    """
+    return set(needed_names(blocks, index, steps, k))
 
 
 def _system_first(blocks, budget):
@@ -501,8 +560,25 @@ def sweagent_messages(trajectory, path):
     return messages
 
 
+SESSION_KINDS = {"claude-code": "Claude Code", "codex": "Codex", "swe-agent": "SWE-agent"}  # format -> kind
+OTHER_KIND = "other"  # request bodies and chat lists: pooled in "all", no table of their own
+TARGET_FINDABLE_LEAD = 0.15            # issue 31: findable at least the window's recall + this...
+TARGET_FINDABLE_BUDGETS = (4000, 8000)  # ...at these budgets
+
+
+def session_kind(path, text=None):
+    """Return the kind of agent a transcript file comes from: Claude Code, Codex, SWE-agent or other."""
+    if Path(path).suffix == ".traj":
+        return "SWE-agent"
+    try:
+        text = Path(path).read_text(encoding="utf-8") if text is None else text
+        return SESSION_KINDS.get(pager.detect_format(text), OTHER_KIND)
+    except (pager.PagerError, UnicodeDecodeError, OSError):
+        return OTHER_KIND
+
+
 def coding_sessions(folder):
-    """Return ([(name, blocks)], [(name, why skipped)]) for the transcripts under ``folder``.
+    """Return ([(name, blocks, kind)], [(name, why skipped)]) for the transcripts under ``folder``.
 
     A compacted session gives one entry per context (``name#1``, ``name#2``...; see read_session).
     """
@@ -514,11 +590,12 @@ def coding_sessions(folder):
         except (pager.PagerError, UnicodeDecodeError) as exc:
             skipped.append((name, f"not read: {exc}"))
             continue
+        kind = session_kind(path)
         for label, blocks in contexts:
             if len(blocks) < MIN_SESSION_BLOCKS:
                 skipped.append((name + label, f"{len(blocks)} blocks"))
             else:
-                sessions.append((name + label, blocks))
+                sessions.append((name + label, blocks, kind))
     return sessions, skipped
 
 
@@ -533,42 +610,52 @@ def coding_policies(variants):
 
 
 def measure_session(blocks, budgets, variants=(), max_cuts=0, workdir=None):
-    """Return {"cuts", "needed", "kept": {policy: {budget: n}}, "over": {policy: {budget: n}}, "replays"}.
+    """Return {"cuts", "needed", "kept", "reachable", "findable": {policy: {budget: n}}, "over", "replays"}.
 
     The pager runs as an agent runs it: once before every assistant step, on one contract
-    (replay_pager); a scored cut reads what that pass kept. "replays" holds each pager
-    policy's passes by budget, for the cache figures.
+    (replay_pager); a scored cut reads what that pass kept verbatim, what its page store holds
+    (reachable) and what its emitted stubs and index lines name (findable; see paged_reach).
+    The window, masking and the bound store nothing: reachable and findable are their recall.
+    "replays" holds each pager policy's passes by budget, for the cache figures.
     """
     index = TokenIndex(blocks)
     steps = assistant_steps(blocks)
     policies = coding_policies(variants)
     flags = pager_policies(variants)
     kept = {p: {b: 0 for b in budgets} for p in policies}
+    reach = {p: {b: 0 for b in budgets} for p in policies}
+    find = {p: {b: 0 for b in budgets} for p in policies}
     over = {p: {b: 0 for b in budgets} for p in flags}
-    scored = {}
+    probe = {}
     for k in cut_steps(steps, max_cuts):
-        needed = needed_blocks(blocks, index, steps, k)
-        if needed:
-            scored[steps[k][0]] = needed
+        names = needed_names(blocks, index, steps, k)
+        if names:
+            probe[steps[k][0]] = names
+    scored = {cut: set(names) for cut, names in probe.items()}
     replay_cuts = [first for first, _ in steps if first > 0]
     replays = {name: {} for name in flags}
     for budget in budgets:
         for name, extra in flags.items():
-            passes = replay_pager(blocks, replay_cuts, budget, extra, workdir)
+            passes = replay_pager(blocks, replay_cuts, budget, extra, workdir, probe)
             replays[name][budget] = passes
             over[name][budget] = sum(p.over for p in passes)
             for cut, run in zip(replay_cuts, passes):
                 if cut in scored:
-                    kept[name][budget] += len(scored[cut] & {i for i, b in enumerate(run.history)
-                                                             if b["id"] in run.retained})
+                    ids = {b["id"]: i for i, b in enumerate(run.history)}
+                    kept[name][budget] += len(scored[cut] & {ids[x] for x in run.retained if x in ids})
+                    reach[name][budget] += len(run.reachable)
+                    find[name][budget] += len(run.findable)
         for cut, needed in scored.items():
             history = blocks[:cut]
             chosen = {"window": window_kept(history, budget), "masking": masking_kept(history, budget),
                       "upper": upper_kept(history, needed, budget)}
             for policy in chosen:
-                kept[policy][budget] += len(needed & chosen[policy])
-    return {"cuts": len(scored), "needed": sum(map(len, scored.values())), "kept": kept, "over": over,
-            "passes": len(replay_cuts), "replays": replays}
+                n = len(needed & chosen[policy])
+                kept[policy][budget] += n
+                reach[policy][budget] += n
+                find[policy][budget] += n
+    return {"cuts": len(scored), "needed": sum(map(len, scored.values())), "kept": kept, "reachable": reach,
+            "findable": find, "over": over, "passes": len(replay_cuts), "replays": replays}
 
 
 def emitted_by_window(blocks, budget):
@@ -624,16 +711,128 @@ def cache_figures(passes, budget):
             "uncached_tokens": uncached, "new_tokens": new, "sent_tokens": sent}
 
 
+RANGE_ID = re.compile(r"\br-[0-9a-f]{12}\b")        # a range page's id (issue 31: ``r-<12 hex>``)
+_ID_WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:\-]*")  # a word of an emitted line that may be a block id
+_RECALL_WORDS = re.compile(r"\((?:newer copy: [^;()]*; )?recall: [^()\n]*\)|recall one with: [^()\n]*\)?")
+
+
+def store_path_of(contract):
+    """Return the page store the engine keeps beside ``contract`` by default: C.limn -> C.pages.sqlite3."""
+    contract = str(contract)
+    return (contract[:-5] if contract.endswith(".limn") else contract) + ".pages.sqlite3"
+
+
+def line_names(line):
+    """Return the distinctive tokens an emitted stub or index line names, its recall command left out.
+
+    The command (``(recall: python3 scripts/pager.py recall ID --contract C)``) is the engine's
+    boilerplate on every line: its words (``contract``, the contract's path) name no page.
+    """
+    return distinctive_tokens(_RECALL_WORDS.sub(" ", line))
+
+
+def emitted_lines(history, emitted):
+    """Return ({block id: its stand-in texts}, {id: lines naming it}) of an emitted request.
+
+    A stand-in is an emitted block with a history block's id and other text (its stub); every
+    line of a stand-in or of a block the history does not hold (the page index) is listed
+    under each history block id and range id (``r-...``) it names.
+    """
+    original = {b["id"]: b["text"] for b in history}
+    own, mentions = {}, {}
+    for block in emitted:
+        text = block.get("text")
+        if not isinstance(text, str) or original.get(block.get("id")) == text:
+            continue  # verbatim
+        if block.get("id") in original:
+            own.setdefault(block["id"], []).append(text)
+        for line in text.splitlines():
+            for word in {w.rstrip(".:-") for w in _ID_WORD.findall(line)}:
+                if word in original or RANGE_ID.fullmatch(word):
+                    mentions.setdefault(word, []).append(line)
+    return own, mentions
+
+
+def recall_range(contract, range_id, workdir):
+    """Return the block ids a range page holds, by the engine's recall of the range on copies of the files.
+
+    The engine's ``PageStore.range_members`` answers when it has one (see paged_reach); without
+    it, ``recall r-... --json`` on a copy of the contract and store (a recall pages blocks in,
+    which must not change the replay) lists the blocks it returns. [] when the engine refuses.
+    """
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        copy = Path(tmp) / "copy.limn"
+        shutil.copyfile(contract, copy)
+        if Path(store_path_of(contract)).exists():
+            shutil.copyfile(store_path_of(contract), store_path_of(copy))
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = pager.main(["recall", range_id, "--contract", str(copy), "--json"])
+    if code != 0:
+        return []
+    return [r["block"] for r in json.loads(out.getvalue()).get("recalled", []) if isinstance(r, dict) and "block" in r]
+
+
+def paged_reach(history, emitted, contract, wanted, retained, workdir=None):
+    """Return (reachable, findable): the ids of ``wanted``'s blocks a pass left in reach, and findable.
+
+    ``wanted`` maps history indices to the names the next steps use from them (needed_names).
+    Reachable: kept verbatim (``retained``), or the page store beside ``contract`` holds the
+    block's exact text, or a range page named in the emitted request holds the block.
+    Findable: verbatim, or reachable and a line of the emitted request standing for it names one
+    of its names: its own stub, an index line naming its id, or a line naming a range holding it.
+    """
+    reachable, findable, members = set(), set(), {}
+    own, mentions = emitted_lines(history, emitted)
+    ranges = [w for w in mentions if RANGE_ID.fullmatch(w)]
+    store = pager.PageStore.open(store_path_of(contract), create=False) if Path(contract).exists() else None
+    try:
+        def holders(range_id):
+            if range_id not in members:
+                method = getattr(store, "range_members", None)
+                members[range_id] = set(method(range_id) if method else recall_range(contract, range_id, workdir))
+            return members[range_id]
+
+        for i, names in sorted(wanted.items()):
+            block = history[i]
+            if block["id"] in retained:
+                reachable.add(block["id"])
+                findable.add(block["id"])
+                continue
+            page = store.get(block["id"]) if store is not None else None
+            inside = [r for r in ranges if block["id"] in holders(r)] if ranges and store is not None else []
+            if (page is None or page.text != block["text"]) and not inside:
+                continue
+            reachable.add(block["id"])
+            lines = own.get(block["id"], []) + mentions.get(block["id"], [])
+            lines += [line for r in inside for line in mentions[r]]
+            if any(names & line_names(line) for line in lines):
+                findable.add(block["id"])
+    finally:
+        if store is not None:
+            store.close()
+    return frozenset(reachable), frozenset(findable)
+
+
 class Pass(NamedTuple):
-    """One pager pass of a replay: its history, the blocks it emitted, the ids it retained, whether it overran."""
+    """One pager pass of a replay: its history, the blocks it emitted, the ids it retained, whether it overran.
+
+    ``reachable`` and ``findable``: the ids paged_reach found among the probed blocks of this pass.
+    """
     history: list
     emitted: list
     retained: frozenset
     over: bool
+    reachable: frozenset = frozenset()
+    findable: frozenset = frozenset()
 
 
-def replay_pager(blocks, cuts, budget, flags, workdir):
-    """Return the pager's passes [Pass] over the histories ``blocks[:cut]``, one contract for all."""
+def replay_pager(blocks, cuts, budget, flags, workdir, probe=None):
+    """Return the pager's passes [Pass] over the histories ``blocks[:cut]``, one contract for all.
+
+    ``probe`` ({cut: {index: names}}) asks, at those cuts, which of the blocks are reachable and
+    findable after the pass (paged_reach), while its page store exists.
+    """
     passes = []
     start = datetime.datetime.fromisoformat(FIXED_NOW)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
@@ -643,9 +842,11 @@ def replay_pager(blocks, cuts, budget, flags, workdir):
             path.write_text(json.dumps(pager_history(history), ensure_ascii=False), encoding="utf-8")
             now = (start + datetime.timedelta(minutes=n)).isoformat()
             summary, actions = run_pager(path, contract, budget, flags, now=now, emit=out)
-            passes.append(Pass(history, json.loads(out.read_text(encoding="utf-8"))["blocks"],
-                               frozenset(i for i, a in actions.items() if a == "retain"),
-                               bool(summary.get("over_budget"))))
+            emitted = json.loads(out.read_text(encoding="utf-8"))["blocks"]
+            retained = frozenset(i for i, a in actions.items() if a == "retain")
+            reach = (paged_reach(history, emitted, contract, probe[cut], retained, tmp)
+                     if probe and cut in probe else (frozenset(), frozenset()))
+            passes.append(Pass(history, emitted, retained, bool(summary.get("over_budget")), *reach))
     return passes
 
 
@@ -663,6 +864,16 @@ def measure_cache(blocks, budget=CACHE_BUDGET, variants=(), workdir=None, replay
     return results
 
 
+def pooled_shares(per_session, policies, budgets):
+    """Return {"sessions", "cuts", "needed", "recall", "reachable", "findable"} pooled over ``per_session``."""
+    needed = sum(s["needed"] for s in per_session)
+    shares = {"sessions": len(per_session), "cuts": sum(s["cuts"] for s in per_session), "needed": needed}
+    for measure, key in (("recall", "kept"), ("reachable", "reachable"), ("findable", "findable")):
+        shares[measure] = {p: {b: sum(s[key][p][b] for s in per_session) / needed if needed else 0.0
+                               for b in budgets} for p in policies}
+    return shares
+
+
 def measure_coding(folder, budgets=CODING_BUDGETS, variants=(), max_cuts=0, cache_budget=CACHE_BUDGET):
     """Return the coding figures of every session under ``folder`` (see the module docstring)."""
     sessions, skipped = coding_sessions(folder)
@@ -671,21 +882,47 @@ def measure_coding(folder, budgets=CODING_BUDGETS, variants=(), max_cuts=0, cach
     policies = coding_policies(variants)
     per_session, cache = {}, {}
     with tempfile.TemporaryDirectory() as workdir:
-        for name, blocks in sessions:
+        for name, blocks, kind in sessions:
             figures = measure_session(blocks, budgets, variants, max_cuts, workdir)
             replays = {policy: by_budget[cache_budget] for policy, by_budget in figures.pop("replays").items()
                        if cache_budget in by_budget}
-            per_session[name] = dict(figures, blocks=len(blocks))
+            per_session[name] = dict(figures, blocks=len(blocks), kind=kind)
             cache[name] = measure_cache(blocks, cache_budget, variants, workdir, replays)
-    pooled = {p: {b: sum(s["kept"][p][b] for s in per_session.values()) for b in budgets} for p in policies}
-    needed = sum(s["needed"] for s in per_session.values())
+    everything = pooled_shares(list(per_session.values()), policies, budgets)
+    kinds = {}
+    for kind in [*SESSION_KINDS.values(), OTHER_KIND]:
+        members = [s for s in per_session.values() if s["kind"] == kind]
+        if members:
+            kinds[kind] = pooled_shares(members, policies, budgets)
     scored = [s for s in per_session.values() if s["needed"]]
     return {"budgets": list(budgets), "policies": policies, "sessions": per_session, "skipped": skipped,
-            "cuts": sum(s["cuts"] for s in per_session.values()), "needed": needed,
-            "recall": {p: {b: pooled[p][b] / needed if needed else 0.0 for b in budgets} for p in policies},
+            "cuts": everything["cuts"], "needed": everything["needed"],
+            "recall": everything["recall"], "reachable": everything["reachable"],
+            "findable": everything["findable"], "kinds": kinds,
             "recall_mean": {p: {b: sum(s["kept"][p][b] / s["needed"] for s in scored) / len(scored) if scored else 0.0
                                 for b in budgets} for p in policies},
             "cache_budget": cache_budget, "cache": cache, "cache_total": cache_totals(cache)}
+
+
+def coding_targets(shares, budgets, policy="pager"):
+    """Return issue 31's targets on pooled ``shares``: [(budget, what, figure, bound, holds)].
+
+    recall at least the window's; reachable 1.0; findable at least the window's recall +
+    TARGET_FINDABLE_LEAD at TARGET_FINDABLE_BUDGETS (at most 1.0: a window that keeps every
+    needed block leaves nothing to find). Reported, never enforced.
+    """
+    checks = []
+    for b in budgets:
+        window = shares["recall"]["window"][b]
+        checks.append((b, "recall >= window", shares["recall"][policy][b], window,
+                       shares["recall"][policy][b] >= window))
+        checks.append((b, "reachable = 1.0", shares["reachable"][policy][b], 1.0,
+                       shares["reachable"][policy][b] >= 1.0))
+        if b in TARGET_FINDABLE_BUDGETS:
+            bound = min(1.0, window + TARGET_FINDABLE_LEAD)
+            checks.append((b, f"findable >= window + {TARGET_FINDABLE_LEAD}", shares["findable"][policy][b],
+                           bound, shares["findable"][policy][b] >= bound - 1e-12))
+    return checks
 
 
 def cache_totals(cache):
@@ -717,6 +954,24 @@ def print_coding(figures, max_cuts):
     print(f"{'policy':<12} | " + " | ".join(f"{b:>6}" for b in budgets))
     for p in policies:
         print(f"{p:<12} | " + " | ".join(f"{figures['recall'][p][b]:>6.3f}" for b in budgets))
+    print("by session kind, pooled: recall (verbatim) | reachable (verbatim or in the page store) | findable "
+          "(verbatim, or paged with a stub or index line naming a name the next steps use)")
+    columns = " ".join(f"{b:>6}" for b in budgets)
+    for kind, shares in [*figures["kinds"].items(), ("all", figures)]:
+        sessions = len(figures["sessions"]) if kind == "all" else shares["sessions"]
+        print(f"  {kind}: {sessions} sessions, {shares['cuts']} cuts, {shares['needed']} needed blocks")
+        print(f"    {'policy':<10} | recall {columns} | reachable {columns} | findable {columns}")
+        for p in policies:
+            cells = [" ".join(f"{shares[m][p][b]:>6.3f}" for b in budgets) for m in ("recall", "reachable", "findable")]
+            print(f"    {p:<10} | recall {cells[0]} | reachable {cells[1]} | findable {cells[2]}")
+    print("issue 31 targets for the pager on these (development) sessions, reported, not enforced:")
+    for kind, shares in [*figures["kinds"].items(), ("all", figures)]:
+        if kind == OTHER_KIND:
+            continue
+        for budget in budgets:
+            cells = [f"{what}: {figure:.3f} vs {bound:.3f} {'holds' if holds else 'MISSED'}"
+                     for b, what, figure, bound, holds in coding_targets(shares, budgets) if b == budget]
+            print(f"  {kind} at {budget}: " + "; ".join(cells))
     print("mean of the sessions' shares (each session weighs the same)")
     for p in policies:
         print(f"{p:<12} | " + " | ".join(f"{figures['recall_mean'][p][b]:>6.3f}" for b in budgets))
@@ -746,6 +1001,415 @@ def print_coding(figures, max_cuts):
               f"uncached {t['uncached_tokens']:>8} | sent {t['sent_tokens']:>8}")
 
 
+# ===== Compaction events: what the agent needs after its harness compacts =====
+
+ACTING_STEPS = 10          # assistant steps after a boundary whose names are measured
+SEARCH_TOP = 5             # a search finds a name when a page holding it is among this many hits
+INJECT_TOKENS = claude_hooks.DEFAULT_CONTEXT_TOKENS  # the injected context's cap (`index --tokens` for Codex too)
+ROOT = Path(__file__).resolve().parent.parent
+HOOKS_FILE = ROOT / "hooks" / "hooks.json"
+HOOK_TIMEOUT = 300         # seconds a hook may take here (Claude Code allows PreCompact 120)
+_SAFE_SESSION = re.compile(r"[^A-Za-z0-9._-]+")
+# issue 32's targets: (what, events, share); reported, never enforced
+COMPACTION_TARGETS = (("recallable", "all", 0.97), ("injected", "Claude Code", 0.30),
+                      ("either", "Claude Code", 0.50), ("either", "all", 0.50), ("search", "all", 0.9))
+SHARES = ("summary", "injected", "either", "recallable", "search")
+
+
+class Engine(NamedTuple):
+    """What the engine's ``--help`` lists of issue 32's interfaces (built on branch ``compaction``)."""
+    before_compaction: bool
+    search: bool
+
+
+def engine_features():
+    """Return which of ``--before-compaction`` and the ``search`` command ``pager.py --help`` lists."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            pager.main(["--help"])
+        except SystemExit:
+            pass
+    text = out.getvalue()
+    return Engine("--before-compaction" in text, re.search(r"\bsearch\b", text) is not None)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def names_of(text):
+    """Return distinctive_tokens(text), frozen and remembered: a file's events and pages share most texts."""
+    return frozenset(distinctive_tokens(text))
+
+
+def boundary_lines(text):
+    """Return the 0-based numbers of a JSONL transcript's compaction boundary lines."""
+    return [n for n, line in enumerate(text.splitlines(keepends=True)) if _is_compaction(line)]
+
+
+def compaction_files(folder):
+    """Return [(path, kind, [boundary line numbers])] for the Claude Code and Codex files under ``folder``."""
+    found = []
+    for path in sorted(p for p in Path(folder).rglob("*.jsonl") if p.is_file()):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        lines = boundary_lines(text)
+        kind = session_kind(path, text) if lines else None
+        if kind in ("Claude Code", "Codex"):
+            found.append((path, kind, lines))
+    return found
+
+
+@functools.lru_cache(maxsize=4)
+def _blocks_of(text, fmt):
+    """Return the blocks of a transcript's text (remembered: one event's after is the next one's before)."""
+    return pager.conversation_blocks(pager.load(text, fmt)) if text.strip() else []
+
+
+def event_sides(text, line, next_line=None):
+    """Return (before, after, summary) of the compaction whose boundary is ``line``.
+
+    before: every block of the transcript cut at the boundary (what the agent saw before it,
+    earlier compactions' archived blocks included). after: the blocks the model sees after it,
+    up to the next boundary (the harness's summary and what it kept or re-sent, then the new
+    work). summary: the harness's summary text (Claude Code's compact summary message; Codex
+    writes ``message``, empty when the summary is server-side).
+    """
+    fmt = pager.detect_format(text)
+    lines = text.splitlines(keepends=True)
+    before = _blocks_of("".join(lines[:line]), fmt)
+    upto = "".join(lines[:next_line] if next_line is not None else lines)
+    after = [b for b in _blocks_of(upto, fmt) if b.get("protected") != pager.ARCHIVED]
+    summaries = [b["text"] for b in after if b.get("kind") == "summary"]
+    if not summaries:
+        record = json.loads(lines[line])
+        message = (record.get("payload") or {}).get("message") if isinstance(record, dict) else None
+        summaries = [message] if isinstance(message, str) and message else []
+    return before, after, "\n".join(summaries)
+
+
+def thinking_texts(text):
+    """Return the texts of a transcript's thinking parts (Claude Code ``thinking``, Codex reasoning summaries).
+
+    The acting steps' names are read from what the agent says and does (text, tool names and
+    arguments); an assistant block whose text is one of these is its thinking, left out.
+    """
+    found = set()
+    for line in text.splitlines():
+        if '"thinking"' not in line and '"reasoning"' not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict):
+            continue
+        message = record.get("message") if isinstance(record.get("message"), dict) else {}
+        payload = record.get("payload") if isinstance(record.get("payload"), dict) else {}
+        parts = message.get("content") if isinstance(message.get("content"), list) else []
+        if payload.get("type") == "reasoning":
+            parts = [*(payload.get("summary") or []), *(payload.get("content") or [])]
+        for part in parts:
+            if isinstance(part, dict) and part.get("type") in ("thinking", "summary_text", "reasoning_text"):
+                value = part.get("thinking", part.get("text"))
+                if isinstance(value, str) and value.strip():
+                    found.add(value.strip())
+    return found
+
+
+def _strings(value):
+    """Yield every string inside a JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def reattached(text, line):
+    """Return the text of the attachments a Claude Code transcript records right after the boundary ``line``.
+
+    Claude Code re-reads recent files into the new context after compacting (``attachment`` lines
+    of type ``file``, ``compact_file_reference``...) before the agent's next turn; the reader
+    skips those lines, but the model sees them, so their names count as shown after the boundary.
+    The lines up to the first assistant record are read.
+    """
+    found = []
+    for raw in text.splitlines()[line + 1:]:
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(record, dict):
+            continue
+        if record.get("type") == "assistant":
+            break
+        if record.get("type") == "attachment":
+            found.extend(_strings(record.get("attachment")))
+    return "\n".join(found)
+
+
+def needed_after(before, after, steps=ACTING_STEPS, thinking=frozenset(), shown=""):
+    """Return the names the agent's first ``steps`` acting steps after a compaction need from before it, in order.
+
+    A name is a distinctive token (distinctive_tokens) of an assistant block of those steps
+    (its text, tool names and arguments), held by 1 to MAX_HOLDERS blocks of ``before``, and
+    absent from every block after the boundary that is not the agent's own (user messages,
+    tool results, re-sent instructions; the harness's summary aside, measured on its own) up to
+    its first use. A name's first use decides. Assistant blocks whose text is in ``thinking``
+    (thinking_texts) are not acting; ``shown`` is text the harness showed right after the
+    boundary outside the blocks (reattached).
+    """
+    holders = {}
+    for i, block in enumerate(before):
+        for token in names_of(block["text"]):
+            holders.setdefault(token, []).append(i)
+    shown, seen, needed = set(names_of(shown)) if shown else set(), set(), []
+    acting = assistant_steps(after)[:steps]
+    last = acting[-1][1] if acting else 0
+    in_steps = {i for first, end in acting for i in range(first, end)}
+    for i, block in enumerate(after[:last]):
+        tokens = names_of(block["text"])
+        if block["role"] != "assistant":
+            if block.get("kind") != "summary":
+                shown |= tokens
+            continue
+        if i not in in_steps or block["text"].strip() in thinking:
+            continue
+        for token in sorted(tokens - seen):
+            seen.add(token)
+            if token not in shown and 0 < len(holders.get(token, ())) <= MAX_HOLDERS:
+                needed.append(token)
+    return needed
+
+
+def hook_command(event_name):
+    """Return the command hooks/hooks.json gives the harness for ``event_name``."""
+    hooks = json.loads(HOOKS_FILE.read_text(encoding="utf-8"))["hooks"][event_name]
+    return hooks[0]["hooks"][0]["command"]
+
+
+def run_hook(event_name, event, project):
+    """Run a plugin hook as Claude Code does (its command through the shell, JSON on stdin); return its output object."""
+    env = {k: v for k, v in os.environ.items() if k not in claude_hooks.TOKEN_ENV}  # the default cap
+    env.update(CLAUDE_PLUGIN_ROOT=str(ROOT), CLAUDE_PROJECT_DIR=str(project))
+    proc = subprocess.run(["/bin/sh", "-c", hook_command(event_name)], input=json.dumps(event), capture_output=True,
+                          text=True, cwd=project, env=env, timeout=HOOK_TIMEOUT)
+    log = Path(project) / ".prosecode" / "hooks.log"
+    if proc.returncode != 0 or log.exists():
+        why = log.read_text(encoding="utf-8").strip().splitlines()[-1] if log.exists() else proc.stderr.strip()
+        raise SystemExit(f"benchmark-quality: the {event_name} hook failed: {why}")
+    return json.loads(proc.stdout) if proc.stdout.strip() else {}
+
+
+def _engine(argv):
+    """Run the engine's CLI in-process; return its standard output, or raise SystemExit with its error."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = pager.main([str(a) for a in argv])
+    if code != 0:
+        raise SystemExit(f"benchmark-quality: pager {' '.join(map(str, argv[:1]))} failed: {err.getvalue().strip()[-300:]}")
+    return out.getvalue()
+
+
+def inject_after(kind, transcript, project, session, trigger, features):
+    """Run what the plugin (or the Codex command) does around one compaction; return (contract, injected text).
+
+    Claude Code: the PreCompact hook on the transcript cut at the boundary, then SessionStart with
+    source ``compact``; the injected text is its ``additionalContext``. Codex, once the engine has
+    ``--before-compaction``: that pass on the cut rollout, then ``index --tokens INJECT_TOKENS``;
+    before then, the same two hooks (the plugin serves Codex's hooks too), Codex's hook input.
+    """
+    common = {"session_id": session, "transcript_path": str(transcript), "cwd": str(project)}
+    if kind == "Codex" and features.before_compaction:
+        contract = Path(project) / ".prosecode" / f"{session}.limn"
+        contract.parent.mkdir(parents=True, exist_ok=True)
+        _engine(["--history", transcript, "--contract", contract, "--before-compaction", "--json"])
+        return contract, _engine(["index", "--contract", contract, "--tokens", INJECT_TOKENS])
+    if kind == "Codex":
+        pre = dict(common, hook_event_name="PreCompact", trigger=trigger, model="gpt-5", turn_id="turn-1")
+        start = dict(common, hook_event_name="SessionStart", source="compact", model="gpt-5",
+                     permission_mode="default")
+    else:
+        pre = dict(common, hook_event_name="PreCompact", trigger=trigger, custom_instructions="")
+        start = dict(common, hook_event_name="SessionStart", source="compact")
+    run_hook("PreCompact", pre, project)
+    output = run_hook("SessionStart", start, project)
+    text = (output.get("hookSpecificOutput") or {}).get("additionalContext", "")
+    return Path(project) / ".prosecode" / f"{session}.limn", text
+
+
+def store_names(contract):
+    """Return {paged block id: its distinctive tokens} of every page the contract lists, read from its store."""
+    listed = json.loads(_engine(["index", "--contract", contract, "--json"]))["paged"]
+    store = pager.PageStore.open(store_path_of(contract), create=False)
+    if store is None:
+        return {}
+    try:
+        pages = {entry["block"]: store.get(entry["block"]) for entry in listed}
+        found = {block: names_of(page.text) for block, page in pages.items() if page is not None}
+        for block in [b for b, page in pages.items() if page is None and RANGE_ID.fullmatch(b)]:
+            method = getattr(store, "range_members", None)
+            members = [store.get(m) for m in (method(block) if method else [])]
+            found[block] = set().union(*(names_of(m.text) for m in members if m is not None))
+        return found
+    finally:
+        store.close()
+
+
+def search_finds(name, contract, pages):
+    """Return True if ``search NAME`` ranks a page holding ``name`` among its first SEARCH_TOP hits.
+
+    ``pages`` (store_names) gives each listed page's names; a hit it does not list (a block of
+    a range page) is read from the store, and remembered in ``pages``.
+    """
+    hits = json.loads(_engine(["search", name, "--contract", contract, "--json", "--limit", SEARCH_TOP]))
+    ids = [hit.get("id") for hit in hits[:SEARCH_TOP] if isinstance(hit, dict)]
+    unknown = [i for i in ids if isinstance(i, str) and i not in pages]
+    if unknown:
+        store = pager.PageStore.open(store_path_of(contract), create=False)
+        try:
+            for block in unknown:
+                page = store.get(block) if store is not None else None
+                pages[block] = names_of(page.text) if page is not None else frozenset()
+        finally:
+            if store is not None:
+                store.close()
+    return any(name in pages.get(i, ()) for i in ids)
+
+
+def _without(text, *paths):
+    """Return ``text`` without the given file paths (the measure's own folders name no page)."""
+    for path in paths:
+        text = text.replace(str(path), " ")
+    return text
+
+
+def measure_event(before, after, summary, injected, pages, search, thinking=frozenset(), shown=""):
+    """Return one event's figures: needed names and, for each, where it is (see measure_compaction)."""
+    needed = needed_after(before, after, thinking=thinking, shown=shown)
+    in_summary, in_injected = distinctive_tokens(summary), distinctive_tokens(injected)
+    stored = set().union(*pages.values()) if pages else set()
+    found = {"summary": [n for n in needed if n in in_summary], "injected": [n for n in needed if n in in_injected],
+             "either": [n for n in needed if n in in_summary or n in in_injected],
+             "recallable": [n for n in needed if n in stored],
+             "search": [n for n in needed if search(n)] if search is not None else None}
+    return {"needed": needed, "found": found, "summary_tokens": block_cost(summary) if summary else 0,
+            "injected_tokens": block_cost(injected) if injected else 0,
+            "injected_estimate": pager.estimate_tokens(injected) if injected else 0}
+
+
+def measure_compaction(folder, features=None):
+    """Return the figures of every compaction event under ``folder``: per event, pooled by kind and over all."""
+    features = features or engine_features()
+    files = compaction_files(folder)
+    if not files:
+        raise SystemExit(f"benchmark-quality: no Claude Code or Codex transcript with a compaction under {folder}")
+    events = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for path, kind, boundaries in files:
+            text = path.read_text(encoding="utf-8")
+            lines = text.splitlines(keepends=True)
+            thinking = thinking_texts(text)
+            session = _SAFE_SESSION.sub("-", path.stem)[:100].strip("-._") or "session"
+            project = Path(workdir) / session
+            project.mkdir()
+            transcript = project / ("rollout.jsonl" if kind == "Codex" else "transcript.jsonl")
+            for number, line in enumerate(boundaries):
+                nxt = boundaries[number + 1] if number + 1 < len(boundaries) else None
+                before, after, summary = event_sides(text, line, nxt)
+                record = json.loads(lines[line])
+                trigger = ((record.get("compactMetadata") or {}).get("trigger") or "auto") if kind == "Claude Code" else "auto"
+                transcript.write_text("".join(lines[:line]), encoding="utf-8")  # the file as the harness had it
+                contract, injected = inject_after(kind, transcript, project, session, trigger, features)
+                pages = store_names(contract)
+                found = dict(pages)  # search_finds adds the hits it reads beyond the listed pages
+                search = (lambda n, c=contract, p=found: search_finds(n, c, p)) if features.search else None
+                injected = _without(injected, ROOT / "scripts" / "pager.py", workdir)
+                figures = measure_event(before, after, summary, injected, pages, search, thinking,
+                                        reattached(text, line))
+                events.append(dict(figures, file=path.name, kind=kind, event=number + 1,
+                                   line=line + 1, blocks_before=len(before), pages=len(pages)))
+    pooled = {"all": pool_events(events)}
+    for kind in ("Claude Code", "Codex"):
+        members = [e for e in events if e["kind"] == kind]
+        if members:
+            pooled[kind] = pool_events(members)
+    return {"events": events, "pooled": pooled, "features": features._asdict()}
+
+
+def pool_events(events):
+    """Return the pooled shares of ``events``: found names / needed names, each measure; mean tokens."""
+    needed = sum(len(e["needed"]) for e in events)
+    shares = {}
+    for what in SHARES:
+        if any(e["found"][what] is None for e in events):
+            shares[what] = None
+        else:
+            shares[what] = sum(len(e["found"][what]) for e in events) / needed if needed else 0.0
+    return {"events": len(events), "needed": needed, "shares": shares,
+            "summary_tokens": sum(e["summary_tokens"] for e in events) / len(events) if events else 0,
+            "injected_tokens": sum(e["injected_tokens"] for e in events) / len(events) if events else 0,
+            "injected_estimate_max": max((e["injected_estimate"] for e in events), default=0)}
+
+
+def _share(value):
+    return "   n/a" if value is None else f"{value:>6.3f}"
+
+
+def print_compaction(figures):
+    """Print the per-event and pooled table of ``measure_compaction``'s figures, and issue 32's targets."""
+    events = figures["events"]
+    features = figures["features"]
+    print(f"Compaction events: {len(events)} in {len({e['file'] for e in events})} files. Needed names: distinctive "
+          f"tokens of the {ACTING_STEPS} acting steps after the boundary, held by 1-{MAX_HOLDERS} blocks before it, "
+          "shown by nothing after it (user messages, tool results, re-attached files) before their use. Share in: the harness's "
+          "summary, the injected context, either, the page store (recallable), a top-"
+          f"{SEARCH_TOP} hit of `search NAME`; tokens = ceil(chars / 4)")
+    codex = ("--before-compaction pass, then index --tokens" if features["before_compaction"]
+             else "the plugin's PreCompact / SessionStart hooks (no --before-compaction in this engine)")
+    print(f"injected context: Claude Code: the plugin's PreCompact then SessionStart (source compact); Codex: {codex}")
+    if not features["search"]:
+        print("search: not available (this engine's pager.py --help lists no search command)")
+    head = (f"{'event':<66} | {'needed':>6} | {'summary':>7} | {'injected':>8} | {'either':>6} | {'recallable':>10} | "
+            f"{'search':>6} | summary tok | injected tok")
+    print(head)
+    rows = [(f"{e['file']} #{e['event']} (line {e['line']})", e, {w: (None if e['found'][w] is None else
+             len(e['found'][w]) / len(e['needed']) if e['needed'] else 0.0) for w in SHARES}) for e in events]
+    rows += [(f"pooled: {kind} ({p['events']} events)", p, p["shares"]) for kind, p in figures["pooled"].items()]
+    for label, e, shares in rows:
+        needed = len(e["needed"]) if isinstance(e["needed"], list) else e["needed"]
+        print(f"{label[-66:]:<66} | {needed:>6} | {_share(shares['summary']):>7} | {_share(shares['injected']):>8} | "
+              f"{_share(shares['either'])} | {_share(shares['recallable']):>10} | {_share(shares['search'])} | "
+              f"{e['summary_tokens']:>11.0f} | {e['injected_tokens']:>12.0f}")
+    print("issue 32 targets on these (development) events, reported, not enforced:")
+    for what, kind, bound in COMPACTION_TARGETS:
+        pooled = figures["pooled"].get(kind)
+        if pooled is None:
+            continue
+        value = pooled["shares"][what]
+        verdict = ("not available" if value is None else
+                   f"{value:.3f} {'holds' if value >= bound else 'MISSED'}")
+        print(f"  {what} >= {bound} on {kind} events: {verdict}")
+    most = figures["pooled"]["all"]["injected_estimate_max"]
+    print(f"  injected context <= {INJECT_TOKENS} tokens (the engine's estimate, largest event): {most} "
+          f"{'holds' if most <= INJECT_TOKENS else 'MISSED'}")
+
+
+def run_compaction(args):
+    """Measure the compaction events under ``args.compaction``, print them; return 0."""
+    start = time.perf_counter()
+    figures = measure_compaction(args.compaction)
+    print_compaction(figures)
+    print(f"({time.perf_counter() - start:.1f} s)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
 def parse_variant(text):
     """Return (name, flags) of a --variant NAME=FLAGS value."""
     name, sep, flags = text.partition("=")
@@ -761,7 +1425,13 @@ def run_coding(args):
     print_coding(figures, args.max_cuts)
     print(f"({time.perf_counter() - start:.1f} s)")
     if args.json:
-        figures = dict(figures, variants={name: list(flags) for name, flags in args.variant},
+        def rounded(table):
+            return {p: {str(b): round(v, 4) for b, v in r.items()} for p, r in table.items()}
+
+        kinds = {kind: dict(shares, **{m: rounded(shares[m]) for m in ("recall", "reachable", "findable")})
+                 for kind, shares in figures["kinds"].items()}
+        figures = dict(figures, variants={name: list(flags) for name, flags in args.variant}, kinds=kinds,
+                       reachable=rounded(figures["reachable"]), findable=rounded(figures["findable"]),
                        recall={p: {str(b): round(v, 4) for b, v in r.items()} for p, r in figures["recall"].items()},
                        recall_mean={p: {str(b): round(v, 4) for b, v in r.items()}
                                     for p, r in figures["recall_mean"].items()})
@@ -775,6 +1445,8 @@ def main(argv=None):
     parser.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
     parser.add_argument("--floor", type=float, help=f"exit 1 if the pager's recall at {FLOOR_BUDGET} is below this")
     parser.add_argument("--coding", metavar="DIR", help="measure coding transcripts under DIR instead of LoCoMo")
+    parser.add_argument("--compaction", metavar="DIR",
+                        help="measure what the agent needs after each compaction event of the transcripts under DIR")
     parser.add_argument("--max-cuts", type=int, default=0, metavar="N",
                         help="with --coding: at most N cut points a session, evenly spaced (default: all)")
     parser.add_argument("--variant", type=parse_variant, action="append", default=[], metavar="NAME=FLAGS",
@@ -782,6 +1454,12 @@ def main(argv=None):
     parser.add_argument("--cache-budget", type=int, default=CACHE_BUDGET, metavar="TOKENS",
                         help=f"with --coding: budget of the cache replay (default {CACHE_BUDGET})")
     args = parser.parse_args(argv)
+    if args.compaction is not None:
+        if args.folder is not None or args.floor is not None or args.coding is not None:
+            parser.error("--compaction measures compaction events: give no other folder, --coding or --floor")
+        if not Path(args.compaction).is_dir():
+            parser.error(f"{args.compaction} is not a folder")
+        return run_compaction(args)
     if args.coding is not None:
         if args.folder is not None or args.floor is not None:
             parser.error("--coding measures coding transcripts: give no LoCoMo folder and no --floor")

@@ -48,12 +48,14 @@ def load_validators() -> Dict[str, Callable[[Any], List[str]]]:
     except ImportError:
         return {}
     return {"anthropic": api_rules.problems_anthropic, "openai": api_rules.problems_chat,
-            "responses": api_rules.problems_responses}
+            "responses": api_rules.problems_responses, "gemini": api_rules.problems_gemini}
 
 
-# The API format the pager writes each input format back in (README, "Formats").
-EMITTED_AS = {"openai": "openai", "anthropic": "anthropic", "claude-code": "anthropic",
-              "responses": "responses", "codex": "responses", "swe-agent": "openai"}
+# The API format the pager writes each input format back in: each format class's emits_as.
+sys.path.insert(0, str(PAGER.parent))
+import pager  # noqa: E402  (stdlib only, like this script)
+
+EMITTED_AS = {name: spec.emits_as for name, spec in pager._FORMATS.items()}
 
 
 class Run:

@@ -22,11 +22,12 @@ section uses only what the sections above it define. Search for a banner
     Text                      tokens, stems, keyword matches, token estimates
     Stubs and the page index  what stands in for a paged block
     Scoring and decisions     Params, Decision, the _Scorer, budgets and units
+    Harness markup            one row per harness: what it writes as user text
     The pass plan             intent, PassPlan, plan_pass (pure: no I/O)
     Liminate statements       the six statement forms, contract state
     Reading histories         the pager's JSON, streamed in bounded memory
-    Transcripts               one registry entry per format: detect, read,
-                              pair, write back, validate
+    Transcripts               one class per format: claim, read, pair,
+                              write back, validate
     Page store                SQLite file of paged blocks' exact text
     The contract file         locked, all-or-nothing appends
     Recording a pass          pages, compacted history, contract, in order
@@ -50,6 +51,7 @@ import gc
 import hashlib
 import io
 import json
+import marshal
 import math
 import operator
 import os
@@ -189,9 +191,9 @@ NAME_MIN_CHARS = 4          # a name (for rarity) is a word token of at least th
 INDEX_SUMMARY_WORDS = 12   # words of a stub a page-index line keeps
 STORE_SUFFIX = ".pages.sqlite3"  # C.limn -> C.pages.sqlite3 beside the contract
 INDEX_FLAG = "pager_index"  # marks the page-index block --with-index prepends; passes skip it
-RECALL_COMMAND = "python3 scripts/pager.py recall"  # relative to the skill root, as SKILL.md says
+# This file, absolute (read once at import): the CLI's recall hints name it, so they run from any folder.
+SCRIPT_PATH = os.path.abspath(__file__)
 CONSOLE_SCRIPT = "prosecode-pager"  # the command pip installs (pyproject.toml)
-IMPORT_NAME = "prosecode_pager"  # the installed package: no top-level module named pager
 
 COMPACTION = "compaction"  # a provider's compaction block or item: it is the compacted past, kept like the instructions
 # Under a budget, the floors no budget removes (reason CURRENT): the human's last request, and the
@@ -216,7 +218,7 @@ FLOORED = ("task", "human")
 # tools found is written down).
 PAGE_FLOORS = FLOORED + ("summary", "conclusion")
 ARCHIVED = "archived"
-# Instructions a harness sent as a user message (see INSTRUCTION_PREFIXES): kept like the system
+# Instructions a harness sent as a user message (see HARNESS_MARKUP): kept like the system
 # prompt (reason "system") without a budget; under one they compete like the rest, so the budget
 # holds when an AGENTS.md alone is larger than it.
 INSTRUCTIONS = "instructions"
@@ -766,22 +768,25 @@ def _shell_word(text: str) -> str:
     return text if _SHELL_PLAIN.fullmatch(text) else "'" + text.replace("'", "'\\''") + "'"
 
 
-def _recall_command(argv0: Optional[str] = None) -> str:
-    """Return the recall command as the pager was run: the console script, ``-m``, else the script path.
+RECALL_COMMAND = f"python3 {_shell_word(SCRIPT_PATH)} recall"  # the recall hint of a pager run as a script
 
-    ``argv0`` defaults to ``sys.argv[0]``.
+
+def _recall_command(argv0: Optional[str] = None) -> str:
+    """Return a recall command that runs from any folder: the console script, else this script's absolute path.
+
+    ``argv0`` (default ``sys.argv[0]``) tells how the pager was run. The path enters the stubs'
+    text, so the same input and flags give the same bytes from the same copy of the script.
 
     Example:
-        >>> _recall_command("/usr/local/bin/prosecode-pager"), _recall_command("scripts/pager.py")
-        ('prosecode-pager recall', 'python3 scripts/pager.py recall')
+        >>> _recall_command("/usr/local/bin/prosecode-pager")
+        'prosecode-pager recall'
+        >>> _recall_command("scripts/pager.py") == f"python3 {_shell_word(SCRIPT_PATH)} recall"
+        True
     """
     if argv0 is None:
         argv0 = sys.argv[0] if sys.argv else ""
-    name = os.path.basename(argv0 or "")
-    if name.startswith(CONSOLE_SCRIPT):
+    if os.path.basename(argv0 or "").startswith(CONSOLE_SCRIPT):
         return f"{CONSOLE_SCRIPT} recall"
-    if name == "pager.py" and os.path.basename(os.path.dirname(argv0)) == IMPORT_NAME:
-        return f"python3 -m {IMPORT_NAME}.pager recall"  # run from the installed package
     return RECALL_COMMAND
 
 
@@ -2286,6 +2291,180 @@ class _Scorer:
         return cost
 
 
+# ===== Harness markup =====
+#
+# What a harness (the agent program around the model: Claude Code, Codex, Cline...) writes into a
+# conversation as user-role text that no human typed: reminders, command echoes, tool reports,
+# instructions, compaction summaries, editor state.  One row per harness in HARNESS_MARKUP; the
+# engine builds one classifier from the rows (_MARKUP), which the pass plan (what the intent reads)
+# and the transcript readers (who wrote a user text) ask.  No other section spells a harness's
+# markup: a new harness is a new row.
+
+
+class _Markup(NamedTuple):
+    """One harness's markup: how the user-role texts it writes open, by what they are."""
+
+    harness: str
+    text: Tuple[str, ...] = ()          # its own texts: reminders, notifications, echoes, command output
+    instructions: Tuple[str, ...] = ()  # instructions it sends as a user message (kept like the system prompt)
+    summaries: Tuple[str, ...] = ()     # the compaction summary it sends as a user message
+    context: Tuple[str, ...] = ()       # tags of editor state it puts before the human's words in one block
+    commands: Tuple[str, ...] = ()      # tags of a slash command it echoes: (message, name, arguments)
+    setup_commands: str = ""            # its commands whose arguments set it up, never a request (space-separated)
+    request_context: Tuple[str, ...] = ()  # (how its IDE context opens a request, the heading the intent drops)
+    reports: str = ""                   # a regular expression: how a tool report it sends as user text opens
+    relayed: Tuple[str, ...] = ()       # tags inside such a report that carry the human's words
+    attributes: bool = False            # it writes markup tags with attributes (``<tag type="...">``)
+    demonstration: str = ""             # how its demonstration opens (told apart by its own format only)
+
+
+# Text of the user message put where the APIs need one and the pager left none.
+OMITTED_NOTE = "[earlier conversation omitted by the context pager]"
+
+HARNESS_MARKUP = (
+    _Markup("Claude Code",
+            text=("<task-notification>", "<system-reminder>", "<local-command-caveat>", "<local-command-stdout>",
+                  "<local-command-stderr>", "<bash-input>", "<bash-stdout>", "<bash-stderr>",
+                  "<user-prompt-submit-hook>", "Caveat: The messages below were generated by the user",
+                  "Stop hook feedback:", "Base directory for this skill:", "[Request interrupted by user"),
+            summaries=("This session is being continued from a previous conversation",),
+            commands=("command-message", "command-name", "command-args"),
+            # ``/compact <what the summary should keep>``, ``/model <name>``: never a human's request.
+            setup_commands="""
+    /add-dir /agents /bashes /bug /clear /compact /config /context /cost /doctor /exit /export /feedback /help
+    /hooks /ide /install-github-app /login /logout /mcp /memory /model /output-style /permissions /plugin
+    /privacy-settings /release-notes /reload-plugins /rename /resume /rewind /sandbox /stats /status
+    /statusline /terminal-setup /theme /todos /upgrade /usage /vim"""),
+    # Codex: the repository's AGENTS.md, the user's own instructions, the working environment; its IDE
+    # extension's request opens with the editor's state (the active file and selection, the open tabs)
+    # before "## My request for Codex:"; the open tabs say nothing of the request: the intent drops them.
+    _Markup("Codex",
+            text=("<user_shell_command>", "<turn_aborted>", "<recommended_plugins>", "<available_skills>"),
+            instructions=("# AGENTS.md instructions for ", "<user_instructions>", "<environment_context>",
+                          "<INSTRUCTIONS>"),
+            summaries=("Another language model started to solve this problem",),
+            request_context=("# Context from my IDE setup:", "## Open tabs:")),
+    # An IDE extension (Claude Code in VS Code and JetBrains): the file open, the lines selected.  A
+    # text block of its own is the harness's; words after it in the same block are the human's.
+    _Markup("IDE context", context=("ide_opened_file", "ide_selection")),
+    # Cline and Roo Code: the editor state after every message (the human's words sit in blocks of their
+    # own), a tool's result as user text opening "[name for 'argument'] Result:" or "[name] Result:" (the
+    # header alone in one block or followed by the result), a resumed task as "[TASK RESUMPTION] ...";
+    # a report relays the human's words only as a reply to a question or feedback on a result.
+    _Markup("Cline / Roo Code", text=("<environment_details>", "# task_progress", "# TODO LIST UPDATE REQUIRED"),
+            reports=r"\[(?:[\w.-]+(?: for '.*?')?\] Result:|TASK RESUMPTION\])",
+            relayed=("<feedback>", "<answer>", "<user_message>")),
+    _Markup("Crush", text=("<system_reminder>",)),  # its own spelling of Claude Code's reminder
+    # Mastra sends ``<system-reminder type="...">`` (a refused prefill's retry): any row's tag may carry attributes.
+    _Markup("Mastra", attributes=True),
+    # SWE-agent's default demonstration template: a user message the harness wrote (``is_demo`` in a
+    # .traj; the words alone once written back as Chat messages; see _swe_agent_harness).
+    _Markup("SWE-agent", demonstration="Here is a demonstration of how to correctly accomplish this task."),
+    _Markup("mini-swe-agent", text=("<returncode>",)),  # a command's output, sent back as a user message
+    # Gemini CLI: its automatic continuation, a function response and the files of an @-mention,
+    # sent as user text (the messages its resume leaves out are its format's: _GeminiCli).
+    _Markup("Gemini CLI", text=("System: Please continue.", "[Function Response: ",
+                                "--- Content from referenced files ---", "Content from @", "--- End of content ---")),
+    # GitHub Copilot CLI: the date and the reminders around the typed words (its ``<system_reminder>``
+    # is Crush's spelling, in that row).
+    _Markup("GitHub Copilot CLI", text=("<current_datetime>", "<reminder>")),
+    # OpenCode: a synthetic part ("Called the Read tool with the following input: ..."), and last the
+    # question a compaction part stands for (OPENCODE_COMPACTION_ASK).
+    _Markup("OpenCode", text=("Called the ", "What did we do so far?")),
+    _Markup("the pager", text=(OMITTED_NOTE,)),
+)
+
+
+class _MarkupReader:
+    """The classifier built from HARNESS_MARKUP: whose a user-role text is, and what the intent reads of it."""
+
+    def __init__(self, rows: Sequence[_Markup]) -> None:
+        self.rows = {row.harness: row for row in rows}
+        self.instructions = tuple(p for row in rows for p in row.instructions)
+        self.summaries = tuple(p for row in rows for p in row.summaries)
+        self.context = tuple(f"<{tag}>" for row in rows for tag in row.context)
+        self._context = re.compile(r"\s*<(%s)>.*?</\1>" % "|".join(t for row in rows for t in row.context), re.S)
+        opens = [p for row in rows for p in row.text] + list(self.instructions + self.summaries + self.context)
+        opens += [f"<{tag}>" for row in rows for tag in row.commands]
+        if any(row.attributes for row in rows):
+            opens += [p[:-1] + " " for p in opens if p.startswith("<") and p.endswith(">")]
+        self.harness = tuple(opens)  # how any harness's user-role text opens
+        self._reports = re.compile("|".join(f"(?:{row.reports})" for row in rows if row.reports), re.S)
+        self.relayed = tuple(t for row in rows for t in row.relayed)
+        self._commands = [(tuple(f"<{t}>" for t in row.commands[:2]),
+                           *(re.compile(f"<{t}>(.*?)</{t}>", re.S) for t in row.commands[1:]),
+                           frozenset(row.setup_commands.split())) for row in rows if row.commands]
+        self._requests = [(row.request_context[0], re.compile(
+            "^%s\n.*?(?=^## |\\Z)" % re.escape(row.request_context[1]), re.S | re.M))
+            for row in rows if row.request_context]
+
+    def opens_harness_text(self, text: str) -> bool:
+        """Return True if ``text`` opens as a harness's user-role text does."""
+        return text.lstrip().startswith(self.harness)
+
+    def is_report(self, text: str, whole: bool = False) -> bool:
+        """Return True if ``text`` opens as a tool report a coding agent sends as user text (``whole``:
+        is a report's header alone, its result in the next block)."""
+        return (self._reports.fullmatch(text.strip()) if whole else self._reports.match(text.lstrip())) is not None
+
+    def after_context(self, text: str) -> Optional[str]:
+        """Return the words after the IDE context a text opens with, else None.
+
+        Example:
+            >>> _MARKUP.after_context("<ide_opened_file>The user opened a.py</ide_opened_file>Fix the parser")
+            'Fix the parser'
+        """
+        if not text.lstrip().startswith(self.context):
+            return None
+        rest, found = text, self._context.match(text)
+        while found is not None:
+            rest = rest[found.end():]
+            found = self._context.match(rest)
+        rest = rest.strip()
+        return rest if rest and not rest.startswith(self.context) else None
+
+    def typed_command(self, text: str) -> Optional[str]:
+        """Return what a human typed as a slash command with arguments, "/name arguments", read from
+        the tags the harness echoes it in; None for other text, for a command without arguments and
+        for one that sets the harness up (``setup_commands``).
+
+        Example:
+            >>> _MARKUP.typed_command("<command-name>/review</command-name><command-args>the totals patch</command-args>")
+            '/review the totals patch'
+        """
+        for opens, name_tag, args_tag, setup in self._commands:
+            if not text.lstrip().startswith(opens):
+                continue
+            args = args_tag.search(text)
+            if args is None or not args.group(1).strip():
+                return None
+            name = name_tag.search(text)
+            command = name.group(1).strip() if name else ""
+            if command in setup:
+                return None
+            return (command + " " if command else "") + args.group(1).strip()
+        return None
+
+    def request_words(self, text: str) -> str:
+        """Return the words of a human's message that the intent reads: a slash command's (see
+        typed_command), else the text without the part of an IDE context that says nothing of it.
+
+        Example:
+            >>> _MARKUP.request_words("# Context from my IDE setup:\\n\\n## Open tabs:\\n- a.md: a.md\\n\\n## My request for Codex:\\nFix totals")
+            '# Context from my IDE setup:\\n\\n## My request for Codex:\\nFix totals'
+        """
+        typed = self.typed_command(text)
+        if typed is not None:
+            return typed
+        for opening, dropped in self._requests:
+            if text.lstrip().startswith(opening):
+                return dropped.sub("", text)
+        return text
+
+
+_MARKUP = _MarkupReader(HARNESS_MARKUP)
+
+
 # ===== The pass plan =====
 
 
@@ -2445,63 +2624,10 @@ class _WorkNotes:
         return list(found)[:WORK_KEYWORDS]
 
 
-_COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>", re.S)
-# Claude Code's own commands whose arguments set the harness up, not ask the agent for anything
-# (``/compact <what the summary should keep>``, ``/model <name>``): never a human's request.
-HARNESS_COMMANDS = frozenset("""
-    /add-dir /agents /bashes /bug /clear /compact /config /context /cost /doctor /exit /export /feedback /help
-    /hooks /ide /install-github-app /login /logout /mcp /memory /model /output-style /permissions /plugin
-    /privacy-settings /release-notes /reload-plugins /rename /resume /rewind /sandbox /stats /status
-    /statusline /terminal-setup /theme /todos /upgrade /usage /vim""".split())
-_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
-# A harness's markup tag (<command-name>, </local-command-stdout>, <system-reminder>): its words are
-# not what the message says, so the intent read from a message that opens with one leaves them out;
-# other text keeps its angle brackets (``Vec<u8>``).
+# A markup tag (``<name>``, ``</name>``, a harness's: see HARNESS_MARKUP): its words are not what the message
+# says, so the intent read from a message that opens with one leaves them out; other text keeps
+# its angle brackets (``Vec<u8>``).
 _MARKUP_TAG = re.compile(r"</?[A-Za-z][\w-]{0,40}>")
-
-
-def _typed_command(text: str) -> Optional[str]:
-    """Return what a human typed as a slash command with arguments, "/name arguments", read from the
-    tags Claude Code writes for it; None for other text, for a command without arguments and for
-    one of HARNESS_COMMANDS.
-
-    Example:
-        >>> _typed_command("<command-name>/review</command-name><command-args>the totals patch</command-args>")
-        '/review the totals patch'
-    """
-    if not text.lstrip().startswith(("<command-message>", "<command-name>")):
-        return None
-    args = _COMMAND_ARGS.search(text)
-    if args is None or not args.group(1).strip():
-        return None
-    name = _COMMAND_NAME.search(text)
-    command = name.group(1).strip() if name else ""
-    if command in HARNESS_COMMANDS:
-        return None
-    return (command + " " if command else "") + args.group(1).strip()
-
-
-# How Codex's IDE extension opens a request: the editor's state ("## Active file:", "## Active
-# selection of the file:", "## Open tabs:") before "## My request for Codex:".  The open tabs say
-# nothing of the request, so the intent leaves them out; the active file and selection stay.
-CODEX_IDE_CONTEXT = "# Context from my IDE setup:"
-_OPEN_TABS = re.compile(r"^## Open tabs:\n.*?(?=^## |\Z)", re.S | re.M)
-
-
-def _request_words(text: str) -> str:
-    """Return the words of a human's message that the intent reads: a slash command's (see
-    _typed_command), else the text without the open-tab list of Codex's IDE context.
-
-    Example:
-        >>> _request_words("# Context from my IDE setup:\\n\\n## Open tabs:\\n- a.md: a.md\\n\\n## My request for Codex:\\nFix totals")
-        '# Context from my IDE setup:\\n\\n## My request for Codex:\\nFix totals'
-    """
-    typed = _typed_command(text)
-    if typed is not None:
-        return typed
-    if text.lstrip().startswith(CODEX_IDE_CONTEXT):
-        return _OPEN_TABS.sub("", text)
-    return text
 
 
 def _human_text(protected: object, kind: object) -> bool:
@@ -2537,7 +2663,7 @@ class _LastRequest:
         protected = raw.get("protected")
         if protected == ARCHIVED:
             if raw.get("kind") in FLOORED:  # a human's text, before a compaction boundary (turn 0)
-                self.archived = (_request_words(raw["text"]), str(raw.get("id")), 0)
+                self.archived = (_MARKUP.request_words(raw["text"]), str(raw.get("id")), 0)
             return
         if raw.get("kind") in UNPAGEABLE_KINDS:
             return  # not text anybody wrote: a picture's or carried part's label
@@ -2547,7 +2673,7 @@ class _LastRequest:
             text = page.text if page is not None else None
         if text is None:
             return
-        text = _request_words(text)  # a slash command's words, not its tags; no IDE's open tabs
+        text = _MARKUP.request_words(text)  # a slash command's words, not its tags; no IDE's open tabs
         found = (text, str(raw.get("id")), raw.get("turn") if _is_int(raw.get("turn")) else 0)
         if _human_text(protected, raw.get("kind")):
             self.human = found
@@ -3599,15 +3725,21 @@ def _load_and_plan(source, params: Params,
 # ===== Transcripts =====
 #
 # Agent histories in the formats agents write, read as the pager's blocks and written back
-# compacted in the format of the API they came from. One registry entry per format (_FORMATS,
-# filled by the format sections below) holds how it is detected, read, paired (which blocks must
-# share a directive), written back and validated; the functions at the end of the section
-# (detect_format, load, conversation_blocks, emit, validate) dispatch through it.
+# compacted in the format of the API they came from.  One class per format, behind one protocol
+# (_Format: claims, claims_line, read, pair, units, write, check, read_back, tool_api), in one
+# registry (_FORMATS, at the end of the section, with the probe order _PROBE_ORDER); the functions
+# there (detect_format, load, conversation_blocks, emit, validate) dispatch through it.  Formats
+# of one API shape share a family base: Claude Code over Anthropic Messages, Codex over Responses,
+# SWE-agent over Chat Completions.  references/formats.md lists them.
 #
-# Formats: the pager's own history JSON (``pager``), OpenAI Chat Completions (``openai``), OpenAI
-# Responses input items (``responses``), Anthropic Messages (``anthropic``), Claude Code session
-# JSONL (``claude-code``, written back as anthropic) and Codex CLI rollout JSONL (``codex``,
-# written back as responses).
+# How to add a format: a subclass of _Format, or of the family base whose API it is written back
+# in (it inherits ``pair``, ``units``, ``write``, ``check``), after the helpers it needs: ``name``,
+# ``emits_as``, ``jsonl``, ``claims`` or ``claims_line``, ``read`` (into _Msg lists for _finish), and
+# ``read_back`` only when its written-back form loses what tells the harness's messages from the
+# human's.  A new API also needs ``write``, ``check`` and the recall tool's shapes (``tool_api``,
+# ``tool_definition``, ``tool_call``, ``tool_result``, ``takes_tool_call``).  Then its name in
+# _FORMATS and _PROBE_ORDER (before any format that would also claim its documents), its harness's
+# row in HARNESS_MARKUP, a fixture and a row in references/formats.md.
 #
 # Blocks.  Each message becomes one block, or one block per content part when a message holds
 # several (text, image, tool call, tool result, thinking, reasoning).  Every block is a dict with
@@ -3635,73 +3767,39 @@ def _load_and_plan(source, params: Params,
 # position of the message (Responses/Codex: of the item); an out-of-band system prompt (Anthropic
 # ``system``, Responses ``instructions``) has turn 0.  ``role`` is the message role, except
 # ``tool`` for every tool result.  System and developer text is ``protected="system"``; a user
-# message that is the harness's instructions (INSTRUCTION_PREFIXES) is ``protected="instructions"``.
-# ``tokens`` is the real output-token count where the format records one (Claude Code), split
-# over the message's blocks in proportion to their text; else None.
+# message that is the harness's instructions (HARNESS_MARKUP) is ``protected="instructions"``.
+# ``tokens`` is what a part costs when its text is not its whole size (_part_tokens), else None.
 #
 # Stubs.  A text part whose text consists only of stub lines ``[paged <ID> | turn <T> | ...``
 # (blank lines between them allowed) was written by an earlier pass: it becomes one block per
 # line, with ``id`` = ``<ID>``, ``text`` = the line, ``stub=True``, the role of its message,
 # ``unit=None`` and ``tokens=None``.  The engine scores such a block on the text it stored.
 #
-# Units (blocks that must share one directive):
-#   * a tool call and its result(s): ``tool:<call block id>``; parallel calls are separate units;
-#   * Anthropic/Claude Code: when an assistant turn (a run of consecutive assistant messages,
-#     normally one message) holds thinking or redacted_thinking blocks, those blocks, every
-#     tool_use of the turn and their tool_results form ONE unit ``turn:<turn>`` (thinking must
-#     stay with its turn, and a tool_use must keep its thinking); text blocks stay free;
-#   * Responses/Codex: a reasoning item, the model items that directly follow it (function and
-#     custom tool calls, assistant messages, up to the next reasoning or non-model item) and the
-#     outputs of those calls form ``turn:<turn of the reasoning>`` (the API rejects a reasoning
-#     item without the item it produced);
-#   * Anthropic server tools (``server_tool_use`` and ``*_tool_result`` in one message) pair like
-#     tool calls.
+# Units (blocks that must share one directive): a tool call and its result(s), ``tool:<call
+# block id>`` (parallel calls are separate units; an Anthropic server tool pairs the same way), plus
+# what a format's ``units`` adds: an Anthropic thinking turn with its tool calls, a Responses
+# reasoning item with the items it produced, a Chat reply's reasoning with its calls.
 #
-# Load-time repairs (reported in ``Conversation.repairs``, one line each, never an exception):
-#   * a tool result whose call is not where the API needs it (Anthropic: in the assistant turn
-#     right before; OpenAI: in the assistant message the tool messages follow; Responses: any
-#     earlier call with that call_id) is dropped;
-#   * a tool call with no result is dropped (Anthropic: unless its assistant message is the last
-#     thing in the conversation, which the API reads as a prefill; Chat Completions and Responses
-#     refuse a call with no result anywhere);
-#   * empty text blocks and messages left with no content are dropped.
+# Load-time repairs (``Conversation.repairs``, one line each, never an exception): a tool result
+# whose call is not where the API needs it, a call with no result (Anthropic keeps one in the last
+# message: a prefill), empty text blocks and messages left empty are dropped (each format's ``pair``).
 #
-# Emit rules:
-#   * decisions map block id -> ("retain", None) | ("retain", full_text) | ("page", stub) |
-#     ("evict", None); a missing id means retain, an unknown id or directive is a PagerError;
-#   * ("retain", full_text) restores a stub block: its line is replaced by full_text as a plain
-#     text part of the same message (a restored tool call or tool result stays text: the call
-#     and its result cannot be rebuilt from a stub).  For any other block, and for an empty
-#     full_text, the text is ignored and the block is written as it was;
-#   * a stub block given ("page", stub) is written with the new stub (its old line when the stub
-#     is empty); lines of one stub note that stay stubs stay together in one text part;
-#   * a page directive with an empty stub gets ``[paged <id> | turn <turn> | <role>]``, which a
-#     later load reads back as the same stub block;
-#   * a unit whose blocks got different directives takes the most conservative one
-#     (retain > page > evict), so no map can break a call/result pair;
-#   * a paged unit becomes ONE plain text note (its stubs joined by line breaks) at the place of
-#     its first block, in the assistant message of the call; the call and its results are
-#     removed.  This is always valid: no call/result pair is left half present, and no large tool
-#     arguments remain;
-#   * a paged block outside a unit becomes a text part holding the stub in the same message; a
-#     stub is never merged into other text (an OpenAI or Responses string content that would hold
-#     more than one piece becomes a list of text parts), so the next load finds it;
-#   * Responses/Codex: a message whose content was rewritten loses its ``id`` (it is no longer
-#     the stored item, and its remaining parts must keep their content-derived ids);
-#   * Anthropic: same-role neighbours are merged (tool_result blocks first in a user message,
-#     the leading thinking blocks first in an assistant message); if the first message is an
-#     assistant one, a user note (OMITTED_NOTE) is inserted before it;
-#   * an empty message list becomes one user message holding OMITTED_NOTE (the APIs reject an
-#     empty list);
-#   * pager format: retained blocks verbatim, paged blocks get ``text=stub`` and ``stub: true``,
-#     a stub block retained with its full text gets ``text=full_text`` and loses ``stub``,
-#     evicted blocks vanish; directives apply per block (the pager owns its units).
+# Emit rules (_effective, then the format's ``write``): decisions map block id -> ("retain", None)
+# | ("retain", full_text) | ("page", stub) | ("evict", None); a missing id means retain, an unknown
+# id or directive is a PagerError.  ("retain", full_text) restores a stub block as a plain text part
+# of its message (a restored call or result stays text); for any other block the text is ignored.
+# A page directive with an empty stub gets STUB_FALLBACK, which a later load reads back as the same
+# stub block.  A unit takes its members' most conservative directive (retain > page > evict), so no
+# map can break a call/result pair; a paged unit becomes ONE text note of its stubs at the place of
+# its first block, its call and results removed.  A paged block outside a unit becomes a text part
+# holding its stub in the same message, never merged into other text, so the next load finds it.
+# An empty message list becomes one user message holding OMITTED_NOTE (the APIs reject an empty
+# list).  What each API needs beyond that (Anthropic's alternation, a Responses item's id) is its
+# ``write``'s; references/formats.md lists them.
 
 
 # --- what the formats share: constants, the model of a conversation, ids, units ---
 
-# Text of the user message put where the APIs need one and the pager left none.
-OMITTED_NOTE = "[earlier conversation omitted by the context pager]"
 # Stub used when a page directive carries no stub text; a later load reads it back.
 STUB_FALLBACK = "[paged {id} | turn {turn} | {role}]"
 # First line of a stub written by a pass: "[paged <ID> | turn <T> | <role> | <N> tokens] ...".
@@ -3795,7 +3893,6 @@ class _Msg:
     mid: Optional[str] = None      # message id given by the format
     string_content: bool = False   # content was a plain string: keep it one when untouched
     item: bool = False             # Responses non-message item: one part, the item itself
-    tokens: Optional[int] = None   # real output-token count of the whole message
     repaired: bool = False         # a part was dropped at load: raw content is stale
     turn: int = 0
     harness: bool = False          # a user-role message the harness wrote (the format's metadata says so)
@@ -3808,7 +3905,7 @@ class Conversation:
     """A loaded history: pager blocks plus what emit needs to rebuild the same format."""
     fmt: str
     blocks: List[Dict[str, Any]]
-    emit_format: str          # the format emit() writes it back in (its registry entry's emits_as)
+    emit_format: str          # the format emit() writes it back in (its format class's emits_as)
     skipped_lines: int = 0
     repairs: List[str] = dataclasses.field(default_factory=list)
     # What the log recorded about the context a call really used (Claude Code and Codex usage):
@@ -3824,29 +3921,54 @@ class Conversation:
     _shell: Any = dataclasses.field(default=None, repr=False)
 
 
-class _Format(NamedTuple):
-    """One transcript format: how the pager recognises, reads, pairs, writes back and checks it."""
+class _Format:
+    """One transcript format: how the pager claims, reads, pairs, writes back and checks it (a subclass
+    per format in _FORMATS: see "How to add a format"); the defaults are what most formats need not do."""
 
-    name: str
-    emits_as: str       # the format its compacted history is written in (the API it was sent to)
-    jsonl: bool         # one JSON object a line (read from the text), else one JSON document
-    detect: Optional[Callable[[Any], bool]]                   # a whole-file JSON value: this format?
-    detect_line: Optional[Callable[[Dict[str, Any]], bool]]   # a JSONL record: a line of this format?
-    read: Callable[[Any], Conversation]                     # the document (or text) -> Conversation
-    # pair calls with results and repair the rest; given True when the server holds the earlier
-    # turns (see _continues_response), where an output may answer a call the history does not hold
-    pair: Optional[Callable[[List[_Msg], List[str], bool], None]]
-    units: Optional[Callable[[List[_Msg]], None]]           # units beyond call-and-result
-    write: Callable[[Conversation, Dict[str, Tuple[str, Optional[str]]]], Any]  # apply directives
-    check: Callable[[Any], List[str]]                         # the API's rules: what it would reject
-    # Its written-back form (``emits_as``) read as this format's session, when that form alone loses
-    # what tells its messages apart (SWE-agent's command outputs are user messages; Claude Code's
-    # isMeta prompts), given the content ids the contract recorded as the harness's (see HARNESS);
-    # None: as emitted.
+    name = ""              # its --format name
+    emits_as = ""          # the format its compacted history is written in (the API it was sent to)
+    jsonl = False          # one JSON object a line (read from the text), else one JSON document
+    tool_api: Optional[str] = None  # the API whose shape its tool calls and results take (None: no tools)
+    tool_call_type: Optional[str] = None  # an API class's: the ``type`` of a tool call in its shape
+    per_block = False      # directives apply block by block: its blocks carry their own units (the pager's)
+    # ``read_back(value, harness_texts)``: its written-back form read as its session, when that form
+    # alone loses what told the harness's messages apart (SWE-agent's command outputs, Claude Code's
+    # isMeta prompts; ``harness_texts``: the content ids the contract recorded, see HARNESS); None: as emitted.
     read_back: Optional[Callable[[Any, Container[str]], Conversation]] = None
 
+    def takes_tool_call(self, call: Any) -> bool:
+        """Return True if ``call`` is a tool call in this API's shape (the recall tool answers in it)."""
+        return isinstance(call, dict) and call.get("type") == self.tool_call_type
 
-# The registry: format name -> _Format, filled by the format sections below, in FORMATS order.
+    def claims(self, value: Any) -> bool:
+        """Return True if a whole-file JSON value is a document of this format (asked in probe order)."""
+        return False
+
+    def claims_line(self, record: Dict[str, Any]) -> bool:
+        """Return True if a JSONL record is a line of this format (asked in probe order)."""
+        return False
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        """Return the Conversation of a document (a JSONL format: the text); ``held``: see pair."""
+        raise NotImplementedError
+
+    def pair(self, msgs: List[_Msg], repairs: List[str], held: bool) -> None:
+        """Pair calls with results and repair the rest; ``held``: the server holds the earlier turns
+        (see _continues_response), where an output may answer a call the history does not hold."""
+
+    def units(self, msgs: List[_Msg]) -> None:
+        """Group the parts that must share one directive beyond each call and its results."""
+
+    def write(self, conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+        """Return the document with the settled directives applied, in the ``emits_as`` API's shape."""
+        raise NotImplementedError
+
+    def check(self, obj: Any) -> List[str]:
+        """Return what the ``emits_as`` API would reject in ``obj`` ([] when valid)."""
+        raise NotImplementedError
+
+
+# The registry: every format by its --format name, in the order --help lists them (filled at the end of the section).
 _FORMATS: Dict[str, _Format] = {}
 
 
@@ -3875,14 +3997,66 @@ def _parse_json(text: str, where: str = "input") -> Any:
         raise PagerError(f"{where}: invalid JSON ({_decode_problem(exc) or exc})") from None
 
 
+def _jsonl_lines(text: str) -> List[str]:
+    r"""Return the lines of a JSONL text: split at ``\n`` only (a ``\r`` before it is JSON white space).
+
+    Never ``str.splitlines()``: it also breaks at U+2028, U+2029, U+0085, ``\x0b``, ``\x0c`` and
+    ``\x1c``-``\x1e``, which JSON allows raw inside a string, and would cut such a record in two.
+
+    Example:
+        >>> _jsonl_lines('{"text": "a\u2028b"}\r\n{}')
+        ['{"text": "a\u2028b"}\r', '{}']
+    """
+    return text.split("\n")
+
+
+class _JsonlHead(NamedTuple):
+    """A JSONL text's first records as detection parsed them, for its reader to go on from."""
+
+    text: str                                  # the text they were read from (the reader checks it is its own)
+    lines: int                                 # lines read: the reader parses from the next one
+    records: List[Tuple[int, Dict[str, Any]]]  # (line number, object) of each line that parsed as an object
+    skipped: int                               # lines that did not
+
+
+# id(text) -> detection's head of that text, while ``_load`` has its reader read it (see _jsonl_records).
+_JSONL_HEADS: Dict[int, _JsonlHead] = {}
+_JSON_SCAN = json.JSONDecoder().scan_once  # json.loads' own scanner, called without its per-call wrapping
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")  # the white space JSON allows around a value (str.isspace allows more)
+
+
+def _json_line(line: str) -> Any:
+    """Return the JSON value of one JSONL line, as ``json.loads`` reads it; ValueError or RecursionError if none.
+
+    Example:
+        >>> _json_line('{"a": [1, 2]} '), _json_line(' {"a": 1}')
+        ({'a': [1, 2]}, {'a': 1})
+    """
+    try:
+        value, end = _JSON_SCAN(line, 0)
+    except StopIteration:  # no value at its first character (white space, or none): json.loads tells
+        return json.loads(line)
+    if end != len(line) and _JSON_SPACE.match(line, end).end() != len(line):  # JSON's white space only
+        raise ValueError("extra data after the line's JSON value")
+    return value
+
+
 def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
-    """Return (line number, object) for each JSONL line that parses, and the skipped count."""
-    records, skipped = [], 0
-    for number, line in enumerate(text.splitlines(), 1):
+    """Return (line number, object) for each JSONL line that parses, and the skipped count.
+
+    The lines detection parsed (a head ``_load`` hands over for this very text) are not parsed again.
+    """
+    head = _JSONL_HEADS.pop(id(text), None)
+    if head is not None and head.text is text:
+        records, skipped, first = list(head.records), head.skipped, head.lines
+    else:
+        records, skipped, first = [], 0, 0
+    lines = _jsonl_lines(text)
+    for number, line in enumerate(islice(lines, first, None) if first else lines, first + 1):
         if not line or line.isspace():  # blank (strip() would copy every line to tell)
             continue
         try:
-            obj = json.loads(line)
+            obj = _json_line(line)
         except (ValueError, RecursionError):  # too deep or too long a number: unreadable too
             skipped += 1
             continue
@@ -3893,26 +4067,32 @@ def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
     return records, skipped
 
 
-DETECT_LINES = 2000  # JSONL records detection looks at: enough to tell, without parsing a huge log twice
+DETECT_LINES = 2000  # JSONL records detection looks at: enough to tell; its reader goes on from there
 
 
-def _first_records(text: str, limit: int) -> Iterator[Tuple[int, Dict[str, Any]]]:
-    """Yield (line number, object) for the first ``limit`` JSONL lines that parse as objects."""
-    found = 0
-    start, number = 0, 0
-    while found < limit and start < len(text):
+def _jsonl_head(text: str, limit: int) -> _JsonlHead:
+    """Return the head of a JSONL text: its lines up to the ``limit``-th that parses as an object.
+
+    Lines are found one at a time (``\n`` only, as _jsonl_lines splits): a huge log is not split whole to be told.
+    """
+    records: List[Tuple[int, Dict[str, Any]]] = []
+    start, number, skipped = 0, 0, 0
+    while len(records) < limit and start < len(text):
         end = text.find("\n", start)
         end = len(text) if end < 0 else end
         line, start, number = text[start:end], end + 1, number + 1
-        if not line.strip():
+        if not line or line.isspace():
             continue
         try:
-            obj = json.loads(line)
+            obj = _json_line(line)
         except (ValueError, RecursionError):  # too deep or too long a number: unreadable too
+            skipped += 1
             continue
         if isinstance(obj, dict):
-            found += 1
-            yield number, obj
+            records.append((number, obj))
+        else:
+            skipped += 1
+    return _JsonlHead(text, number, records, skipped)
 
 
 _COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # json.dumps would make one a call
@@ -4335,20 +4515,6 @@ def _sole(parts: List[_Part], count: int) -> List[_Part]:
     return parts
 
 
-def _split_tokens(total: int, parts: List[_Part]) -> List[int]:
-    """Return total split over parts in proportion to text length (largest remainder)."""
-    weights = [len(p.text) for p in parts]
-    if sum(weights) == 0:
-        weights = [1] * len(parts)
-    whole = sum(weights)
-    shares = [total * w // whole for w in weights]
-    # Hand the leftover units to the largest remainders; ties go to the earlier part.
-    order = sorted(range(len(parts)), key=lambda i: (-(total * weights[i] % whole), i))
-    for i in order[:total - sum(shares)]:
-        shares[i] += 1
-    return shares
-
-
 def _drop(msg: _Msg, part: _Part, repairs: List[str], why: str) -> None:
     """Remove part from msg and report why."""
     msg.parts.remove(part)
@@ -4437,17 +4603,8 @@ def _assign_units(msgs: List[_Msg], units: Optional[Callable[[List[_Msg]], None]
                 part.unit = part.partner.unit
 
 
-# How a compaction summary the harness sends as a user message starts: Claude Code's, Codex's.
-SUMMARY_PREFIXES = ("This session is being continued from a previous conversation",
-                    "Another language model started to solve this problem")
-# How the instructions a harness sends as a user message start (Codex: the repository's AGENTS.md,
-# the user's own instructions, the working environment): see INSTRUCTIONS for how they are kept.
-INSTRUCTION_PREFIXES = ("# AGENTS.md instructions for ", "<user_instructions>", "<environment_context>",
-                        "<INSTRUCTIONS>")
-# How mini-swe-agent (SWE-agent's plain-list sibling) sends a command's output back: a user message.
-MINI_SWE_AGENT_OUTPUT = "<returncode>"
-# How its saved trajectory (``.traj.json``: ``info`` and a ``messages`` list) names its layout in
-# ``trajectory_format``: a trajectory (format swe-agent), not a request body.
+# How mini-swe-agent's saved trajectory (``.traj.json``: ``info`` and a ``messages`` list) names its
+# layout in ``trajectory_format``: a trajectory (format swe-agent), not a request body.
 MINI_SWE_AGENT_LAYOUT = "mini-swe-agent"
 
 
@@ -4461,40 +4618,9 @@ def _is_mini_swe_agent_run(value: Any) -> bool:
         return isinstance(layout, str) and layout.startswith(MINI_SWE_AGENT_LAYOUT)
     return isinstance(value, list) and any(
         isinstance(m, dict) and m.get("role") == "user" and isinstance(m.get("content"), str)
-        and m["content"].startswith(MINI_SWE_AGENT_OUTPUT) for m in value)
+        and m["content"].startswith(_MARKUP.rows["mini-swe-agent"].text) for m in value)
 
 
-# What an IDE extension puts before the human's words (Claude Code in VS Code and JetBrains): the file
-# open in the editor, the lines selected.  A text block of its own is the harness's; words after it
-# in the same block are the human's (see _after_ide_context).
-IDE_CONTEXT_PREFIXES = ("<ide_opened_file>", "<ide_selection>")
-# What other coding agents add to a user message as a text block of its own: Crush's reminder (its
-# own spelling of Claude Code's tag), Cline's and Roo Code's editor state after every message (the
-# human's words sit in blocks of their own, ``<task>`` or ``<user_message>``).
-AGENT_CONTEXT_PREFIXES = ("<system_reminder>", "<environment_details>", "# task_progress",
-                          "# TODO LIST UPDATE REQUIRED")
-# Cline and Roo Code send a tool's result back as user text opening "[name for 'argument'] Result:"
-# (or "[name] Result:"), the header alone in one block or followed by the result, and a resumed
-# task as "[TASK RESUMPTION] ...": the harness's words.  The human's reach the model inside such a
-# report only as a reply to a follow-up question or feedback on a result (RELAYED_HUMAN_TAGS),
-# which keeps that report the human's.
-_AGENT_REPORT = re.compile(r"\[(?:[\w.-]+(?: for '.*?')?\] Result:|TASK RESUMPTION\])", re.S)
-RELAYED_HUMAN_TAGS = ("<feedback>", "<answer>", "<user_message>")
-_IDE_CONTEXT = re.compile(r"\s*<(ide_opened_file|ide_selection)>.*?</\1>", re.S)
-# How a user-role message the harness wrote starts (Claude Code and Codex write these as user
-# messages; the human did not): task notifications, reminders, command echoes and their output,
-# hook feedback, skill bodies, compaction summaries, Codex's instructions and plugin lists.
-HARNESS_PREFIXES = SUMMARY_PREFIXES + INSTRUCTION_PREFIXES + (
-                    "<task-notification>", "<system-reminder>", "<local-command-caveat>", "<local-command-stdout>",
-                    "<local-command-stderr>", "<command-name>",
-                    "<command-message>", "<command-args>", "<bash-input>", "<bash-stdout>", "<bash-stderr>",
-                    "<user-prompt-submit-hook>", "Caveat: The messages below were generated by the user",
-                    "Stop hook feedback:", "Base directory for this skill:", "[Request interrupted by user",
-                    "<user_shell_command>", "<turn_aborted>", "<recommended_plugins>", "<available_skills>",
-                    MINI_SWE_AGENT_OUTPUT, OMITTED_NOTE) + IDE_CONTEXT_PREFIXES + AGENT_CONTEXT_PREFIXES
-# A tag may carry attributes (``<system-reminder type="...">``, as Mastra sends one): each tag above
-# also opens a harness text as ``<name `` (with a space).
-HARNESS_PREFIXES += tuple(p[:-1] + " " for p in HARNESS_PREFIXES if p.startswith("<") and p.endswith(">"))
 # Part types the pager knows beyond text, media, calls, results and thinking (carried as they are).
 KNOWN_OTHER_PARTS = frozenset({"server_tool_use", "compaction", "refusal", "container_upload",
                                "search_result"}) | RESPONSES_ITEM_TYPES
@@ -4504,46 +4630,27 @@ KNOWN_OTHER_PARTS = frozenset({"server_tool_use", "compaction", "refusal", "cont
 WHOLE_TEXT_PARTS = frozenset({"refusal", "server_tool_use", "mcp_tool_use"})
 
 
-def _after_ide_context(text: str) -> Optional[str]:
-    """Return the words after the IDE context a text opens with (IDE_CONTEXT_PREFIXES), else None.
-
-    Example:
-        >>> _after_ide_context("<ide_opened_file>The user opened a.py</ide_opened_file>Fix the parser")
-        'Fix the parser'
-    """
-    if not text.lstrip().startswith(IDE_CONTEXT_PREFIXES):
-        return None
-    rest = text
-    while True:
-        found = _IDE_CONTEXT.match(rest)
-        if found is None:
-            break
-        rest = rest[found.end():]
-    rest = rest.strip()
-    return rest if rest and not rest.startswith(IDE_CONTEXT_PREFIXES) else None
-
-
 def _is_instruction(msg: _Msg, part: _Part) -> bool:
-    """Return True if ``part`` is instructions the harness sent as a user message (INSTRUCTION_PREFIXES).
+    """Return True if ``part`` is instructions the harness sent as a user message (HARNESS_MARKUP).
 
     The model follows them as it follows the system prompt (a repository's AGENTS.md rules, the
     working directory and sandbox), so a pass without a budget keeps them like it (``protected``
     INSTRUCTIONS): evicted, they would be gone for good.
     """
     return (msg.role == "user" and part.kind == "text" and part.stub_id is None
-            and part.text.lstrip().startswith(INSTRUCTION_PREFIXES))
+            and part.text.lstrip().startswith(_MARKUP.instructions))
 
 
 def _is_agent_report(msg: _Msg, part: _Part) -> bool:
     """Return True if text ``part`` of user message ``msg`` is a coding agent's tool report (see
-    _AGENT_REPORT), or the block right after a report's bare header, and relays no human words."""
+    HARNESS_MARKUP), or the block right after a report's bare header, and relays no human words."""
     text = part.text.lstrip()
-    if not _AGENT_REPORT.match(text):
+    if not _MARKUP.is_report(text):
         at = msg.parts.index(part)
         before = msg.parts[at - 1] if at else None
-        if before is None or before.kind != "text" or not _AGENT_REPORT.fullmatch(before.text.strip()):
+        if before is None or before.kind != "text" or not _MARKUP.is_report(before.text, whole=True):
             return False
-    return not any(tag in text for tag in RELAYED_HUMAN_TAGS)
+    return not any(tag in text for tag in _MARKUP.relayed)
 
 
 def _is_human(msg: _Msg, part: _Part) -> bool:
@@ -4557,8 +4664,8 @@ def _is_human(msg: _Msg, part: _Part) -> bool:
         return False
     # A slash command's tags are the harness's, but the arguments after it are what the human typed;
     # so are the words after an IDE's context in the same block.
-    return not part.text.lstrip().startswith(HARNESS_PREFIXES) or _typed_command(part.text) is not None \
-        or _after_ide_context(part.text) is not None
+    return not _MARKUP.opens_harness_text(part.text) or _MARKUP.typed_command(part.text) is not None \
+        or _MARKUP.after_context(part.text) is not None
 
 
 def _is_pager_note(msg: _Msg) -> bool:
@@ -4622,7 +4729,7 @@ def _floor_parts(msgs: List[_Msg]) -> Dict[int, str]:
             for part in msg.parts:  # what the human attached (a screenshot, a file) is theirs too
                 if part.kind == "media" and part.stub_id is None:
                     found[id(part)] = "human"
-        elif msg.role == "user" and (msg.summary or (texts and texts[0].text.lstrip().startswith(SUMMARY_PREFIXES))):
+        elif msg.role == "user" and (msg.summary or (texts and texts[0].text.lstrip().startswith(_MARKUP.summaries))):
             for part in texts:
                 found[id(part)] = "summary"
         elif msg.role == "assistant" and texts:
@@ -4765,7 +4872,7 @@ def _continues_response(shell: Any) -> bool:
 def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: List[str],
             skipped: int = 0, archive: Optional[List[_Msg]] = None,
             harness_texts: Container[str] = (), held: bool = False) -> Conversation:
-    """Pair calls with results, repair, name and group the parts (as ``fmt``'s entry says); return the Conversation.
+    """Pair calls with results, repair, name and group the parts (as format ``fmt``'s class says); return the Conversation.
 
     The pager's own note is dropped (the writer puts it back where it is needed); turns are
     numbered by the human's messages; the first human message's text is the task statement
@@ -4773,7 +4880,7 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
     engine pages such a block at worst, never evicts it).  ``archive`` holds the messages before
     a compaction boundary: their blocks (``protected="archived"``) come last.  ``harness_texts``
     holds the content ids of user texts a contract recorded as the harness's (see HARNESS);
-    ``held`` says the server holds the earlier turns (see _pair_responses), as a body's own keys may.
+    ``held`` says the server holds the earlier turns (see _Responses.pair), as a body's own keys may.
     """
     spec = _FORMATS[fmt]
     msgs = [m for m in msgs if not _is_pager_note(m)]
@@ -4786,8 +4893,7 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
                         and _content_id(msg.role, part.kind, part.text) in harness_texts:
                     part.harness = True
     _number_turns(msgs)
-    if spec.pair is not None:
-        spec.pair(msgs, repairs, held or _continues_response(shell))
+    spec.pair(msgs, repairs, held or _continues_response(shell))
     kept = []
     for msg in msgs:
         if msg.parts:
@@ -4831,7 +4937,7 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
                 if part.kind != "result":  # a result paged in place stays in its call's unit
                     unit = f"note:{note[0].bid}" if len(note) > 1 else None
             # A result whose call the history does not hold answers a stored response's call (see
-            # _pair_responses), and a Responses item_reference may name such a call: leaving either
+            # _Responses.pair), and a Responses item_reference may name such a call: leaving either
             # out would leave a call unanswered or an output without its call, so both are pinned.
             stored = part.stub_id is None and ((part.kind == "result" and part.partner is None) or (
                 isinstance(part.raw, dict) and part.raw.get("type") == "item_reference"))
@@ -4850,15 +4956,6 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
 
 def _is_item_list(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(x, dict) for x in value)
-
-
-def _is_responses_value(value: Any) -> bool:
-    """Return True for a Responses request body (``input``) or a list holding a Responses item type."""
-    if isinstance(value, dict):
-        return (not isinstance(value.get("blocks"), list) and isinstance(value.get("input"), (list, str))
-                and "messages" not in value)
-    return _is_item_list(value) and any(isinstance(x.get("type"), str) and x["type"] in RESPONSES_ITEM_TYPES
-                                        for x in value)
 
 
 _SERVER_TOOL_VERSION = re.compile(r"_\d{8}$")  # an Anthropic server tool's type: web_search_20250305
@@ -4897,17 +4994,13 @@ def _hints_anthropic(body: Dict[str, Any]) -> bool:
 
 
 def _chat_messages(value: Any) -> Optional[Tuple[List[Any], Dict[str, Any]]]:
-    """Return (messages, the request body around them: empty for a bare list) for a chat-shaped value, else None."""
-    if _is_mini_swe_agent_run(value):
-        return None
+    """Return (messages, the request body around them: empty for a bare list) for a chat-shaped value, else None.
+
+    Asked after the narrower shapes in probe order (_PROBE_ORDER), so it need not rule them out.
+    """
     if isinstance(value, dict):
-        if isinstance(value.get("blocks"), list) or _is_responses_value(value) or \
-                not isinstance(value.get("messages"), list):
-            return None
-        return value["messages"], value
-    if _is_item_list(value) and not _is_responses_value(value) and all("role" in x for x in value):
-        return value, {}
-    return None
+        return (value["messages"], value) if isinstance(value.get("messages"), list) else None
+    return (value, {}) if _is_item_list(value) and all("role" in x for x in value) else None
 
 
 def _str_in(value: Any, names: Container[str]) -> bool:
@@ -4916,7 +5009,14 @@ def _str_in(value: Any, names: Container[str]) -> bool:
 
 
 def _chat_kind(messages: List[Any], body: Dict[str, Any]) -> str:
-    """Return ``anthropic`` or ``openai`` for a chat message list in a request ``body`` (rule 3 of detect_format)."""
+    """Return ``anthropic`` or ``openai`` for a chat message list in a request ``body``.
+
+    A body whose own keys are Anthropic's (_says_anthropic) -> anthropic; else any OpenAI-only role,
+    field or part type (OPENAI_MARKER_*) -> openai; else any Anthropic-only block type
+    (ANTHROPIC_MARKER_BLOCKS, a server tool's ``*_tool_result``) -> anthropic; else (plain
+    user/assistant text fits both) a body hinting at Anthropic (_hints_anthropic) -> anthropic;
+    else openai.
+    """
     if _says_anthropic(body):
         return "anthropic"
     anthropic = False
@@ -4935,21 +5035,13 @@ def _chat_kind(messages: List[Any], body: Dict[str, Any]) -> str:
     return "anthropic" if anthropic or _hints_anthropic(body) else "openai"
 
 
-def _is_chat(kind: str) -> Callable[[Any], bool]:
-    """Return the detector of a chat format: the value is chat-shaped and _chat_kind names ``kind``."""
-    def detect(value: Any) -> bool:
+class _Chat(_Format):
+    """The family of chat message lists (Anthropic Messages, Chat Completions): a bare list of role
+    messages or a request body with ``messages``; _chat_kind tells the two apart."""
+
+    def claims(self, value: Any) -> bool:
         found = _chat_messages(value)
-        return found is not None and _chat_kind(*found) == kind
-    return detect
-
-
-def _is_codex_line(obj: Dict[str, Any]) -> bool:
-    return isinstance(obj.get("type"), str) and obj["type"] in CODEX_LINE_TYPES and "payload" in obj
-
-
-def _is_claude_line(obj: Dict[str, Any]) -> bool:
-    return (isinstance(obj.get("type"), str) and any(k in obj for k in CLAUDE_MARKER_KEYS)
-            and not _is_codex_line(obj))
+        return found is not None and _chat_kind(*found) == self.name
 
 
 def _directive(value: Any, block: Dict[str, Any]) -> Tuple[str, Optional[str]]:
@@ -4995,7 +5087,7 @@ def _effective(conv: Conversation,
         raise PagerError(f'decisions: unknown block id {_show(unknown[0])}')
     own = {b["id"]: _directive(decisions.get(b["id"], ("retain", None)), b)
            for b in conv.blocks}
-    if conv.fmt == "pager":
+    if _FORMATS[conv.fmt].per_block:
         return own
     units: Dict[str, List[str]] = {}
     for block in conv.blocks:
@@ -5110,67 +5202,51 @@ def _content_problem(content: Any, where: str) -> Optional[str]:
 # --- pager: the pager's own history JSON ---
 
 
-def _is_pager_value(value: Any) -> bool:
-    return isinstance(value, dict) and isinstance(value.get("blocks"), list)
+class _PagerFormat(_Format):
+    """The pager's own history JSON: an object with a ``blocks`` list, each checked by _block_problem."""
 
+    name = emits_as = "pager"
+    per_block = True
 
-def _load_pager(value: Any) -> Conversation:
-    """Return the Conversation for the pager's own history object (each block checked by _block_problem)."""
-    if not isinstance(value, dict) or not isinstance(value.get("blocks"), list):
-        raise PagerError("pager history must be an object with a blocks list")
-    blocks: List[Dict[str, Any]] = []
-    seen: Dict[str, int] = {}
-    for i, raw in enumerate(value["blocks"]):
-        problem = _block_problem(i, raw) or _duplicate_problem(i, raw["id"], seen)
+    def claims(self, value: Any) -> bool:
+        return isinstance(value, dict) and isinstance(value.get("blocks"), list)
+
+    def _problems(self, blocks: List[Any]) -> Iterator[str]:
+        seen: Dict[str, int] = {}
+        for i, raw in enumerate(blocks):
+            problem = _block_problem(i, raw) or _duplicate_problem(i, raw["id"], seen)
+            if problem is not None:
+                yield problem
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        if not self.claims(document):
+            raise PagerError("pager history must be an object with a blocks list")
+        problem = next(self._problems(document["blocks"]), None)
         if problem is not None:
             raise PagerError(problem)
-        protected = raw.get("protected")
-        if protected is None and raw["role"] in SYSTEM_ROLES:
-            protected = "system"
-        blocks.append({"id": raw["id"], "turn": raw["turn"], "role": raw["role"], "text": raw["text"],
-                       "tokens": raw.get("tokens"), "pinned": raw.get("pinned", False),
-                       "protected": protected, "unit": raw.get("unit"),
-                       "stub": raw.get("stub", False), "kind": raw.get("kind")})
-    return Conversation(fmt="pager", blocks=blocks, emit_format="pager", _shell=value)
+        blocks = [{"id": raw["id"], "turn": raw["turn"], "role": raw["role"], "text": raw["text"],
+                   "tokens": raw.get("tokens"), "pinned": raw.get("pinned", False),
+                   "protected": "system" if raw.get("protected") is None and raw["role"] in SYSTEM_ROLES
+                   else raw.get("protected"), "unit": raw.get("unit"), "stub": raw.get("stub", False),
+                   "kind": raw.get("kind")} for raw in document["blocks"]]
+        return Conversation(fmt="pager", blocks=blocks, emit_format="pager", _shell=document)
 
+    def write(self, conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+        blocks = []
+        for raw in conv._shell["blocks"]:
+            verb, stub = effective[raw["id"]]
+            if verb == "retain" and stub is None:
+                blocks.append(raw)
+            elif verb == "retain":  # a stub restored: its text back, its stub mark gone
+                blocks.append({**{k: v for k, v in raw.items() if k != "stub"}, "text": stub})
+            elif verb == "page":
+                blocks.append({**raw, "text": stub, "stub": True})
+        return {**conv._shell, "blocks": blocks}
 
-def _emit_pager(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
-    """Return the pager history object with decisions applied."""
-    out = dict(conv._shell)
-    blocks = []
-    for raw in conv._shell["blocks"]:
-        verb, stub = effective[raw["id"]]
-        if verb == "retain" and stub is None:
-            blocks.append(raw)
-        elif verb == "retain":
-            restored = {k: v for k, v in raw.items() if k != "stub"}
-            restored["text"] = stub
-            blocks.append(restored)
-        elif verb == "page":
-            paged = dict(raw)
-            paged["text"] = stub
-            paged["stub"] = True
-            blocks.append(paged)
-    out["blocks"] = blocks
-    return out
-
-
-def _validate_pager(obj: Any) -> List[str]:
-    """Return the problems of a pager history object: each block's first (see _block_problem)."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("blocks"), list):
-        return ["top level must be an object with a blocks array"]
-    problems: List[str] = []
-    seen: Dict[str, int] = {}
-    for i, block in enumerate(obj["blocks"]):
-        problem = _block_problem(i, block) or _duplicate_problem(i, block["id"], seen)
-        if problem is not None:
-            problems.append(problem)
-    return problems
-
-
-_FORMATS["pager"] = _Format(
-    "pager", emits_as="pager", jsonl=False, detect=_is_pager_value, detect_line=None,
-    read=_load_pager, pair=None, units=None, write=_emit_pager, check=_validate_pager)
+    def check(self, obj: Any) -> List[str]:
+        if not self.claims(obj):
+            return ["top level must be an object with a blocks array"]
+        return list(self._problems(obj["blocks"]))
 
 
 # --- openai: Chat Completions messages ---
@@ -5204,7 +5280,7 @@ def _openai_parts(msg: Dict[str, Any], where: str) -> Tuple[List[_Part], bool]:
 # An assistant message's reasoning as OpenAI-compatible servers send it back beside the content:
 # DeepSeek, Moonshot and vLLM name it ``reasoning_content``, OpenRouter ``reasoning`` (text) and
 # ``reasoning_details`` (entries of text, summary or encrypted data).  All of it is sent, so all of
-# it is one part: counted, paged or evicted with the message's tool calls (see _openai_units).
+# it is one part: counted, paged or evicted with the message's tool calls (see _Openai.units).
 CHAT_REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details")
 # What a Chat reply's message says about its content as the response gave it: a refusal (read as a
 # refusal part) and url-citation annotations (positions in that content).  Written back as they came
@@ -5272,7 +5348,7 @@ def _load_openai(value: Any, harness: Container[int] = (), harness_texts: Contai
         refusal = raw.get("refusal") if role == "assistant" else None
         if isinstance(refusal, str) and refusal.strip():
             # A refusal the response gave beside its content (null): the assistant's turn, read as
-            # the refusal part the content may hold instead (see _emit_openai).
+            # the refusal part the content may hold instead (see _Openai.write).
             parts.append(_text_part(where + ".refusal", {"type": "refusal", "refusal": refusal}, refusal,
                                     len(parts) + 1))
         voice = _reply_audio(raw, where, len(parts) + 1) if role == "assistant" else None
@@ -5314,211 +5390,224 @@ def _load_openai(value: Any, harness: Container[int] = (), harness_texts: Contai
     return _finish("openai", msgs, [], shell, repairs, harness_texts=harness_texts)
 
 
-def _pair_openai(msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
-    """Pair assistant tool_calls with the tool messages that follow them; repair the rest."""
-    owner: Optional[_Msg] = None
-    calls: Dict[str, _Part] = {}
-    answered: set = set()
+class _Openai(_Chat):
+    """OpenAI Chat Completions: a message list, or a request body with ``messages``."""
 
-    def close() -> None:
-        # A call no tool message answers is dropped, in the final message too: the API refuses
-        # a request that holds one.
-        for key, call in calls.items():
-            if key not in answered and owner is not None:
-                named = "function_call" if key == LEGACY_FUNCTION_KEY else key
-                _drop(owner, call, repairs, f'tool call "{named}" has no tool message answering it')
+    name = emits_as = tool_api = "openai"
+    tool_call_type = "function"
 
-    for msg in msgs:
-        if msg.role in ("tool", "function"):
-            part = msg.parts[0]
-            if part.key in calls and part.key not in answered:
-                part.partner = calls[part.key]
-                answered.add(part.key)
-            else:
-                what = "function message" if part.key == LEGACY_FUNCTION_KEY else f'"{part.key}"'
-                _drop(msg, part, repairs, f"{what} has no matching tool call in the assistant message before it")
-            continue
-        close()
-        owner, calls, answered = None, {}, set()
-        if msg.role == "assistant":
-            owner = msg
-            for part in list(msg.parts):
-                if part.kind != "call":
-                    continue
-                if part.key in calls:
-                    _drop(msg, part, repairs, f'tool call id "{part.key}" repeats')
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_openai(document)
+
+    def pair(self, msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
+        """Pair assistant tool_calls with the tool messages that follow them; repair the rest."""
+        owner: Optional[_Msg] = None
+        calls: Dict[str, _Part] = {}
+        answered: set = set()
+
+        def close() -> None:
+            # A call no tool message answers is dropped, in the final message too: the API refuses
+            # a request that holds one.
+            for key, call in calls.items():
+                if key not in answered and owner is not None:
+                    named = "function_call" if key == LEGACY_FUNCTION_KEY else key
+                    _drop(owner, call, repairs, f'tool call "{named}" has no tool message answering it')
+
+        for msg in msgs:
+            if msg.role in ("tool", "function"):
+                part = msg.parts[0]
+                if part.key in calls and part.key not in answered:
+                    part.partner = calls[part.key]
+                    answered.add(part.key)
                 else:
-                    calls[part.key] = part
-    close()
-
-
-def _openai_units(msgs: List[_Msg]) -> None:
-    """Put an assistant message's reasoning and its tool calls (with their results) in one unit:
-    the servers that send reasoning back want it with the calls it led to."""
-    for msg in msgs:
-        if msg.role == "assistant" and msg.parts and msg.parts[0].kind == "reasoning" and \
-                any(p.kind == "call" for p in msg.parts):
-            unit = f"turn:{msg.parts[0].bid}"
-            for part in msg.parts:
-                if part.kind in ("reasoning", "call"):
-                    part.unit = unit
-
-
-def _emit_openai(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
-    """Return the OpenAI message list (or request body) with decisions applied."""
-    out = []
-    for msg in conv._msgs:
-        if msg.role in ("tool", "function"):
-            # A result is paged with its call (their unit's note sits with the call), or in place.
-            verb, text = effective[msg.parts[0].bid]
-            if verb in ("retain", MASK):
-                out.append(_result_piece(msg.raw, verb, text))
-            continue
-        voice = next((p for p in msg.parts if _is_reply_audio(p)), None)
-        texts = [p for p in msg.parts if p.kind not in ("call", "reasoning") and p is not voice]
-        calls = [p for p in msg.parts if p.kind == "call"]
-        pieces, touched = _rebuild(_Msg(msg.role, msg.where, msg.raw, texts), effective,
-                                   lambda s: {"type": "text", "text": s})
-        kept_calls = [p for p in calls if effective[p.bid][0] == "retain"]
-        unsent: Container[str] = ()  # the reasoning fields left out (see CHAT_REASONING_FIELDS)
-        thought = False  # its reasoning is sent
-        if msg.parts and msg.parts[0].kind == "reasoning":
-            verb, stub = effective[msg.parts[0].bid]
-            thought = verb == "retain"
-            if not thought:
-                touched, unsent = True, msg.parts[0].raw
-            if verb == "page":
-                pieces.insert(0, stub)
-        spoken = voice is not None and effective[voice.bid][0] == "retain"  # its audio is sent (never paged)
-        if voice is not None and not spoken:
-            touched, unsent = True, (*unsent, CHAT_AUDIO_FIELD)
-        for call in calls:
-            verb, stub = effective[call.bid]
-            if verb != "retain":
-                touched = True
-            if verb == "page":
-                pieces.append({"type": "text", "text": stub})
-        if not (touched or msg.repaired):
-            out.append(msg.raw)
-            continue
-        # What described the content as it came: a refusal (kept, a part of the content now), annotations.
-        unsent = (*unsent, *CHAT_REPLY_FIELDS)
-        if not pieces and not kept_calls and not thought and not spoken:
-            continue
-        if not pieces:
-            content = None if kept_calls or spoken else ""  # reasoning alone still needs a content
-        elif isinstance(msg.raw.get("content"), list) or len(pieces) > 1 or \
-                (isinstance(pieces[0], dict) and "text" not in pieces[0]):
-            # Separate parts: a stub joined to other text would not be found by the next load.
-            content = [{"type": "text", "text": p} if isinstance(p, str) else p for p in pieces]
-        else:
-            content = pieces[0] if isinstance(pieces[0], str) else pieces[0]["text"]
-        new = {}
-        for key, value in msg.raw.items():
-            if key == "content":
-                new["content"] = content
-            elif key not in ("tool_calls", "function_call") and key not in unsent:
-                new[key] = value
-        new.setdefault("content", content)
-        tool_calls = [p.raw for p in kept_calls if p.key != LEGACY_FUNCTION_KEY]
-        if tool_calls:
-            new["tool_calls"] = tool_calls
-        legacy = [p.raw for p in kept_calls if p.key == LEGACY_FUNCTION_KEY]
-        if legacy:
-            new["function_call"] = legacy[0]
-        out.append(new)
-    if not out:
-        out = [{"role": "user", "content": OMITTED_NOTE}]
-    if isinstance(conv._shell, dict):
-        body = dict(conv._shell)
-        body["messages"] = out
-        return body
-    return out
-
-
-def _validate_openai(obj: Any) -> List[str]:
-    """Return the problems of an OpenAI Chat Completions message list or request body."""
-    messages = obj.get("messages") if isinstance(obj, dict) else obj
-    if not isinstance(messages, list):
-        return ["top level must be a messages array or an object with a messages array"]
-    if not messages:
-        return ["messages is empty"]
-    problems: List[str] = []
-    open_at, open_ids, answered = -1, [], set()  # the assistant tool_calls awaiting replies
-    legacy_open = False
-    call_ids = set()
-
-    def close() -> None:
-        for cid in open_ids:
-            if cid not in answered:
-                problems.append(f'messages[{open_at}].tool_calls id "{cid}" is not answered by a tool message')
-
-    for i, msg in enumerate(messages):
-        where = f"messages[{i}]"
-        if not isinstance(msg, dict):
-            problems.append(f"{where} must be an object")
-            continue
-        role = msg.get("role")
-        if role not in OPENAI_ROLES:
-            problems.append(f"{where}.role {_show(role)} is not a chat role")
-            continue
-        if role == "tool":
-            cid = msg.get("tool_call_id")
-            if cid not in open_ids:
-                problems.append(f"{where}.tool_call_id {_show(cid)} has no matching tool call in the assistant "
-                                "message before it")
-            elif cid in answered:
-                problems.append(f'{where}.tool_call_id "{cid}" is answered twice')
-            answered.add(cid)
-            continue
-        if role == "function":
-            if not legacy_open:
-                problems.append(f"{where} follows no assistant function_call")
-            legacy_open = False
-            continue
+                    what = "function message" if part.key == LEGACY_FUNCTION_KEY else f'"{part.key}"'
+                    _drop(msg, part, repairs, f"{what} has no matching tool call in the assistant message before it")
+                continue
+            close()
+            owner, calls, answered = None, {}, set()
+            if msg.role == "assistant":
+                owner = msg
+                for part in list(msg.parts):
+                    if part.kind != "call":
+                        continue
+                    if part.key in calls:
+                        _drop(msg, part, repairs, f'tool call id "{part.key}" repeats')
+                    else:
+                        calls[part.key] = part
         close()
-        open_at, open_ids, answered, legacy_open = -1, [], set(), False
-        if role != "assistant":
-            problem = _content_problem(msg.get("content"), where)
-            if problem:
-                problems.append(problem)
-            continue
-        calls = msg.get("tool_calls")
-        if calls is not None:
-            if not isinstance(calls, list) or not calls:
-                problems.append(f"{where}.tool_calls must be a non-empty array")
-                calls = []
-            for j, call in enumerate(calls):
-                w = f"{where}.tool_calls[{j}]"
-                fn = call.get("function") if isinstance(call, dict) else None
-                if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) \
-                        or not isinstance(fn.get("arguments"), str):
-                    problems.append(f"{w} needs a function with a name and string arguments")
-                cid = call.get("id") if isinstance(call, dict) else None
-                if not isinstance(cid, str):
-                    problems.append(f"{w}.id must be a string")
-                    continue
-                if cid in open_ids:  # within one message; SWE-agent reuses ids across turns
-                    problems.append(f'{w}.id "{cid}" repeats a tool call id of its message')
-                call_ids.add(cid)
-                open_ids.append(cid)
-            open_at = i
-        legacy_open = isinstance(msg.get("function_call"), dict)
-        content = msg.get("content")
-        if content in (None, "", []):
-            if not (open_ids or legacy_open or msg.get("refusal") or msg.get(CHAT_AUDIO_FIELD)):
-                problems.append(f"{where} is an empty assistant message without tool_calls")
-        else:
-            problem = _content_problem(content, where)
-            if problem:
-                problems.append(problem)
-    close()  # the final message's calls too: the API refuses a call no tool message answers
-    return problems
 
+    def units(self, msgs: List[_Msg]) -> None:
+        """Put an assistant message's reasoning and its tool calls (with their results) in one unit:
+        the servers that send reasoning back want it with the calls it led to."""
+        for msg in msgs:
+            if msg.role == "assistant" and msg.parts and msg.parts[0].kind == "reasoning" and \
+                    any(p.kind == "call" for p in msg.parts):
+                unit = f"turn:{msg.parts[0].bid}"
+                for part in msg.parts:
+                    if part.kind in ("reasoning", "call"):
+                        part.unit = unit
 
-_FORMATS["openai"] = _Format(
-    "openai", emits_as="openai", jsonl=False, detect=_is_chat("openai"), detect_line=None,
-    read=_load_openai, pair=_pair_openai, units=_openai_units, write=_emit_openai, check=_validate_openai)
+    def write(self, conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+        """Return the OpenAI message list (or request body) with decisions applied."""
+        out = []
+        for msg in conv._msgs:
+            if msg.role in ("tool", "function"):
+                # A result is paged with its call (their unit's note sits with the call), or in place.
+                verb, text = effective[msg.parts[0].bid]
+                if verb in ("retain", MASK):
+                    out.append(_result_piece(msg.raw, verb, text))
+                continue
+            voice = next((p for p in msg.parts if _is_reply_audio(p)), None)
+            texts = [p for p in msg.parts if p.kind not in ("call", "reasoning") and p is not voice]
+            calls = [p for p in msg.parts if p.kind == "call"]
+            pieces, touched = _rebuild(_Msg(msg.role, msg.where, msg.raw, texts), effective,
+                                       lambda s: {"type": "text", "text": s})
+            kept_calls = [p for p in calls if effective[p.bid][0] == "retain"]
+            unsent: Container[str] = ()  # the reasoning fields left out (see CHAT_REASONING_FIELDS)
+            thought = False  # its reasoning is sent
+            if msg.parts and msg.parts[0].kind == "reasoning":
+                verb, stub = effective[msg.parts[0].bid]
+                thought = verb == "retain"
+                if not thought:
+                    touched, unsent = True, msg.parts[0].raw
+                if verb == "page":
+                    pieces.insert(0, stub)
+            spoken = voice is not None and effective[voice.bid][0] == "retain"  # its audio is sent (never paged)
+            if voice is not None and not spoken:
+                touched, unsent = True, (*unsent, CHAT_AUDIO_FIELD)
+            for call in calls:
+                verb, stub = effective[call.bid]
+                if verb != "retain":
+                    touched = True
+                if verb == "page":
+                    pieces.append({"type": "text", "text": stub})
+            if not (touched or msg.repaired):
+                out.append(msg.raw)
+                continue
+            # What described the content as it came: a refusal (kept, a part of the content now), annotations.
+            unsent = (*unsent, *CHAT_REPLY_FIELDS)
+            if not pieces and not kept_calls and not thought and not spoken:
+                continue
+            if not pieces:
+                content = None if kept_calls or spoken else ""  # reasoning alone still needs a content
+            elif isinstance(msg.raw.get("content"), list) or len(pieces) > 1 or \
+                    (isinstance(pieces[0], dict) and "text" not in pieces[0]):
+                # Separate parts: a stub joined to other text would not be found by the next load.
+                content = [{"type": "text", "text": p} if isinstance(p, str) else p for p in pieces]
+            else:
+                content = pieces[0] if isinstance(pieces[0], str) else pieces[0]["text"]
+            new = {}
+            for key, value in msg.raw.items():
+                if key == "content":
+                    new["content"] = content
+                elif key not in ("tool_calls", "function_call") and key not in unsent:
+                    new[key] = value
+            new.setdefault("content", content)
+            tool_calls = [p.raw for p in kept_calls if p.key != LEGACY_FUNCTION_KEY]
+            if tool_calls:
+                new["tool_calls"] = tool_calls
+            legacy = [p.raw for p in kept_calls if p.key == LEGACY_FUNCTION_KEY]
+            if legacy:
+                new["function_call"] = legacy[0]
+            out.append(new)
+        if not out:
+            out = [{"role": "user", "content": OMITTED_NOTE}]
+        if isinstance(conv._shell, dict):
+            body = dict(conv._shell)
+            body["messages"] = out
+            return body
+        return out
+
+    def check(self, obj: Any) -> List[str]:
+        """Return the problems of an OpenAI Chat Completions message list or request body."""
+        messages = obj.get("messages") if isinstance(obj, dict) else obj
+        if not isinstance(messages, list):
+            return ["top level must be a messages array or an object with a messages array"]
+        if not messages:
+            return ["messages is empty"]
+        problems: List[str] = []
+        open_at, open_ids, answered = -1, [], set()  # the assistant tool_calls awaiting replies
+        legacy_open = False
+
+        def close() -> None:
+            for cid in open_ids:
+                if cid not in answered:
+                    problems.append(f'messages[{open_at}].tool_calls id "{cid}" is not answered by a tool message')
+
+        for i, msg in enumerate(messages):
+            where = f"messages[{i}]"
+            if not isinstance(msg, dict):
+                problems.append(f"{where} must be an object")
+                continue
+            role = msg.get("role")
+            if role not in OPENAI_ROLES:
+                problems.append(f"{where}.role {_show(role)} is not a chat role")
+                continue
+            if role == "tool":
+                cid = msg.get("tool_call_id")
+                if cid not in open_ids:
+                    problems.append(f"{where}.tool_call_id {_show(cid)} has no matching tool call in the assistant "
+                                    "message before it")
+                elif cid in answered:
+                    problems.append(f'{where}.tool_call_id "{cid}" is answered twice')
+                answered.add(cid)
+                continue
+            if role == "function":
+                if not legacy_open:
+                    problems.append(f"{where} follows no assistant function_call")
+                legacy_open = False
+                continue
+            close()
+            open_at, open_ids, answered, legacy_open = -1, [], set(), False
+            if role != "assistant":
+                problem = _content_problem(msg.get("content"), where)
+                if problem:
+                    problems.append(problem)
+                continue
+            calls = msg.get("tool_calls")
+            if calls is not None:
+                if not isinstance(calls, list) or not calls:
+                    problems.append(f"{where}.tool_calls must be a non-empty array")
+                    calls = []
+                for j, call in enumerate(calls):
+                    w = f"{where}.tool_calls[{j}]"
+                    fn = call.get("function") if isinstance(call, dict) else None
+                    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) \
+                            or not isinstance(fn.get("arguments"), str):
+                        problems.append(f"{w} needs a function with a name and string arguments")
+                    cid = call.get("id") if isinstance(call, dict) else None
+                    if not isinstance(cid, str):
+                        problems.append(f"{w}.id must be a string")
+                        continue
+                    if cid in open_ids:  # within one message; SWE-agent reuses ids across turns
+                        problems.append(f'{w}.id "{cid}" repeats a tool call id of its message')
+                    open_ids.append(cid)
+                open_at = i
+            legacy_open = isinstance(msg.get("function_call"), dict)
+            content = msg.get("content")
+            if content in (None, "", []):
+                if not (open_ids or legacy_open or msg.get("refusal") or msg.get(CHAT_AUDIO_FIELD)):
+                    problems.append(f"{where} is an empty assistant message without tool_calls")
+            else:
+                problem = _content_problem(content, where)
+                if problem:
+                    problems.append(problem)
+        close()  # the final message's calls too: the API refuses a call no tool message answers
+        return problems
+
+    def tool_definition(self, name: str, description: str, schema: Dict[str, Any]) -> Dict[str, Any]:
+        """Return a tool's definition in this API's shape."""
+        return {"type": "function", "function": {"name": name, "description": description, "parameters": schema}}
+
+    def tool_call(self, call: Any) -> Tuple[Optional[str], Optional[str], Any]:
+        """Return (call id, tool name, arguments) of a tool call in this API's shape."""
+        fn = call.get("function") if isinstance(call, dict) else None
+        fn = fn if isinstance(fn, dict) else {}
+        return (call.get("id") if isinstance(call, dict) else None), fn.get("name"), fn.get("arguments")
+
+    def tool_result(self, call_id: Optional[str], text: str, failed: bool = False) -> Dict[str, Any]:
+        """Return the message, item or block that answers tool call ``call_id`` with ``text``."""
+        return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
 # --- responses: Responses API input items ---
@@ -5553,59 +5642,6 @@ def _orphan_reasoning(items: List[Any]) -> List[int]:
         if end == len(items) or not _produced_item(items[end]):
             orphans.append(index)
     return orphans
-
-
-def _pair_responses(msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
-    """Pair calls with outputs by call_id (output after call); repair the rest.
-
-    When the server holds the earlier turns (``held``: a body that continues a stored response,
-    see _continues_response) an output whose call is not in the input answers a call of that
-    response: it stays, unpaired (the pass keeps it verbatim).
-    """
-    calls: Dict[str, Tuple[int, _Msg, _Part]] = {}
-    answered = set()
-    for index, msg in enumerate(msgs):
-        if not msg.item:
-            continue
-        part = msg.parts[0]
-        if part.kind == "call":
-            if part.key in calls:
-                _drop(msg, part, repairs, f'"{part.key}" repeats an earlier call')
-            else:
-                calls[part.key] = (index, msg, part)
-        elif part.kind == "result":
-            found = calls.get(part.key)
-            fits = found and msg.raw.get("type") in RESPONSES_CALLS[found[1].raw.get("type")]
-            if fits and part.key not in answered:
-                part.partner = found[2]
-                answered.add(part.key)
-            elif held and found is None and part.key not in answered:
-                answered.add(part.key)  # it answers the stored response's call
-            else:
-                _drop(msg, part, repairs, f'"{part.key}" has no matching earlier call')
-    for key, (index, msg, part) in calls.items():
-        if key not in answered:  # at the end too: the API refuses a call with no output
-            _drop(msg, part, repairs, f'"{key}" has no output')
-    live = [m for m in msgs if m.parts]
-    for index in _orphan_reasoning([m.raw if m.parts[0].stub_id is None else {} for m in live]):
-        _drop(live[index], live[index].parts[0], repairs, "is a reasoning item without the item it produced")
-
-
-
-def _responses_units(msgs: List[_Msg]) -> None:
-    """Put a reasoning item, the model items it produced and their outputs in one unit."""
-    for index, msg in enumerate(msgs):
-        if not (msg.item and msg.parts[0].kind == "reasoning"):
-            continue
-        unit = f"turn:{msg.parts[0].bid}"
-        msg.parts[0].unit = unit
-        for follower in msgs[index + 1:]:
-            if not _is_model_item(follower) or (follower.item and
-                                                follower.parts[0].kind == "reasoning"):
-                break
-            for part in follower.parts:
-                if part.stub_id is None:
-                    part.unit = unit
 
 
 def _responses_msg(item: Any, where: str, repairs: List[str]) -> _Msg:
@@ -5684,139 +5720,204 @@ def _responses_msg(item: Any, where: str, repairs: List[str]) -> _Msg:
                 mid=item.get("id") if isinstance(item.get("id"), str) else None, item=True)
 
 
-def _load_responses(value: Any, held: bool = False) -> Conversation:
-    """Return the Conversation for a Responses input item list or request body.
+class _Responses(_Format):
+    """OpenAI Responses: an input item list, or a request body with ``input`` (and ``instructions``)."""
 
-    ``held``: the server holds the earlier turns (the library's ``server_state``), as a body's
-    ``previous_response_id`` or ``conversation`` says of itself (see _pair_responses).
-    """
-    head: List[_Msg] = []
-    if isinstance(value, dict) and isinstance(value.get("input"), (list, str)):
-        shell, items = value, value["input"]
-        if isinstance(items, str):  # a bare string input is one user message
-            items = [{"role": "user", "content": items}]
-        instructions = value.get("instructions")
-        if isinstance(instructions, str) and instructions.strip():
-            part = _text_part("instructions", instructions, instructions, 0)
-            head.append(_Msg("system", "instructions", {"content": instructions}, [part],
-                             mid="instructions", string_content=True))
-    elif isinstance(value, list):
-        shell, items = None, value
-    else:
-        raise PagerError("responses input must be an item array or an object with an input "
-                          "array")
-    repairs: List[str] = []
-    msgs = [_responses_msg(item, f"input[{i}]", repairs) for i, item in enumerate(items)]
-    # An item_reference names an item the server stored: the call an output answers may be one.
-    held = held or any(isinstance(item, dict) and item.get("type") == "item_reference" for item in items)
-    return _finish("responses", msgs, head, shell, repairs, held=held)
+    name = emits_as = tool_api = "responses"
+    tool_call_type = "function_call"
 
+    def claims(self, value: Any) -> bool:
+        """Return True for a Responses request body (``input``) or a list holding a Responses item type."""
+        if isinstance(value, dict):
+            return isinstance(value.get("input"), (list, str)) and "messages" not in value
+        return _is_item_list(value) and any(isinstance(x.get("type"), str) and x["type"] in RESPONSES_ITEM_TYPES
+                                            for x in value)
 
-def _emit_responses(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
-    """Return the Responses item list (or request body) with decisions applied."""
-    items = []
-    for msg in conv._msgs:
-        if msg.item:
-            verb, stub = effective[msg.parts[0].bid]
-            if verb in ("retain", MASK):
-                items.append(_result_piece(msg.raw, verb, stub) if msg.parts[0].kind == "result" else msg.raw)
-            elif verb == "page":
-                items.append({"type": "message", "role": "assistant",
-                              "content": [{"type": "output_text", "text": stub}]})
-            continue
-        part_type = "output_text" if msg.role == "assistant" else "input_text"
-        pieces, touched = _rebuild(msg, effective, lambda s: {"type": part_type, "text": s})
-        if not pieces:
-            continue
-        if not touched:
-            items.append(msg.raw)
-            continue
-        # The rewritten message is no longer the stored item its id names.
-        new = {k: v for k, v in msg.raw.items() if k != "id"}
-        if msg.string_content and len(pieces) == 1:
-            new["content"] = pieces[0] if isinstance(pieces[0], str) else pieces[0]["text"]
+    def read(self, value: Any, held: bool = False) -> Conversation:
+        """Return the Conversation for a Responses input item list or request body.
+
+        ``held``: the server holds the earlier turns (the library's ``server_state``), as a body's
+        ``previous_response_id`` or ``conversation`` says of itself (see _Responses.pair).
+        """
+        head: List[_Msg] = []
+        if isinstance(value, dict) and isinstance(value.get("input"), (list, str)):
+            shell, items = value, value["input"]
+            if isinstance(items, str):  # a bare string input is one user message
+                items = [{"role": "user", "content": items}]
+            instructions = value.get("instructions")
+            if isinstance(instructions, str) and instructions.strip():
+                part = _text_part("instructions", instructions, instructions, 0)
+                head.append(_Msg("system", "instructions", {"content": instructions}, [part],
+                                 mid="instructions", string_content=True))
+        elif isinstance(value, list):
+            shell, items = None, value
         else:
-            new["content"] = [{"type": part_type, "text": p} if isinstance(p, str) else p
-                              for p in pieces]
-        items.append(new)
-    # A reasoning item must precede the item it produced; a pass that removed that item
-    # (a unit is never split, but a stub is a message) drops the reasoning too.
-    for index in reversed(_orphan_reasoning(items)):
-        del items[index]
-    if not items:
-        items = [{"type": "message", "role": "user",
-                  "content": [{"type": "input_text", "text": OMITTED_NOTE}]}]
-    if not isinstance(conv._shell, dict):
-        return items
-    body = dict(conv._shell)
-    body["input"] = items
-    for head in conv._head:
-        pieces, touched = _rebuild(head, effective, lambda s: s)
-        if not pieces:
-            body.pop("instructions", None)
-        elif touched:
-            body["instructions"] = "\n\n".join(pieces)
-    return body
+            raise PagerError("responses input must be an item array or an object with an input "
+                              "array")
+        repairs: List[str] = []
+        msgs = [_responses_msg(item, f"input[{i}]", repairs) for i, item in enumerate(items)]
+        # An item_reference names an item the server stored: the call an output answers may be one.
+        held = held or any(isinstance(item, dict) and item.get("type") == "item_reference" for item in items)
+        return _finish(self.name, msgs, head, shell, repairs, held=held)
 
+    def pair(self, msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
+        """Pair calls with outputs by call_id (output after call); repair the rest.
 
-def _validate_responses(obj: Any) -> List[str]:
-    """Return the problems of a Responses input item list or request body."""
-    items = obj.get("input") if isinstance(obj, dict) else obj
-    if not isinstance(items, list):
-        return ["top level must be an item array or an object with an input array"]
-    if not items:
-        return ["input is empty"]
-    problems: List[str] = []
-    calls: Dict[str, Tuple[int, str]] = {}
-    answered = set()
-    stored = _continues_response(obj) or any(isinstance(item, dict) and item.get("type") == "item_reference"
-                                             for item in items)
-    for i, item in enumerate(items):
-        where = f"input[{i}]"
-        if not isinstance(item, dict):
-            problems.append(f"{where} must be an object")
-            continue
-        kind = item.get("type") or ("message" if "role" in item else None)
-        if kind == "message":
-            if item.get("role") not in RESPONSES_ROLES:
-                problems.append(f"{where}.role {_show(item.get('role'))} is not a message role")
-            problem = _content_problem(item.get("content"), where)
-            if problem:
-                problems.append(problem)
-        elif kind in RESPONSES_CALLS:
-            cid = item.get("call_id")
-            if not isinstance(cid, str):
-                problems.append(f"{where}.call_id must be a string")
+        When the server holds the earlier turns (``held``: a body that continues a stored response,
+        see _continues_response) an output whose call is not in the input answers a call of that
+        response: it stays, unpaired (the pass keeps it verbatim).
+        """
+        calls: Dict[str, Tuple[int, _Msg, _Part]] = {}
+        answered = set()
+        for index, msg in enumerate(msgs):
+            if not msg.item:
                 continue
-            if cid in calls:
-                problems.append(f'{where}.call_id "{cid}" repeats an earlier call')
-            calls[cid] = (i, kind)
-            if kind == "function_call" and not (isinstance(item.get("name"), str)
-                                                and isinstance(item.get("arguments"), str)):
-                problems.append(f"{where} needs a string name and string arguments")
-        elif kind in RESPONSES_OUTPUTS:
-            cid = item.get("call_id")
-            found = calls.get(cid) if isinstance(cid, str) else None
-            if found is None and stored and isinstance(cid, str) and cid not in answered:
-                pass  # it answers a call of the stored response
-            elif found is None or kind not in RESPONSES_CALLS[found[1]]:
-                problems.append(f'{where}.call_id {_show(cid)} has no earlier matching call')
-            elif cid in answered:
-                problems.append(f'{where}.call_id "{cid}" is answered twice')
-            answered.add(cid)
-        elif not isinstance(kind, str):
-            problems.append(f"{where} has no type")
-    for cid, (index, kind) in calls.items():
-        if cid not in answered:  # at the end too: the API refuses a call with no output
-            problems.append(f'input[{index}] {kind} "{cid}" has no output')
-    for index in _orphan_reasoning(items):
-        problems.append(f"input[{index}] is a reasoning item without the item it produced after it")
-    return problems
+            part = msg.parts[0]
+            if part.kind == "call":
+                if part.key in calls:
+                    _drop(msg, part, repairs, f'"{part.key}" repeats an earlier call')
+                else:
+                    calls[part.key] = (index, msg, part)
+            elif part.kind == "result":
+                found = calls.get(part.key)
+                fits = found and msg.raw.get("type") in RESPONSES_CALLS[found[1].raw.get("type")]
+                if fits and part.key not in answered:
+                    part.partner = found[2]
+                    answered.add(part.key)
+                elif held and found is None and part.key not in answered:
+                    answered.add(part.key)  # it answers the stored response's call
+                else:
+                    _drop(msg, part, repairs, f'"{part.key}" has no matching earlier call')
+        for key, (index, msg, part) in calls.items():
+            if key not in answered:  # at the end too: the API refuses a call with no output
+                _drop(msg, part, repairs, f'"{key}" has no output')
+        live = [m for m in msgs if m.parts]
+        for index in _orphan_reasoning([m.raw if m.parts[0].stub_id is None else {} for m in live]):
+            _drop(live[index], live[index].parts[0], repairs, "is a reasoning item without the item it produced")
 
+    def units(self, msgs: List[_Msg]) -> None:
+        """Put a reasoning item, the model items it produced and their outputs in one unit."""
+        for index, msg in enumerate(msgs):
+            if not (msg.item and msg.parts[0].kind == "reasoning"):
+                continue
+            unit = f"turn:{msg.parts[0].bid}"
+            msg.parts[0].unit = unit
+            for follower in msgs[index + 1:]:
+                if not _is_model_item(follower) or (follower.item and
+                                                    follower.parts[0].kind == "reasoning"):
+                    break
+                for part in follower.parts:
+                    if part.stub_id is None:
+                        part.unit = unit
 
-_FORMATS["responses"] = _Format(
-    "responses", emits_as="responses", jsonl=False, detect=_is_responses_value, detect_line=None,
-    read=_load_responses, pair=_pair_responses, units=_responses_units, write=_emit_responses, check=_validate_responses)
+    def write(self, conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+        """Return the Responses item list (or request body) with decisions applied."""
+        items = []
+        for msg in conv._msgs:
+            if msg.item:
+                verb, stub = effective[msg.parts[0].bid]
+                if verb in ("retain", MASK):
+                    items.append(_result_piece(msg.raw, verb, stub) if msg.parts[0].kind == "result" else msg.raw)
+                elif verb == "page":
+                    items.append({"type": "message", "role": "assistant",
+                                  "content": [{"type": "output_text", "text": stub}]})
+                continue
+            part_type = "output_text" if msg.role == "assistant" else "input_text"
+            pieces, touched = _rebuild(msg, effective, lambda s: {"type": part_type, "text": s})
+            if not pieces:
+                continue
+            if not touched:
+                items.append(msg.raw)
+                continue
+            # The rewritten message is no longer the stored item its id names.
+            new = {k: v for k, v in msg.raw.items() if k != "id"}
+            if msg.string_content and len(pieces) == 1:
+                new["content"] = pieces[0] if isinstance(pieces[0], str) else pieces[0]["text"]
+            else:
+                new["content"] = [{"type": part_type, "text": p} if isinstance(p, str) else p
+                                  for p in pieces]
+            items.append(new)
+        # A reasoning item must precede the item it produced; a pass that removed that item
+        # (a unit is never split, but a stub is a message) drops the reasoning too.
+        for index in reversed(_orphan_reasoning(items)):
+            del items[index]
+        if not items:
+            items = [{"type": "message", "role": "user",
+                      "content": [{"type": "input_text", "text": OMITTED_NOTE}]}]
+        if not isinstance(conv._shell, dict):
+            return items
+        body = dict(conv._shell)
+        body["input"] = items
+        for head in conv._head:
+            pieces, touched = _rebuild(head, effective, lambda s: s)
+            if not pieces:
+                body.pop("instructions", None)
+            elif touched:
+                body["instructions"] = "\n\n".join(pieces)
+        return body
+
+    def check(self, obj: Any) -> List[str]:
+        """Return the problems of a Responses input item list or request body."""
+        items = obj.get("input") if isinstance(obj, dict) else obj
+        if not isinstance(items, list):
+            return ["top level must be an item array or an object with an input array"]
+        if not items:
+            return ["input is empty"]
+        problems: List[str] = []
+        calls: Dict[str, Tuple[int, str]] = {}
+        answered = set()
+        stored = _continues_response(obj) or any(isinstance(item, dict) and item.get("type") == "item_reference"
+                                                 for item in items)
+        for i, item in enumerate(items):
+            where = f"input[{i}]"
+            if not isinstance(item, dict):
+                problems.append(f"{where} must be an object")
+                continue
+            kind = item.get("type") or ("message" if "role" in item else None)
+            if kind == "message":
+                if item.get("role") not in RESPONSES_ROLES:
+                    problems.append(f"{where}.role {_show(item.get('role'))} is not a message role")
+                problem = _content_problem(item.get("content"), where)
+                if problem:
+                    problems.append(problem)
+            elif kind in RESPONSES_CALLS:
+                cid = item.get("call_id")
+                if not isinstance(cid, str):
+                    problems.append(f"{where}.call_id must be a string")
+                    continue
+                if cid in calls:
+                    problems.append(f'{where}.call_id "{cid}" repeats an earlier call')
+                calls[cid] = (i, kind)
+                if kind == "function_call" and not (isinstance(item.get("name"), str)
+                                                    and isinstance(item.get("arguments"), str)):
+                    problems.append(f"{where} needs a string name and string arguments")
+            elif kind in RESPONSES_OUTPUTS:
+                cid = item.get("call_id")
+                found = calls.get(cid) if isinstance(cid, str) else None
+                if found is None and stored and isinstance(cid, str) and cid not in answered:
+                    pass  # it answers a call of the stored response
+                elif found is None or kind not in RESPONSES_CALLS[found[1]]:
+                    problems.append(f'{where}.call_id {_show(cid)} has no earlier matching call')
+                elif cid in answered:
+                    problems.append(f'{where}.call_id "{cid}" is answered twice')
+                answered.add(cid)
+            elif not isinstance(kind, str):
+                problems.append(f"{where} has no type")
+        for cid, (index, kind) in calls.items():
+            if cid not in answered:  # at the end too: the API refuses a call with no output
+                problems.append(f'input[{index}] {kind} "{cid}" has no output')
+        for index in _orphan_reasoning(items):
+            problems.append(f"input[{index}] is a reasoning item without the item it produced after it")
+        return problems
+
+    def tool_definition(self, name: str, description: str, schema: Dict[str, Any]) -> Dict[str, Any]:
+        return {"type": "function", "name": name, "description": description, "parameters": schema}
+
+    def tool_call(self, call: Any) -> Tuple[Optional[str], Optional[str], Any]:
+        return call.get("call_id"), call.get("name"), call.get("arguments")
+
+    def tool_result(self, call_id: Optional[str], text: str, failed: bool = False) -> Dict[str, Any]:
+        return {"type": "function_call_output", "call_id": call_id, "output": text}
 
 
 # --- anthropic: Messages API request bodies ---
@@ -5898,55 +5999,6 @@ def _anthropic_parts(content: Any, where: str, repairs: List[str],
             parts.append(_Part("media" if kind in MEDIA_PART_TYPES else "other", raw, w,
                                text=_part_text(raw), pos=pos))
     return parts, False
-
-
-def _pair_anthropic(msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
-    """Pair tool_use with tool_result across adjacent assistant/user runs; repair the rest."""
-    runs = _runs(msgs)
-    for index, run in enumerate(runs):
-        if run[0].role == "assistant":
-            seen = set()
-            for msg in run:
-                for part in list(msg.parts):
-                    if part.kind == "result":
-                        _drop(msg, part, repairs, f'tool_result "{part.key}" sits in an assistant message')
-                    elif part.kind == "call":
-                        if part.key in seen:
-                            _drop(msg, part, repairs, f'tool_use id "{part.key}" repeats in its turn')
-                        seen.add(part.key)
-            continue
-        before = runs[index - 1] if index else []
-        calls = {p.key: p for m in before for p in m.parts if p.kind == "call"}
-        answered = set()
-        for msg in run:
-            for part in list(msg.parts):
-                if part.kind == "call":
-                    _drop(msg, part, repairs, f'tool_use "{part.key}" sits in a user message')
-                elif part.kind == "result":
-                    if part.key in calls and part.key not in answered:
-                        part.partner = calls[part.key]
-                        answered.add(part.key)
-                    else:
-                        _drop(msg, part, repairs, f'tool_result "{part.key}" has no matching tool_use in '
-                              'the previous assistant message')
-        for key, call in calls.items():
-            if key not in answered:
-                owner = next(m for m in before if call in m.parts)
-                _drop(owner, call, repairs, f'tool_use "{key}" has no tool_result in the next user message')
-    # A final assistant run keeps its unanswered calls: it is awaiting their results.
-
-
-def _anthropic_units(msgs: List[_Msg]) -> None:
-    """Put a thinking turn's thinking, its tool calls and their results in one unit."""
-    for run in _runs(msgs):
-        if run[0].role != "assistant":
-            continue
-        parts = [p for m in run for p in m.parts]
-        if any(p.kind == "thinking" for p in parts):
-            unit = f"turn:{parts[0].bid}"
-            for part in parts:
-                if part.kind in ("thinking", "call") or part.link is not None:
-                    part.unit = unit
 
 
 def _api_fields(raw: Dict[str, Any], kind: Any, foreign: Dict[str, int]) -> Dict[str, Any]:
@@ -6076,133 +6128,195 @@ def _merge_same_role(messages: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return out
 
 
-def _emit_anthropic(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
-    """Return the Anthropic Messages object with decisions applied."""
-    def text_block(stub: str) -> Dict[str, str]:
-        return {"type": "text", "text": stub}
+class _Anthropic(_Chat):
+    """Anthropic Messages: a message list, or a request body with ``messages`` (and ``system``)."""
 
-    body = dict(conv._shell) if isinstance(conv._shell, dict) else {}
-    for head in conv._head:
-        pieces, touched = _rebuild(head, effective, text_block)
-        if not pieces:
-            body.pop("system", None)
-        elif head.string_content and not touched:
-            body["system"] = pieces[0]
-        else:
-            body["system"] = [text_block(p) if isinstance(p, str) else p for p in pieces]
-    messages = []
-    for msg in conv._msgs:
-        pieces, touched = _rebuild(msg, effective, text_block)
-        if not pieces:
-            continue
-        new = dict(msg.raw)
-        if msg.string_content and not touched:
-            new["content"] = pieces[0]
-        else:
-            blocks = [text_block(p) if isinstance(p, str) else p for p in pieces]
-            if msg.role == "user":
-                blocks = _results_first(blocks)
-            new["content"] = blocks
-        messages.append(new)
-    messages = _merge_same_role(messages)
-    if messages and messages[0]["role"] != "user":
-        messages.insert(0, {"role": "user", "content": OMITTED_NOTE})
-    if not messages:
-        messages = [{"role": "user", "content": OMITTED_NOTE}]
-    if isinstance(conv._shell, list):
-        return messages
-    body["messages"] = messages
-    return body
+    name = emits_as = tool_api = "anthropic"
+    tool_call_type = "tool_use"
 
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_anthropic(document)
 
-def _validate_anthropic(obj: Any) -> List[str]:
-    """Return the problems of an Anthropic Messages object."""
-    if isinstance(obj, dict):
-        messages = obj.get("messages")
-    else:
-        messages = obj
-    if not isinstance(messages, list):
-        return ["top level must be an object with a messages array"]
-    problems: List[str] = []
-    if isinstance(obj, dict) and "system" in obj:
-        system = obj["system"]
-        if isinstance(system, list):
-            for j, block in enumerate(system):
-                if not (isinstance(block, dict) and block.get("type") == "text"
-                        and str(block.get("text") or "").strip()):
-                    problems.append(f"system[{j}] must be a non-empty text block")
-        elif not isinstance(system, str):
-            problems.append("system must be a string or an array of text blocks")
-    if not messages:
-        return problems + ["messages is empty"]
-    prev_role, prev_calls = None, []
-    use_ids = set()
-    for i, msg in enumerate(messages):
-        where = f"messages[{i}]"
-        if not isinstance(msg, dict) or msg.get("role") not in ANTHROPIC_ROLES:
-            problems.append(f"{where} must be an object with role user or assistant")
-            prev_role, prev_calls = None, []
-            continue
-        role = msg["role"]
-        if i == 0 and role != "user":
-            problems.append(f"messages[0].role must be user (got {role})")
-        if role == prev_role:
-            problems.append(f"{where} has the same role as messages[{i - 1}] ({role}); roles must alternate")
-        problem = _content_problem(msg.get("content"), where)
-        if problem:
-            problems.append(problem)
-        content = msg.get("content")
-        blocks = content if isinstance(content, list) else []
-        types = [b.get("type") if isinstance(b, dict) else None for b in blocks]
-        calls = []
-        if role == "user":
+    def pair(self, msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
+        """Pair tool_use with tool_result across adjacent assistant/user runs; repair the rest."""
+        runs = _runs(msgs)
+        for index, run in enumerate(runs):
+            if run[0].role == "assistant":
+                seen = set()
+                for msg in run:
+                    for part in list(msg.parts):
+                        if part.kind == "result":
+                            _drop(msg, part, repairs, f'tool_result "{part.key}" sits in an assistant message')
+                        elif part.kind == "call":
+                            if part.key in seen:
+                                _drop(msg, part, repairs, f'tool_use id "{part.key}" repeats in its turn')
+                            seen.add(part.key)
+                continue
+            before = runs[index - 1] if index else []
+            calls = {p.key: p for m in before for p in m.parts if p.kind == "call"}
             answered = set()
-            for j, block in enumerate(blocks):
-                if types[j] in ("tool_use",) + THINKING_TYPES:
-                    problems.append(f"{where}.content[{j}] is a {types[j]} in a user message")
-                if types[j] != "tool_result":
-                    continue
-                if any(t != "tool_result" for t in types[:j]):
-                    problems.append(f"{where}.content[{j}] tool_result must come before other blocks")
-                tid = block.get("tool_use_id")
-                if tid not in prev_calls:
-                    problems.append(f"{where}.content[{j}].tool_use_id {_show(tid)} has no matching tool_use in "
-                                    "the previous assistant message")
-                elif tid in answered:
-                    problems.append(f'{where}.content[{j}].tool_use_id "{tid}" is answered twice')
-                answered.add(tid)
-            for cid in prev_calls:
-                if cid not in answered:
-                    problems.append(f'messages[{i - 1}] tool_use "{cid}" is not answered in {where}')
+            for msg in run:
+                for part in list(msg.parts):
+                    if part.kind == "call":
+                        _drop(msg, part, repairs, f'tool_use "{part.key}" sits in a user message')
+                    elif part.kind == "result":
+                        if part.key in calls and part.key not in answered:
+                            part.partner = calls[part.key]
+                            answered.add(part.key)
+                        else:
+                            _drop(msg, part, repairs, f'tool_result "{part.key}" has no matching tool_use in '
+                                  'the previous assistant message')
+            for key, call in calls.items():
+                if key not in answered:
+                    owner = next(m for m in before if call in m.parts)
+                    _drop(owner, call, repairs, f'tool_use "{key}" has no tool_result in the next user message')
+        # A final assistant run keeps its unanswered calls: it is awaiting their results.
+
+    def units(self, msgs: List[_Msg]) -> None:
+        """Put a thinking turn's thinking, its tool calls and their results in one unit."""
+        for run in _runs(msgs):
+            if run[0].role != "assistant":
+                continue
+            parts = [p for m in run for p in m.parts]
+            if any(p.kind == "thinking" for p in parts):
+                unit = f"turn:{parts[0].bid}"
+                for part in parts:
+                    if part.kind in ("thinking", "call") or part.link is not None:
+                        part.unit = unit
+
+    def write(self, conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+        """Return the Anthropic Messages object with decisions applied."""
+        def text_block(stub: str) -> Dict[str, str]:
+            return {"type": "text", "text": stub}
+
+        body = dict(conv._shell) if isinstance(conv._shell, dict) else {}
+        for head in conv._head:
+            pieces, touched = _rebuild(head, effective, text_block)
+            if not pieces:
+                body.pop("system", None)
+            elif head.string_content and not touched:
+                body["system"] = pieces[0]
+            else:
+                body["system"] = [text_block(p) if isinstance(p, str) else p for p in pieces]
+        messages = []
+        for msg in conv._msgs:
+            pieces, touched = _rebuild(msg, effective, text_block)
+            if not pieces:
+                continue
+            new = dict(msg.raw)
+            if msg.string_content and not touched:
+                new["content"] = pieces[0]
+            else:
+                blocks = [text_block(p) if isinstance(p, str) else p for p in pieces]
+                if msg.role == "user":
+                    blocks = _results_first(blocks)
+                new["content"] = blocks
+            messages.append(new)
+        messages = _merge_same_role(messages)
+        if messages and messages[0]["role"] != "user":
+            messages.insert(0, {"role": "user", "content": OMITTED_NOTE})
+        if not messages:
+            messages = [{"role": "user", "content": OMITTED_NOTE}]
+        if isinstance(conv._shell, list):
+            return messages
+        body["messages"] = messages
+        return body
+
+    def check(self, obj: Any) -> List[str]:
+        """Return the problems of an Anthropic Messages object."""
+        if isinstance(obj, dict):
+            messages = obj.get("messages")
         else:
-            for cid in prev_calls:
-                problems.append(f'messages[{i - 1}] tool_use "{cid}" is not answered: {where} is not a user message')
-            if types and types[0] not in THINKING_TYPES and any(t in THINKING_TYPES for t in types):
-                problems.append(f"{where} holds thinking but starts with {_show(types[0])}: "
-                                "the API wants thinking first")
-            for j, block in enumerate(blocks):
-                if types[j] == "tool_result":
-                    problems.append(f"{where}.content[{j}] is a tool_result in an assistant message")
-                elif types[j] in THINKING_TYPES and (unsendable := _thinking_problem(block)):
-                    problems.append(f"{where}.content[{j}] is {unsendable}")
-                if types[j] != "tool_use":
-                    continue
-                cid = block.get("id")
-                if not isinstance(cid, str) or not isinstance(block.get("name"), str):
-                    problems.append(f"{where}.content[{j}] tool_use needs a string id and name")
-                    continue
-                if cid in use_ids:
-                    problems.append(f'{where}.content[{j}] tool_use id "{cid}" repeats')
-                use_ids.add(cid)
-                calls.append(cid)
-        prev_role, prev_calls = role, calls
-    # Calls left in the final assistant message are awaiting results: allowed.
-    return problems
+            messages = obj
+        if not isinstance(messages, list):
+            return ["top level must be an object with a messages array"]
+        problems: List[str] = []
+        if isinstance(obj, dict) and "system" in obj:
+            system = obj["system"]
+            if isinstance(system, list):
+                for j, block in enumerate(system):
+                    if not (isinstance(block, dict) and block.get("type") == "text"
+                            and str(block.get("text") or "").strip()):
+                        problems.append(f"system[{j}] must be a non-empty text block")
+            elif not isinstance(system, str):
+                problems.append("system must be a string or an array of text blocks")
+        if not messages:
+            return problems + ["messages is empty"]
+        prev_role, prev_calls = None, []
+        use_ids = set()
+        for i, msg in enumerate(messages):
+            where = f"messages[{i}]"
+            if not isinstance(msg, dict) or msg.get("role") not in ANTHROPIC_ROLES:
+                problems.append(f"{where} must be an object with role user or assistant")
+                prev_role, prev_calls = None, []
+                continue
+            role = msg["role"]
+            if i == 0 and role != "user":
+                problems.append(f"messages[0].role must be user (got {role})")
+            if role == prev_role:
+                problems.append(f"{where} has the same role as messages[{i - 1}] ({role}); roles must alternate")
+            problem = _content_problem(msg.get("content"), where)
+            if problem:
+                problems.append(problem)
+            content = msg.get("content")
+            blocks = content if isinstance(content, list) else []
+            types = [b.get("type") if isinstance(b, dict) else None for b in blocks]
+            calls = []
+            if role == "user":
+                answered = set()
+                for j, block in enumerate(blocks):
+                    if types[j] in ("tool_use",) + THINKING_TYPES:
+                        problems.append(f"{where}.content[{j}] is a {types[j]} in a user message")
+                    if types[j] != "tool_result":
+                        continue
+                    if any(t != "tool_result" for t in types[:j]):
+                        problems.append(f"{where}.content[{j}] tool_result must come before other blocks")
+                    tid = block.get("tool_use_id")
+                    if tid not in prev_calls:
+                        problems.append(f"{where}.content[{j}].tool_use_id {_show(tid)} has no matching tool_use in "
+                                        "the previous assistant message")
+                    elif tid in answered:
+                        problems.append(f'{where}.content[{j}].tool_use_id "{tid}" is answered twice')
+                    answered.add(tid)
+                for cid in prev_calls:
+                    if cid not in answered:
+                        problems.append(f'messages[{i - 1}] tool_use "{cid}" is not answered in {where}')
+            else:
+                for cid in prev_calls:
+                    problems.append(f'messages[{i - 1}] tool_use "{cid}" is not answered: {where} is not a user message')
+                if types and types[0] not in THINKING_TYPES and any(t in THINKING_TYPES for t in types):
+                    problems.append(f"{where} holds thinking but starts with {_show(types[0])}: "
+                                    "the API wants thinking first")
+                for j, block in enumerate(blocks):
+                    if types[j] == "tool_result":
+                        problems.append(f"{where}.content[{j}] is a tool_result in an assistant message")
+                    elif types[j] in THINKING_TYPES and (unsendable := _thinking_problem(block)):
+                        problems.append(f"{where}.content[{j}] is {unsendable}")
+                    if types[j] != "tool_use":
+                        continue
+                    cid = block.get("id")
+                    if not isinstance(cid, str) or not isinstance(block.get("name"), str):
+                        problems.append(f"{where}.content[{j}] tool_use needs a string id and name")
+                        continue
+                    if cid in use_ids:
+                        problems.append(f'{where}.content[{j}] tool_use id "{cid}" repeats')
+                    use_ids.add(cid)
+                    calls.append(cid)
+            prev_role, prev_calls = role, calls
+        # Calls left in the final assistant message are awaiting results: allowed.
+        return problems
 
+    def tool_definition(self, name: str, description: str, schema: Dict[str, Any]) -> Dict[str, Any]:
+        return {"name": name, "description": description, "input_schema": schema}
 
-_FORMATS["anthropic"] = _Format(
-    "anthropic", emits_as="anthropic", jsonl=False, detect=_is_chat("anthropic"), detect_line=None,
-    read=_load_anthropic, pair=_pair_anthropic, units=_anthropic_units, write=_emit_anthropic, check=_validate_anthropic)
+    def tool_call(self, call: Any) -> Tuple[Optional[str], Optional[str], Any]:
+        return call.get("id"), call.get("name"), call.get("input")
+
+    def tool_result(self, call_id: Optional[str], text: str, failed: bool = False) -> Dict[str, Any]:
+        result: Dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+        if failed:
+            result["is_error"] = True
+        return result
 
 
 # --- claude-code: Claude Code session logs (JSONL), written back as anthropic ---
@@ -6424,34 +6538,39 @@ def _claude_usage(lines: List[Tuple[int, Dict[str, Any]]]) -> Dict[str, int]:
     return {"recorded_context_tokens": last, "recorded_baseline_tokens": first}
 
 
-def _load_claude_code(text: str) -> Conversation:
-    """Return the Conversation for a Claude Code session transcript (JSONL).
+class _ClaudeCode(_Anthropic):
+    """Claude Code session logs (JSONL), written back as Anthropic Messages."""
 
-    The live context is read (see _live_branch); the lines before a compaction boundary become
-    archived blocks (pages, never written back).  ``isMeta`` and compaction-summary lines stay
-    (the model saw them) but are the harness's, not the human's.
-    """
-    with _collector_held():
-        records, skipped = _jsonl_records(text)
-        repairs: List[str] = []
-        live, before = _live_branch(records, repairs)
-        other: Dict[str, int] = {}
-        for _, obj in records:
-            if obj.get("type") not in ("user", "assistant") or not isinstance(obj.get("message"), dict):
-                name = str(obj.get("type"))
-                other[name] = other.get(name, 0) + 1
-        msgs = _claude_messages(live, repairs)
-        archive = _claude_messages(before, []) if before else None
-        conv = _finish("claude-code", msgs, [], None, repairs, skipped, archive)
-    conv.recorded = _claude_usage(live)
-    conv.other_lines = other
-    return conv
+    name, jsonl = "claude-code", True
 
+    def claims_line(self, record: Dict[str, Any]) -> bool:
+        return isinstance(record.get("type"), str) and any(k in record for k in CLAUDE_MARKER_KEYS)
 
-_FORMATS["claude-code"] = _Format(
-    "claude-code", emits_as="anthropic", jsonl=True, detect=None, detect_line=_is_claude_line,
-    read=_load_claude_code, pair=_pair_anthropic, units=_anthropic_units, write=_emit_anthropic,
-    check=_validate_anthropic, read_back=_load_anthropic)
+    def read(self, text: str, held: bool = False) -> Conversation:
+        """Return the Conversation for a Claude Code session transcript (JSONL).
+
+        The live context is read (see _live_branch); the lines before a compaction boundary become
+        archived blocks (pages, never written back).  ``isMeta`` and compaction-summary lines stay
+        (the model saw them) but are the harness's, not the human's.
+        """
+        with _collector_held():
+            records, skipped = _jsonl_records(text)
+            repairs: List[str] = []
+            live, before = _live_branch(records, repairs)
+            other: Dict[str, int] = {}
+            for _, obj in records:
+                if obj.get("type") not in ("user", "assistant") or not isinstance(obj.get("message"), dict):
+                    name = str(obj.get("type"))
+                    other[name] = other.get(name, 0) + 1
+            msgs = _claude_messages(live, repairs)
+            archive = _claude_messages(before, []) if before else None
+            conv = _finish(self.name, msgs, [], None, repairs, skipped, archive)
+        conv.recorded = _claude_usage(live)
+        conv.other_lines = other
+        return conv
+
+    def read_back(self, value: Any, harness_texts: Container[str] = ()) -> Conversation:
+        return _load_anthropic(value, harness_texts)
 
 
 # --- codex: Codex CLI rollouts (JSONL), written back as responses ---
@@ -6461,15 +6580,6 @@ def _is_codex_header(obj: Dict[str, Any]) -> bool:
     """Return True for the first line of an older Codex rollout: {id, timestamp, instructions?, git?}."""
     return ("type" not in obj and isinstance(obj.get("id"), str) and "timestamp" in obj
             and ("instructions" in obj or "git" in obj))
-
-
-def _is_codex_record(obj: Dict[str, Any]) -> bool:
-    """Return True for a line of a Codex rollout: an envelope {type, payload}, or an older rollout's header, state line or bare item."""
-    if _is_codex_line(obj) or _is_codex_header(obj) or set(obj) == {"record_type"}:
-        return True
-    kind = obj.get("type")
-    return isinstance(kind, str) and (kind in RESPONSES_ITEM_TYPES or kind in CODEX_SKIPPED_ITEMS) \
-        and "payload" not in obj and not any(k in obj for k in CLAUDE_MARKER_KEYS)
 
 
 def _codex_usage(payload: Dict[str, Any]) -> Optional[int]:
@@ -6487,78 +6597,87 @@ def _codex_item(item: Any) -> Any:
     return item
 
 
-def _load_codex(text: str) -> Conversation:
-    """Return the Conversation for a Codex CLI rollout (JSONL).
+class _Codex(_Responses):
+    """Codex CLI rollouts (JSONL), written back as Responses input items."""
 
-    ``response_item`` payloads are Responses items (ghost_snapshot undo records are skipped);
-    session_meta, turn_context and event_msg lines are counted as other lines (a token_count
-    event gives the context the last call used).  Older rollouts (a first line
-    ``{id, timestamp, instructions, git}``, ``{"record_type": ...}`` lines, bare items) read the
-    same way.  A ``compacted`` line ends the context before it, as Codex does on resume: with
-    ``replacement_history`` the live history becomes those items; without it (older rollouts)
-    the earlier user/developer/system messages stay and the summary ``message`` is appended as a
-    user message.  Whatever the compaction took out is archived (stored as pages, never written
-    back).  Lines that do not parse, and lines whose payload is not an object, count as skipped.
-    """
-    records, skipped = _jsonl_records(text)
-    items: List[Tuple[str, Dict[str, Any]]] = []
-    archive: List[Tuple[str, Dict[str, Any]]] = []
-    other: Dict[str, int] = {}
-    usage: List[int] = []
-    for number, obj in records:
-        kind, payload = obj.get("type"), obj.get("payload")
-        if "payload" not in obj and isinstance(kind, str) and kind in RESPONSES_ITEM_TYPES | set(CODEX_SKIPPED_ITEMS):
-            kind, payload = "response_item", obj  # an older rollout's bare item
-        if kind not in ("response_item", "compacted"):
-            name = "record_type" if "record_type" in obj else "header" if _is_codex_header(obj) else str(kind)
-            other[name] = other.get(name, 0) + 1
-            if kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "token_count":
-                found = _codex_usage(payload)
-                if found is not None:
-                    usage.append(found)
-            continue
-        if not isinstance(payload, dict):
-            skipped += 1
-            continue
-        if kind == "response_item":
-            if payload.get("type") not in CODEX_SKIPPED_ITEMS:
-                items.append((f"line {number}.payload" if payload is not obj else f"line {number}", payload))
-            continue
-        history = payload.get("replacement_history")
-        if isinstance(history, list):
-            archive += items
-            items = [(f"line {number}.payload.replacement_history[{j}]", it)
-                     for j, it in enumerate(history)
-                     if not (isinstance(it, dict) and it.get("type") in CODEX_SKIPPED_ITEMS)]
-            continue
-        kept = [(w, it) for w, it in items if isinstance(it, dict)
-                and it.get("type", "message") == "message"
-                and it.get("role") in ("user", "developer", "system")]
-        archive += [(w, it) for w, it in items if (w, it) not in kept]
-        items = kept
-        summary = payload.get("message")
-        if isinstance(summary, str) and summary.strip():
-            items.append((f"line {number}.payload.message",
-                          {"type": "message", "role": "user",
-                           "content": [{"type": "input_text", "text": summary}]}))
-    if not items:
-        raise PagerError("codex rollout has no conversation items (response_item lines or bare items): nothing to page")
-    repairs: List[str] = []
-    msgs = [_responses_msg(_codex_item(item), where, repairs) for where, item in items]
-    for msg in msgs:
-        if msg.where.endswith("payload.message"):
-            msg.harness = msg.summary = True  # the compaction summary: the harness's words
-    old = [_responses_msg(_codex_item(item), where, []) for where, item in archive]  # never sent again
-    conv = _finish("codex", msgs, [], None, repairs, skipped, old or None)
-    conv.other_lines = other
-    if usage:
-        conv.recorded = {"recorded_context_tokens": usage[-1], "recorded_baseline_tokens": usage[0]}
-    return conv
+    name, jsonl = "codex", True
+    claims = _Format.claims  # a rollout is JSONL: it claims no whole document, as Responses would
 
+    def claims_line(self, obj: Dict[str, Any]) -> bool:
+        """Return True for a line of a Codex rollout: an envelope {type, payload}, or an older rollout's header, state line or bare item."""
+        kind = obj.get("type")
+        if (isinstance(kind, str) and kind in CODEX_LINE_TYPES and "payload" in obj) or _is_codex_header(obj) \
+                or set(obj) == {"record_type"}:
+            return True
+        return isinstance(kind, str) and (kind in RESPONSES_ITEM_TYPES or kind in CODEX_SKIPPED_ITEMS) and "payload" not in obj
 
-_FORMATS["codex"] = _Format(
-    "codex", emits_as="responses", jsonl=True, detect=None, detect_line=_is_codex_record,
-    read=_load_codex, pair=_pair_responses, units=_responses_units, write=_emit_responses, check=_validate_responses)
+    def read(self, text: str, held: bool = False) -> Conversation:
+        """Return the Conversation for a Codex CLI rollout (JSONL).
+
+        ``response_item`` payloads are Responses items (ghost_snapshot undo records are skipped);
+        session_meta, turn_context and event_msg lines are counted as other lines (a token_count
+        event gives the context the last call used).  Older rollouts (a first line
+        ``{id, timestamp, instructions, git}``, ``{"record_type": ...}`` lines, bare items) read the
+        same way.  A ``compacted`` line ends the context before it, as Codex does on resume: with
+        ``replacement_history`` the live history becomes those items; without it (older rollouts)
+        the earlier user/developer/system messages stay and the summary ``message`` is appended as a
+        user message.  Whatever the compaction took out is archived (stored as pages, never written
+        back).  Lines that do not parse, and lines whose payload is not an object, count as skipped.
+        """
+        records, skipped = _jsonl_records(text)
+        items: List[Tuple[str, Dict[str, Any]]] = []
+        archive: List[Tuple[str, Dict[str, Any]]] = []
+        other: Dict[str, int] = {}
+        usage: List[int] = []
+        for number, obj in records:
+            kind, payload = obj.get("type"), obj.get("payload")
+            if "payload" not in obj and isinstance(kind, str) and kind in RESPONSES_ITEM_TYPES | set(CODEX_SKIPPED_ITEMS):
+                kind, payload = "response_item", obj  # an older rollout's bare item
+            if kind not in ("response_item", "compacted"):
+                name = "record_type" if "record_type" in obj else "header" if _is_codex_header(obj) else str(kind)
+                other[name] = other.get(name, 0) + 1
+                if kind == "event_msg" and isinstance(payload, dict) and payload.get("type") == "token_count":
+                    found = _codex_usage(payload)
+                    if found is not None:
+                        usage.append(found)
+                continue
+            if not isinstance(payload, dict):
+                skipped += 1
+                continue
+            if kind == "response_item":
+                if payload.get("type") not in CODEX_SKIPPED_ITEMS:
+                    items.append((f"line {number}.payload" if payload is not obj else f"line {number}", payload))
+                continue
+            history = payload.get("replacement_history")
+            if isinstance(history, list):
+                archive += items
+                items = [(f"line {number}.payload.replacement_history[{j}]", it)
+                         for j, it in enumerate(history)
+                         if not (isinstance(it, dict) and it.get("type") in CODEX_SKIPPED_ITEMS)]
+                continue
+            kept = [(w, it) for w, it in items if isinstance(it, dict)
+                    and it.get("type", "message") == "message"
+                    and it.get("role") in ("user", "developer", "system")]
+            archive += [(w, it) for w, it in items if (w, it) not in kept]
+            items = kept
+            summary = payload.get("message")
+            if isinstance(summary, str) and summary.strip():
+                items.append((f"line {number}.payload.message",
+                              {"type": "message", "role": "user",
+                               "content": [{"type": "input_text", "text": summary}]}))
+        if not items:
+            raise PagerError("codex rollout has no conversation items (response_item lines or bare items): nothing to page")
+        repairs: List[str] = []
+        msgs = [_responses_msg(_codex_item(item), where, repairs) for where, item in items]
+        for msg in msgs:
+            if msg.where.endswith("payload.message"):
+                msg.harness = msg.summary = True  # the compaction summary: the harness's words
+        old = [_responses_msg(_codex_item(item), where, []) for where, item in archive]  # never sent again
+        conv = _finish(self.name, msgs, [], None, repairs, skipped, old or None)
+        conv.other_lines = other
+        if usage:
+            conv.recorded = {"recorded_context_tokens": usage[-1], "recorded_baseline_tokens": usage[0]}
+        return conv
 
 
 # --- swe-agent: SWE-agent trajectories (.traj), written back as openai ---
@@ -6574,9 +6693,6 @@ SWE_AGENT_MARKS = ("agent", "message_type")  # on every message SWE-agent writes
 # The last message of a mini-swe-agent trajectory, of role ``exit``, records how the run ended and
 # never went to the model.
 MINI_SWE_AGENT_EXIT_ROLE = "exit"
-# How SWE-agent's default demonstration template opens: its demonstration is a user message the
-# harness wrote (``is_demo`` in a .traj; the words alone once written back as Chat messages).
-SWE_AGENT_DEMO_PREAMBLE = "Here is a demonstration of how to correctly accomplish this task."
 
 
 def _trajectory_messages(value: Any) -> Optional[List[Any]]:
@@ -6587,21 +6703,6 @@ def _trajectory_messages(value: Any) -> Optional[List[Any]]:
     else:
         messages = value.get("history") if isinstance(value, dict) else None
     return messages if isinstance(messages, list) else None
-
-
-def _is_swe_agent_value(value: Any) -> bool:
-    """Return True for a SWE-agent trajectory or a mini-swe-agent run: a list of role messages.
-
-    SWE-agent's list is its ``history``; beside it is the run record (``trajectory``, ``info``,
-    ``replay_config``), or, in a trajectory saved without one (SWE-agent's demonstrations),
-    SWE-agent's own keys on the messages (SWE_AGENT_MARKS).  mini-swe-agent's is its
-    ``messages``, or the whole value (see _is_mini_swe_agent_run).
-    """
-    history = _trajectory_messages(value)
-    if not history or not all(isinstance(m, dict) and "role" in m for m in history):
-        return False
-    return (_is_mini_swe_agent_run(value) or any(k in value for k in ("trajectory", "info", "replay_config"))
-            or any(k in m for m in history for k in SWE_AGENT_MARKS))
 
 
 def _user_text_ids(msg: Dict[str, Any]) -> List[str]:
@@ -6617,8 +6718,8 @@ def _swe_agent_harness(messages: List[Any], demos: Container[int] = (), harness_
     """Return the positions of the user messages SWE-agent's harness wrote among Chat ``messages``.
 
     The task is the first user message that is not a demonstration (position in ``demos``,
-    opening with SWE_AGENT_DEMO_PREAMBLE, or a text the contract recorded as the harness's:
-    ``harness_texts``, see _load_swe_agent) nor the pager's own text (a stub, the omitted-part
+    opening with SWE-agent's ``demonstration`` (HARNESS_MARKUP), or a text the contract recorded as the harness's:
+    ``harness_texts``, see _SweAgent.read) nor the pager's own text (a stub, the omitted-part
     note); every other user message is the harness's: demonstrations, and each command's output
     after the task.  The same rule reads a .traj and its written-back form (a pass's --emit output,
     which has no ``is_demo`` left), so a round trip finds the same task.  A stub stands where its
@@ -6635,7 +6736,7 @@ def _swe_agent_harness(messages: List[Any], demos: Container[int] = (), harness_
         stubs = _stub_lines(text)
         if any(int(STUB_LINE_RE.match(line).group(2)) >= 1 for line, _ in stubs):  # type: ignore[union-attr]
             task_seen = True
-        if task_seen or i in demos or text.startswith((SWE_AGENT_DEMO_PREAMBLE, OMITTED_NOTE)) or stubs \
+        if task_seen or i in demos or text.startswith((_MARKUP.rows["SWE-agent"].demonstration, OMITTED_NOTE)) or stubs \
                 or (harness_texts and any(cid in harness_texts for cid in _user_text_ids(msg))):
             harness.add(i)
         else:
@@ -6676,127 +6777,978 @@ def _swe_agent_messages(history: List[Dict[str, Any]]) -> Tuple[List[Dict[str, A
     return out, demos
 
 
-def _load_swe_agent(value: Any) -> Conversation:
-    """Return the Conversation for a SWE-agent trajectory: its ``history``, read as Chat Completions messages."""
-    if not _is_swe_agent_value(value):
-        raise PagerError("swe-agent input must be a trajectory object with a history list of role messages "
-                         "(mini-swe-agent: a messages list and its trajectory_format)")
-    history = _trajectory_messages(value)
-    messages, demos = _swe_agent_messages(history)
-    # A demonstration's text is the harness's by its mark (``is_demo``), which the written-back
-    # form loses: its blocks take kind HARNESS, so the contract carries the mark.
-    texts = {cid for i in demos for cid in _user_text_ids(messages[i])}
-    conv = _load_openai(messages, _swe_agent_harness(messages, demos), texts)
-    conv.fmt = "swe-agent"
-    conv.other_lines = {k: 1 for k in value if value[k] is not history} if isinstance(value, dict) else {}
-    ended = sum(1 for m in history if m.get("role") == MINI_SWE_AGENT_EXIT_ROLE)
-    if ended:
-        conv.other_lines[f"{MINI_SWE_AGENT_EXIT_ROLE} message"] = ended
+class _SweAgent(_Openai):
+    """SWE-agent trajectories (.traj) and mini-swe-agent runs, written back as Chat Completions."""
+
+    name = "swe-agent"
+
+    def claims(self, value: Any) -> bool:
+        """Return True for a SWE-agent trajectory or a mini-swe-agent run: a list of role messages.
+
+        SWE-agent's list is its ``history``; beside it is the run record (``trajectory``, ``info``,
+        ``replay_config``), or, in a trajectory saved without one (SWE-agent's demonstrations),
+        SWE-agent's own keys on the messages (SWE_AGENT_MARKS).  mini-swe-agent's is its
+        ``messages``, or the whole value (see _is_mini_swe_agent_run).
+        """
+        history = _trajectory_messages(value)
+        if not history or not all(isinstance(m, dict) and "role" in m for m in history):
+            return False
+        return (_is_mini_swe_agent_run(value) or any(k in value for k in ("trajectory", "info", "replay_config"))
+                or any(k in m for m in history for k in SWE_AGENT_MARKS))
+
+    def read(self, value: Any, held: bool = False) -> Conversation:
+        """Return the Conversation for a SWE-agent trajectory: its ``history``, read as Chat Completions messages."""
+        if not self.claims(value):
+            raise PagerError("swe-agent input must be a trajectory object with a history list of role messages "
+                             "(mini-swe-agent: a messages list and its trajectory_format)")
+        history = _trajectory_messages(value)
+        messages, demos = _swe_agent_messages(history)
+        # A demonstration's text is the harness's by its mark (``is_demo``), which the written-back
+        # form loses: its blocks take kind HARNESS, so the contract carries the mark.
+        texts = {cid for i in demos for cid in _user_text_ids(messages[i])}
+        conv = _load_openai(messages, _swe_agent_harness(messages, demos), texts)
+        conv.fmt = self.name
+        conv.other_lines = {k: 1 for k in value if value[k] is not history} if isinstance(value, dict) else {}
+        ended = sum(1 for m in history if m.get("role") == MINI_SWE_AGENT_EXIT_ROLE)
+        if ended:
+            conv.other_lines[f"{MINI_SWE_AGENT_EXIT_ROLE} message"] = ended
+        return conv
+
+    def read_back(self, value: Any, harness_texts: Container[str] = ()) -> Conversation:
+        """Return the Conversation of a SWE-agent session's written-back form (Chat Completions messages,
+        a pass's --emit output), its user messages told apart by SWE-agent's rule (_swe_agent_harness)."""
+        messages = value.get("messages") if isinstance(value, dict) else value
+        return _load_openai(value, _swe_agent_harness(messages if isinstance(messages, list) else [], (), harness_texts),
+                            harness_texts)
+
+
+# --- gemini: Gemini API generateContent request bodies, and gemini-cli: Gemini CLI chat files, written back as gemini ---
+
+# A generateContent body (ai.google.dev/api/generate-content): ``contents``, a list of Content
+# ``{role: user | model, parts}``, an optional ``systemInstruction`` Content; a part holds one of
+# text, inlineData, fileData, functionCall ``{id?, name, args}``, functionResponse
+# ``{id?, name, response}``; ``thought: true`` marks a text part as the model's thought summary.
+# It is read through the Chat Completions model (a model turn is an assistant message, its
+# functionCall parts its tool_calls; each functionResponse a tool message) and written back in its
+# own shape: what came in untouched goes out as it came (a part's thoughtSignature with it).
+GEMINI_ROLES = ("user", "model")
+GEMINI_DATA_KEYS = ("text", "inlineData", "fileData", "functionCall", "functionResponse",
+                    "executableCode", "codeExecutionResult")  # a part holds exactly one of these
+GEMINI_CALL_ID = "gemini-call-{}"  # the id given a functionCall that has none (a content hash)
+GEMINI_IMAGE = "image/"            # an inlineData part of this type is read as a Chat image, else as a file
+
+# Gemini CLI's chat files (~/.gemini/tmp/<project hash>/chats/session-*.json or .jsonl; its
+# chatRecordingService): one object ``{sessionId, projectHash, startTime, lastUpdated, messages}``,
+# or JSONL: a header line with the same keys and no messages, one message record a line (a record
+# written again under the same id replaces the earlier copy in its place), ``{"$set": {...}}``
+# metadata updates (``messages`` in one replaces them all) and ``{"$rewindTo": id}``, which drops
+# that message and every later one.  A message is ``{id, timestamp, type, content, displayContent?}``;
+# a ``gemini`` reply carries ``toolCalls`` (``{id, name, args, result, status, ...}``: each call and
+# its result parts, sent back as the next user turn), ``thoughts`` and ``tokens``.  The user
+# texts the CLI writes itself are its row of HARNESS_MARKUP ("Gemini CLI").
+GEMINI_CLI_HEADER = ("sessionId", "projectHash")   # on the header line and the one-object file
+GEMINI_CLI_TYPES = ("user", "gemini", "info", "error", "warning")
+GEMINI_CLI_NOT_RESUMED = ("/", "?", "<session_context>", "<hook_context>")  # user texts its resume leaves out
+
+
+def _gemini_parts(content: Any, where: str) -> List[Dict[str, Any]]:
+    """Return a Content's ``parts`` (a string or a single part is a list of one, as the SDK reads them)."""
+    if isinstance(content, str):
+        return [{"text": content}]
+    if isinstance(content, dict):
+        return [content]
+    if not isinstance(content, list):
+        raise PagerError(f"{where} must be a list of parts (got {_type_name(content)})")
+    return [{"text": p} if isinstance(p, str) else p for p in content]
+
+
+def _gemini_response_text(response: Any) -> str:
+    """Return a functionResponse's ``response`` as a tool message's text: its ``output`` string alone, else its JSON."""
+    if isinstance(response, dict) and list(response) == ["output"] and isinstance(response["output"], str):
+        return response["output"]
+    return _compact_json(response)
+
+
+def _gemini_chat_part(part: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """Return the Chat content part for a user-side Gemini part (text or inline data), else None."""
+    if isinstance(part.get("text"), str):
+        return {"type": "text", "text": part["text"]}
+    data = part.get("inlineData")
+    if isinstance(data, dict) and isinstance(data.get("data"), str):
+        mime = str(data.get("mimeType", "application/octet-stream"))
+        url = f"data:{mime};base64,{data['data']}"
+        if mime.startswith(GEMINI_IMAGE):
+            return {"type": "image_url", "image_url": {"url": url}}
+        return {"type": "file", "file": {"file_data": url}}
+    return None
+
+
+def _gemini_inline(part: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """Return the Gemini part for a Chat content part written by _gemini_chat_part (or a pass's text)."""
+    if part.get("type") == "text":
+        return {"text": part.get("text", "")}
+    url = (part.get("image_url") or {}).get("url") if part.get("type") == "image_url" else \
+        (part.get("file") or {}).get("file_data") if part.get("type") == "file" else None
+    if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
+        mime, data = url[5:].split(";base64,", 1)
+        return {"inlineData": {"mimeType": mime, "data": data}}
+    return None
+
+
+class _GeminiShell(NamedTuple):
+    """What a Gemini body holds beside its turns, for writing it back: the body's other keys and
+    the original call and response parts by call id (sent back as they came while untouched)."""
+
+    body: Dict[str, Any]
+    calls: Dict[str, Dict[str, Any]]
+    responses: Dict[str, Dict[str, Any]]
+    names: Dict[str, str]
+
+
+def _gemini_chat(body: Dict[str, Any], repairs: List[str]) -> Tuple[List[Dict[str, Any]], _GeminiShell]:
+    """Return a generateContent body's turns as Chat Completions messages, and its shell.
+
+    A functionCall without an id gets GEMINI_CALL_ID of a hash of its turn, position, name and
+    args; a functionResponse without one takes the id of the first call of that name in the model
+    turn before it not yet answered.  Thought parts are left out (the API does not read thought
+    summaries back); a part of another kind is dropped with a repair.
+    """
+    contents = body.get("contents")
+    if not isinstance(contents, list):
+        raise PagerError("gemini input must be an object with a contents list (a generateContent request)")
+    shell = _GeminiShell({k: v for k, v in body.items() if k != "contents"}, {}, {}, {})
+    messages: List[Dict[str, Any]] = []
+    system = body.get("systemInstruction", body.get("system_instruction"))
+    if system is not None:
+        parts = _gemini_parts(system.get("parts") if isinstance(system, dict) else system, "systemInstruction.parts")
+        texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        if texts:
+            messages.append({"role": "system", "content": texts[0] if len(texts) == 1 else
+                             [{"type": "text", "text": t} for t in texts]})
+    open_calls: List[Tuple[str, str]] = []  # (id, name) of the last model turn's calls
+    for i, turn in enumerate(contents):
+        where = f"contents[{i}]"
+        if not isinstance(turn, dict):
+            raise PagerError(f"{where} must be an object (got {_type_name(turn)})")
+        role = turn.get("role", "user")
+        if role not in GEMINI_ROLES:
+            raise PagerError(f"{where}.role must be one of {', '.join(GEMINI_ROLES)} (got {_show(role)})")
+        chat_parts: List[Dict[str, Any]] = []
+        calls: List[Dict[str, Any]] = []
+        results: List[Dict[str, Any]] = []
+        for j, part in enumerate(_gemini_parts(turn.get("parts"), where + ".parts")):
+            w = f"{where}.parts[{j}]"
+            if not isinstance(part, dict):
+                raise PagerError(f"{w} must be an object (got {_type_name(part)})")
+            if part.get("thought") is True:
+                continue  # a thought summary: shown, never read back by the model
+            call, answer = part.get("functionCall"), part.get("functionResponse")
+            if role == "model" and isinstance(call, dict) and isinstance(call.get("name"), str):
+                cid = call.get("id")
+                if not isinstance(cid, str) or not cid:
+                    cid = GEMINI_CALL_ID.format(hashlib.sha256(f"{i}\0{j}\0{call['name']}\0{_compact_json(call.get('args'))}"
+                                                               .encode("utf-8")).hexdigest()[:CONTENT_ID_DIGITS])
+                shell.calls[cid], shell.names[cid] = part, call["name"]
+                args = call.get("args", {})
+                calls.append({"id": cid, "type": "function",
+                              "function": {"name": call["name"], "arguments": json.dumps(args, ensure_ascii=False)}})
+                continue
+            if role == "user" and isinstance(answer, dict) and isinstance(answer.get("name"), str):
+                cid = answer.get("id")
+                if not isinstance(cid, str) or not cid:
+                    cid = next((c for c, n in open_calls if n == answer["name"]), answer["name"])
+                open_calls = [(c, n) for c, n in open_calls if c != cid]
+                shell.responses[cid] = part
+                results.append({"role": "tool", "tool_call_id": cid,
+                                "content": _gemini_response_text(answer.get("response"))})
+                continue
+            chat = _gemini_chat_part(part)
+            if chat is None:
+                kinds = [k for k in part if k in GEMINI_DATA_KEYS] or list(part)[:1]
+                repairs.append(f"{w} ({', '.join(kinds) or 'empty'}) is not a part the pager reads; dropped")
+                continue
+            chat_parts.append(chat)
+        messages += results
+        if role == "model":
+            msg: Dict[str, Any] = {"role": "assistant"}
+            texts = [p for p in chat_parts if p["type"] == "text"]
+            if texts:
+                msg["content"] = texts[0]["text"] if len(texts) == 1 else texts
+            elif not calls:
+                continue
+            if calls:
+                msg.setdefault("content", None)
+                msg["tool_calls"] = calls
+            open_calls = [(c["id"], c["function"]["name"]) for c in calls]
+            messages.append(msg)
+        elif chat_parts:
+            text_only = len(chat_parts) == 1 and chat_parts[0]["type"] == "text"
+            messages.append({"role": "user", "content": chat_parts[0]["text"] if text_only else chat_parts})
+    return messages, shell
+
+
+def _is_gemini_body(value: Any) -> bool:
+    """Return True for a generateContent body: an object with a ``contents`` list of role/parts objects."""
+    contents = value.get("contents") if isinstance(value, dict) else None
+    return isinstance(contents, list) and all(isinstance(c, dict) and ("parts" in c or "role" in c) for c in contents)
+
+
+def _load_gemini(value: Any, harness_texts: Container[str] = ()) -> Conversation:
+    """Return the Conversation for a Gemini API generateContent request body."""
+    if not _is_gemini_body(value):
+        raise PagerError("gemini input must be an object with a contents list (a generateContent request)")
+    repairs: List[str] = []
+    messages, shell = _gemini_chat(value, repairs)
+    conv = _load_openai(messages, (), harness_texts)
+    conv.repairs[:0] = repairs
+    conv.fmt, conv.emit_format = "gemini", "gemini"
+    conv._shell = shell
+    conv.definitions_tokens = _definitions_tokens(value)
     return conv
 
 
-def _load_swe_agent_written_back(value: Any, harness_texts: Container[str] = ()) -> Conversation:
-    """Return the Conversation of a SWE-agent session's written-back form (Chat Completions messages,
-    a pass's --emit output), its user messages told apart by SWE-agent's rule (_swe_agent_harness)."""
-    messages = value.get("messages") if isinstance(value, dict) else value
-    return _load_openai(value, _swe_agent_harness(messages if isinstance(messages, list) else [], (), harness_texts),
-                        harness_texts)
+def _emit_gemini(conv: Conversation, effective: Dict[str, Tuple[str, Optional[str]]]) -> Any:
+    """Return the generateContent body with decisions applied (written as Chat messages, then as Gemini turns).
+
+    Consecutive turns of one role become one Content (the tool results of a model turn and the
+    user's next words share the user turn); a call or a result left as it came is its original
+    part; the Chat system message is the ``systemInstruction``.  If the first turn is the model's,
+    a user turn holding OMITTED_NOTE goes before it.
+    """
+    shell: _GeminiShell = conv._shell
+    chat = _FORMATS["openai"].write(dataclasses.replace(conv, _shell=None), effective)
+    system: List[Dict[str, Any]] = []
+    contents: List[Dict[str, Any]] = []
+
+    def add(role: str, parts: List[Dict[str, Any]]) -> None:
+        parts = [p for p in parts if not (set(p) == {"text"} and not p["text"])]
+        if not parts:
+            return
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": role, "parts": parts})
+
+    def pieces(content: Any) -> List[Dict[str, Any]]:
+        if isinstance(content, str):
+            return [{"text": content}]
+        found = [_gemini_inline(p) for p in content or () if isinstance(p, dict)]
+        return [p for p in found if p is not None]
+
+    for msg in chat:
+        role = msg["role"]
+        if role in SYSTEM_ROLES:
+            system += pieces(msg.get("content"))
+        elif role == "tool":
+            cid = msg["tool_call_id"]
+            original = shell.responses.get(cid)
+            text = _flatten(msg.get("content"))
+            if original is not None and _gemini_response_text(original["functionResponse"].get("response")) == text:
+                part = dict(original)
+                part["functionResponse"] = dict(original["functionResponse"], id=cid)
+            else:
+                part = {"functionResponse": {"id": cid, "name": shell.names.get(cid, ""), "response": {"output": text}}}
+            add("user", [part])
+        elif role == "assistant":
+            parts = pieces(msg.get("content"))
+            for call in msg.get("tool_calls") or ():
+                original = shell.calls.get(call["id"])
+                if original is not None:
+                    parts.append(dict(original, functionCall=dict(original["functionCall"], id=call["id"])))
+                else:
+                    parts.append({"functionCall": {"id": call["id"], "name": call["function"]["name"],
+                                                   "args": json.loads(call["function"]["arguments"] or "{}")}})
+            add("model", parts)
+        else:
+            add("user", pieces(msg.get("content")))
+    if not contents or contents[0]["role"] != "user":
+        contents.insert(0, {"role": "user", "parts": [{"text": OMITTED_NOTE}]})
+    body: Dict[str, Any] = {}
+    for key, value in shell.body.items():
+        if key not in ("systemInstruction", "system_instruction"):
+            body[key] = value
+        elif system:
+            body[key] = dict(value, parts=system) if isinstance(value, dict) else {"parts": system}
+    if system and not any(k in body for k in ("systemInstruction", "system_instruction")):
+        body["systemInstruction"] = {"parts": system}
+    body["contents"] = contents
+    return body
 
 
-_FORMATS["swe-agent"] = _Format(
-    "swe-agent", emits_as="openai", jsonl=False, detect=_is_swe_agent_value, detect_line=None,
-    read=_load_swe_agent, pair=_pair_openai, units=None, write=_emit_openai, check=_validate_openai,
-    read_back=_load_swe_agent_written_back)
+def _validate_gemini(obj: Any) -> List[str]:
+    """Return what the Gemini API would refuse in a generateContent body (its API reference and
+    function-calling guide): turns of role user or model with non-empty parts, each part one
+    non-empty datum; every functionCall of a model turn answered in the very next turn, a user
+    turn, by functionResponse parts with the same ids and names (a model turn that ends the
+    conversation may wait for them), and no functionResponse that answers no call of the turn
+    before it."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("contents"), list):
+        return ["top level must be an object with a contents list"]
+    contents = obj["contents"]
+    if not contents:
+        return ["contents is empty"]
+    problems: List[str] = []
+    system = obj.get("systemInstruction", obj.get("system_instruction"))
+    if system is not None:
+        parts = system.get("parts") if isinstance(system, dict) else None
+        if not isinstance(parts, list) or not parts or not all(
+                isinstance(p, dict) and isinstance(p.get("text"), str) and p["text"] for p in parts):
+            problems.append("systemInstruction must hold non-empty text parts")
+    waiting: Dict[str, str] = {}  # the previous model turn's calls: id -> name
+    for i, turn in enumerate(contents):
+        where = f"contents[{i}]"
+        if not isinstance(turn, dict) or turn.get("role") not in GEMINI_ROLES:
+            problems.append(f"{where}.role must be one of {', '.join(GEMINI_ROLES)}")
+            continue
+        parts = turn.get("parts")
+        if not isinstance(parts, list) or not parts:
+            problems.append(f"{where}.parts must be a non-empty list")
+            continue
+        calls: Dict[str, str] = {}
+        answered: Dict[str, str] = {}
+        for j, part in enumerate(parts):
+            w = f"{where}.parts[{j}]"
+            data = [k for k in GEMINI_DATA_KEYS if isinstance(part, dict) and k in part]
+            if len(data) != 1:
+                problems.append(f"{w} must hold exactly one of {', '.join(GEMINI_DATA_KEYS)}")
+                continue
+            if data[0] == "text" and (not isinstance(part["text"], str) or not part["text"]):
+                problems.append(f"{w}.text must be a non-empty string")
+            for key, into, role in (("functionCall", calls, "model"), ("functionResponse", answered, "user")):
+                if data[0] != key:
+                    continue
+                value = part[key]
+                if turn["role"] != role:
+                    problems.append(f"{w}: a {key} belongs in a {role} turn")
+                elif not isinstance(value, dict) or not isinstance(value.get("name"), str) or not value["name"]:
+                    problems.append(f"{w}.{key}.name must be a non-empty string")
+                elif str(value.get("id", value["name"])) in into:
+                    problems.append(f"{w}.{key}.id {_show(value.get('id'))} is repeated in the turn")
+                else:
+                    into[str(value.get("id", value["name"]))] = value["name"]
+        if answered or waiting:
+            for cid, name in answered.items():
+                if waiting.get(cid) != name:
+                    problems.append(f"{where}: functionResponse {_show(cid)} ({name}) answers no functionCall "
+                                    "of the turn before it")
+            missing = [cid for cid in waiting if cid not in answered]
+            if missing:
+                problems.append(f"contents[{i - 1}]: functionCall {', '.join(map(_show, missing))} not answered "
+                                "in the next turn")
+        waiting = calls
+    return problems
 
 
-# --- the registry's entry points ---
+def _gemini_cli_messages(text: str) -> Tuple[List[Dict[str, Any]], Dict[str, int], int]:
+    """Return the messages of a Gemini CLI chat file as its resume reads them, the other records by
+    kind, and the unreadable lines (see the comment above _gemini_parts for the two layouts)."""
+    try:
+        whole = json.loads(text)
+    except (ValueError, RecursionError):
+        whole = None
+    if isinstance(whole, dict) and "messages" in whole:
+        messages = whole["messages"]
+        return [m for m in messages if isinstance(m, dict)], {}, 0
+    records, skipped = _jsonl_records(text)
+    found: Dict[str, Dict[str, Any]] = {}  # by id, in the place of the first copy
+    other: Dict[str, int] = {}
+    for _, obj in records:
+        if "$rewindTo" in obj:
+            ids = list(found)
+            cut = ids.index(obj["$rewindTo"]) if obj["$rewindTo"] in found else 0
+            for mid in ids[cut:]:
+                del found[mid]
+            other["$rewindTo record"] = other.get("$rewindTo record", 0) + 1
+        elif "$set" in obj:
+            update = obj["$set"] if isinstance(obj["$set"], dict) else {}
+            if isinstance(update.get("messages"), list):
+                found = {m["id"]: m for m in update["messages"] if isinstance(m, dict) and isinstance(m.get("id"), str)}
+            other["$set record"] = other.get("$set record", 0) + 1
+        elif isinstance(obj.get("id"), str) and "type" in obj:
+            if obj["id"] in found:
+                other["earlier copy of a message"] = other.get("earlier copy of a message", 0) + 1
+            found[obj["id"]] = obj
+        elif all(k in obj for k in GEMINI_CLI_HEADER):
+            other["header"] = other.get("header", 0) + 1
+        else:
+            skipped += 1
+    return list(found.values()), other, skipped
 
+
+def _gemini_cli_text(content: Any) -> str:
+    """Return the text parts of a message's content, joined (as the CLI reads a user message)."""
+    parts = content if isinstance(content, list) else [content]
+    return "".join(p if isinstance(p, str) else p.get("text", "") if isinstance(p, dict) and
+                   isinstance(p.get("text"), str) else "" for p in parts)
+
+
+def _gemini_cli_body(messages: List[Dict[str, Any]], other: Dict[str, int]) -> Tuple[Dict[str, Any], set]:
+    """Return the generateContent body Gemini CLI resumes a session with, and its harness texts.
+
+    As the CLI rebuilds its history: info, error and warning messages and the user texts it
+    does not resume (GEMINI_CLI_NOT_RESUMED) are left out; a reply is a model turn of its text and
+    its tool calls, followed by a user turn of their results (a string result as
+    ``{output: ...}``, a list of parts as they are).  The harness texts (content ids) are the
+    user text parts the CLI wrote: one opening with its mark (HARNESS_MARKUP), and in a user message whose
+    ``displayContent`` shows other words than it sent (a slash command's prompt, a function
+    response it answered), every part but the one the user typed.
+    """
+    contents: List[Dict[str, Any]] = []
+    harness: set = set()
+    for msg in messages:
+        kind = msg.get("type")
+        if kind not in ("user", "gemini"):  # info, error and warning messages: shown, never sent
+            key = f"{kind} message"
+            other[key] = other.get(key, 0) + 1
+            continue
+        parts = _gemini_parts(msg.get("content") if msg.get("content") is not None else [], f"message {msg.get('id')}")
+        if kind == "user":
+            sent = _gemini_cli_text(msg.get("content")).strip()
+            if not sent or sent.startswith(GEMINI_CLI_NOT_RESUMED):
+                other["user message not resumed"] = other.get("user message not resumed", 0) + 1
+                continue
+            shown = msg.get("displayContent")
+            typed = _gemini_cli_text(shown).strip() if shown is not None else None
+            for part in parts:
+                text = part.get("text") if isinstance(part, dict) else None
+                if isinstance(text, str) and (text.lstrip().startswith(_MARKUP.rows["Gemini CLI"].text)
+                                              or (typed is not None and text.strip() != typed)):
+                    harness.add(_content_id("user", "text", text))
+            contents.append({"role": "user", "parts": parts})
+            continue
+        thoughts = msg.get("thoughts")
+        if isinstance(thoughts, list) and thoughts:
+            other["thought summary"] = other.get("thought summary", 0) + len(thoughts)
+        calls = [c for c in msg.get("toolCalls") or () if isinstance(c, dict) and isinstance(c.get("name"), str)]
+        model = [p for p in parts if not (isinstance(p, dict) and set(p) == {"text"} and not p["text"])]
+        if not any(isinstance(p, dict) and "functionCall" in p for p in model):
+            model += [{"functionCall": {"id": c.get("id"), "name": c["name"], "args": c.get("args", {})}}
+                      for c in calls]
+        if model:
+            contents.append({"role": "model", "parts": model})
+        answers: List[Dict[str, Any]] = []
+        for call in calls:
+            result = call.get("result")
+            if isinstance(result, str):
+                answers.append({"functionResponse": {"id": call.get("id"), "name": call["name"],
+                                                     "response": {"output": result}}})
+            elif isinstance(result, list):
+                answers += [p if isinstance(p, dict) else {"text": str(p)} for p in result]
+            elif isinstance(result, dict):
+                answers.append(result)
+        if answers:
+            contents.append({"role": "user", "parts": answers})
+    return {"contents": contents}, harness
+
+
+def _load_gemini_cli(text: str) -> Conversation:
+    """Return the Conversation for a Gemini CLI chat file (one-object JSON or JSONL)."""
+    messages, other, skipped = _gemini_cli_messages(text)
+    body, harness = _gemini_cli_body(messages, other)
+    if not body["contents"]:
+        raise PagerError("gemini-cli chat file has no user or gemini message the CLI would resume: nothing to page")
+    conv = _load_gemini(body, harness)
+    conv.fmt, conv.skipped_lines, conv.other_lines = "gemini-cli", skipped, other
+    return conv
+
+
+class _Gemini(_Format):
+    """Gemini API generateContent request bodies, read through the Chat Completions model."""
+
+    name = emits_as = "gemini"
+    # Read as Chat Completions messages (_gemini_chat, _load_openai): paired and grouped as those are.
+    write = staticmethod(_emit_gemini)
+    check = staticmethod(_validate_gemini)
+
+    claims = staticmethod(_is_gemini_body)
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_gemini(document)
+
+    def read_back(self, value: Any, harness_texts: Container[str] = ()) -> Conversation:
+        """Return the Conversation of a written-back body, the harness's texts told by the contract's record."""
+        return _load_gemini(value, harness_texts)
+
+
+class _GeminiCli(_Gemini):
+    """Gemini CLI chat files (one-object JSON or JSONL), written back as a generateContent body."""
+
+    name = "gemini-cli"
+    jsonl = True
+
+    def claims(self, value: Any) -> bool:
+        """Return True for the one-object chat file: its header keys and a list of typed messages."""
+        return isinstance(value, dict) and all(k in value for k in GEMINI_CLI_HEADER) \
+            and isinstance(value.get("messages", []), list) and "chatMessages" not in value
+
+    def claims_line(self, record: Dict[str, Any]) -> bool:
+        """Return True for a line of the JSONL chat file: the header, a message, a $set or $rewindTo record."""
+        if "$set" in record or "$rewindTo" in record:
+            return len(record) == 1
+        if all(k in record for k in GEMINI_CLI_HEADER):
+            return True
+        return isinstance(record.get("id"), str) and record.get("type") in GEMINI_CLI_TYPES \
+            and "content" in record and "timestamp" in record
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_gemini_cli(document)
+
+
+# --- copilot-cli: GitHub Copilot CLI session events (JSONL) and its legacy session file, written back as openai ---
+
+# Copilot CLI keeps a session as events (~/.copilot/session-state/<session id>/events.jsonl), one
+# ``{type, data, id, timestamp, parentId}`` a line; the conversation is in four of them:
+# ``system.message`` (the system prompt, sent again with each request: the last one stands),
+# ``user.message`` (``content`` as typed, ``transformedContent`` as sent: the typed words inside
+# the harness's date and reminders; a ``source`` says the harness sent it), ``assistant.message``
+# (``content`` and ``toolRequests``) and ``tool.execution_complete`` (``result.content``, or
+# ``error``).  Every other event (session, hook, permission, usage, turn and tool-start events)
+# is the harness's bookkeeping, and so are a sub-agent's own events (``parentToolCallId``: its
+# result reaches this conversation as the result of the call that started it).  Its legacy file
+# (~/.copilot/history-session-state/*.json) is ``{sessionId, startTime, chatMessages, timeline}``:
+# the Chat Completions messages it sent, and a timeline whose ``user`` entries hold the words the
+# user typed.  The texts it wraps around them are its row of HARNESS_MARKUP ("GitHub Copilot CLI").
+COPILOT_ENVELOPE = ("type", "data", "id", "timestamp")   # the keys of every event line
+COPILOT_CONVERSATION = ("system.message", "user.message", "assistant.message", "tool.execution_complete")
+COPILOT_FAILED_TOOL = "the tool failed"                  # a failed tool's result when its error has no message
+
+
+def _is_copilot_event(record: Dict[str, Any]) -> bool:
+    """Return True for an event line: its envelope, a dotted type and a data object."""
+    return all(k in record for k in COPILOT_ENVELOPE) and isinstance(record.get("type"), str) \
+        and "." in record["type"] and isinstance(record.get("data"), dict)
+
+
+def _is_copilot_legacy(value: Any) -> bool:
+    """Return True for the legacy session file: a sessionId and a chatMessages list."""
+    return isinstance(value, dict) and "sessionId" in value and isinstance(value.get("chatMessages"), list)
+
+
+def _copilot_split(sent: str, typed: str) -> Tuple[List[Dict[str, Any]], set]:
+    """Return a user message's text as Chat text parts, the typed words one of them, and the
+    content ids of the others (the harness's words around them); the parts join to ``sent``."""
+    typed = typed.strip()
+    at = sent.find(typed) if typed else -1
+    if at < 0:
+        return [{"type": "text", "text": sent}], {_content_id("user", "text", sent)}
+    before, after = sent[:at], sent[at + len(typed):]
+    pieces = [before, typed, after]
+    if not before.strip():
+        pieces[1], pieces[0] = before + typed, ""
+    if not after.strip():
+        pieces[1], pieces[2] = pieces[1] + after, ""
+    harness = {_content_id("user", "text", p) for i, p in enumerate(pieces) if p and i != 1}
+    return [{"type": "text", "text": p} for p in pieces if p], harness
+
+
+def _copilot_user(sent: str, typed: Optional[str]) -> Tuple[Dict[str, Any], set]:
+    """Return a Chat user message for what was sent, and its harness texts: all of it without
+    typed words, else the words around them (see _copilot_split)."""
+    if typed is None or not typed.strip():
+        return {"role": "user", "content": sent}, {_content_id("user", "text", sent)}
+    parts, harness = _copilot_split(sent, typed)
+    return {"role": "user", "content": parts[0]["text"] if len(parts) == 1 else parts}, harness
+
+
+def _copilot_event_messages(text: str) -> Tuple[List[Dict[str, Any]], set, Dict[str, int], int]:
+    """Return the Chat messages of a Copilot CLI event log, their harness texts, the other events
+    by type and the unreadable lines.  A tool result follows the assistant message that asked for
+    it, in the order of its requests."""
+    records, skipped = _jsonl_records(text)
+    system: Optional[str] = None
+    turns: List[Tuple[Dict[str, Any], List[str]]] = []  # a message, and the calls it awaits
+    results: Dict[str, Dict[str, Any]] = {}
+    harness: set = set()
+    other: Dict[str, int] = {}
+    for _, event in records:
+        kind, data = event.get("type"), event.get("data")
+        if not _is_copilot_event(event):
+            skipped += 1
+            continue
+        if isinstance(data.get("parentToolCallId"), str):  # a sub-agent's own turn: not this conversation's
+            other["sub-agent event"] = other.get("sub-agent event", 0) + 1
+            continue
+        if kind not in COPILOT_CONVERSATION:
+            other[kind] = other.get(kind, 0) + 1
+        elif kind == "system.message":
+            if isinstance(data.get("content"), str):
+                if system is not None:
+                    other["earlier system.message"] = other.get("earlier system.message", 0) + 1
+                system = data["content"]
+        elif kind == "user.message":
+            sent = data.get("transformedContent")
+            sent = sent if isinstance(sent, str) and sent.strip() else data.get("content")
+            if not isinstance(sent, str) or not sent.strip():
+                other["empty user.message"] = other.get("empty user.message", 0) + 1
+                continue
+            typed = None if data.get("source") else data.get("content")
+            msg, marks = _copilot_user(sent, typed if isinstance(typed, str) else None)
+            harness |= marks
+            turns.append((msg, []))
+        elif kind == "assistant.message":
+            calls = []
+            for request in data.get("toolRequests") or ():
+                if not isinstance(request, dict) or not isinstance(request.get("toolCallId"), str):
+                    continue
+                args = request.get("arguments", {})
+                calls.append({"id": request["toolCallId"], "type": "function",
+                              "function": {"name": str(request.get("name")),
+                                           "arguments": args if isinstance(args, str) else
+                                           json.dumps(args, ensure_ascii=False)}})
+            content = data.get("content") if isinstance(data.get("content"), str) else ""
+            if not content and not calls:
+                other["empty assistant.message"] = other.get("empty assistant.message", 0) + 1
+                continue
+            msg = {"role": "assistant", "content": content or None}
+            if calls:
+                msg["tool_calls"] = calls
+            turns.append((msg, [c["id"] for c in calls]))
+        elif isinstance(data.get("toolCallId"), str):
+            result = data.get("result") if isinstance(data.get("result"), dict) else {}
+            error = data.get("error") if isinstance(data.get("error"), dict) else {}
+            body = result.get("content") if isinstance(result.get("content"), str) else \
+                str(error.get("message", COPILOT_FAILED_TOOL))
+            results[data["toolCallId"]] = {"role": "tool", "tool_call_id": data["toolCallId"], "content": body}
+    messages = [{"role": "system", "content": system}] if system is not None else []
+    for msg, awaited in turns:
+        messages.append(msg)
+        messages += [results[cid] for cid in awaited if cid in results]
+    return messages, harness, other, skipped
+
+
+def _copilot_legacy_messages(value: Dict[str, Any]) -> Tuple[List[Dict[str, Any]], set, Dict[str, int]]:
+    """Return a legacy Copilot CLI file's chat messages, the user ones split into the typed words
+    (its timeline's ``user`` entries, in order) and the harness's, and its harness texts.  The
+    file keeps a reply's parallel calls as one assistant message each, after the one with its
+    text: an assistant message with no content joins the one before it."""
+    typed = [e.get("text") for e in value.get("timeline") or ()
+             if isinstance(e, dict) and e.get("type") == "user" and isinstance(e.get("text"), str)]
+    messages: List[Dict[str, Any]] = []
+    harness: set = set()
+    for msg in value["chatMessages"]:
+        if isinstance(msg, dict) and msg.get("role") == "user" and isinstance(msg.get("content"), str):
+            words = next((t for t in typed if t.strip() and t.strip() in msg["content"]), None)
+            if words is not None:
+                typed.remove(words)
+            msg, marks = _copilot_user(msg["content"], words)
+            harness |= marks
+        last = messages[-1] if messages else None
+        if isinstance(msg, dict) and isinstance(last, dict) and msg.get("role") == last.get("role") == "assistant" \
+                and not msg.get("content") and isinstance(last.get("tool_calls", []), list):
+            # One reply's parallel calls, kept one assistant message each: the model's one message.
+            last = messages[-1] = dict(last)
+            last["tool_calls"] = [*last.get("tool_calls", []), *(msg.get("tool_calls") or [])]
+            if not last["tool_calls"]:
+                del last["tool_calls"]
+            continue
+        messages.append(msg)
+    other = {"timeline entry": len(value.get("timeline") or ())} if value.get("timeline") else {}
+    return messages, harness, other
+
+
+def _load_copilot(text: str) -> Conversation:
+    """Return the Conversation for a Copilot CLI session: its event log, or its legacy file."""
+    try:
+        whole = json.loads(text)
+    except (ValueError, RecursionError):
+        whole = None
+    skipped = 0
+    if _is_copilot_legacy(whole):
+        messages, harness, other = _copilot_legacy_messages(whole)
+    else:
+        messages, harness, other, skipped = _copilot_event_messages(text)
+    if not any(m.get("role") != "system" for m in messages if isinstance(m, dict)):
+        raise PagerError("copilot-cli session has no user, assistant or tool message: nothing to page")
+    conv = _load_openai(messages, (), harness)
+    conv.fmt, conv.skipped_lines, conv.other_lines = "copilot-cli", skipped, other
+    return conv
+
+
+class _CopilotCli(_Openai):
+    """GitHub Copilot CLI sessions (events JSONL, or the legacy file), written back as Chat Completions."""
+
+    name = "copilot-cli"
+    jsonl = True
+    claims = staticmethod(_is_copilot_legacy)
+    claims_line = staticmethod(_is_copilot_event)
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_copilot(document)
+
+    def read_back(self, value: Any, harness_texts: Container[str] = ()) -> Conversation:
+        """Return the Conversation of the written-back Chat messages, the harness's texts told by the
+        contract's record of them."""
+        return _load_openai(value, (), harness_texts)
+
+
+# --- opencode: OpenCode sessions (``opencode export`` JSON), written back as openai ---
+
+# ``opencode export <session>`` writes ``{info, messages}``: the session's info and each message
+# as ``{info, parts}`` (``info.role`` user or assistant; an assistant message that failed has
+# ``info.error``).  What OpenCode sends the model from them (its toModelMessages), read here the
+# same way: a user message's text parts (``synthetic`` ones the harness wrote; ``ignored`` ones
+# not sent), its files and its compaction request; an assistant message is one model step per
+# ``step-start`` part, each step's text and tool parts (a tool part holds the call, ``state.input``,
+# and its result, ``state.output``, or ``state.error``) becoming an assistant message followed by
+# its tool results.  Reasoning is not sent back in Chat Completions; step, patch, snapshot and
+# agent parts are OpenCode's bookkeeping.  A tool output OpenCode pruned (``state.time.compacted``)
+# is sent as its placeholder; a call left pending or running as interrupted.  The user texts it
+# writes itself are its row of HARNESS_MARKUP ("OpenCode").
+OPENCODE_PRUNED = "[Old tool result content cleared]"       # the text a pruned tool output is sent as
+OPENCODE_INTERRUPTED = "[Tool execution was interrupted]"   # a call that never finished
+OPENCODE_ABORTED = "MessageAbortedError"                    # an error after which the parts are still sent
+OPENCODE_COMPACTION_ASK = _MARKUP.rows["OpenCode"].text[-1]  # the user turn a compaction part stands for
+
+
+def _is_opencode_export(value: Any) -> bool:
+    """Return True for an OpenCode export: an ``info`` object and ``messages`` of ``{info, parts}``."""
+    messages = value.get("messages") if isinstance(value, dict) else None
+    return isinstance(value, dict) and isinstance(value.get("info"), dict) and isinstance(messages, list) \
+        and all(isinstance(m, dict) and isinstance(m.get("info"), dict) and isinstance(m.get("parts"), list)
+                for m in messages)
+
+
+def _opencode_tool(part: Dict[str, Any], cid: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """Return the Chat tool call and tool message of an OpenCode tool part (see the comment above)."""
+    state = part.get("state") if isinstance(part.get("state"), dict) else {}
+    args = state.get("input", {})
+    call = {"id": cid, "type": "function",
+            "function": {"name": str(part.get("tool")), "arguments": json.dumps(args, ensure_ascii=False)}}
+    status = state.get("status")
+    if status == "completed":
+        compacted = isinstance(state.get("time"), dict) and state["time"].get("compacted")
+        output = OPENCODE_PRUNED if compacted else state.get("output")
+        output = output if isinstance(output, str) else _compact_json(output)
+    elif status == "error":
+        output = str(state.get("error"))
+    else:
+        output = OPENCODE_INTERRUPTED
+    return call, {"role": "tool", "tool_call_id": cid, "content": output}
+
+
+def _opencode_messages(value: Dict[str, Any]) -> Tuple[List[Dict[str, Any]], set, Dict[str, int]]:
+    """Return an OpenCode export's messages as Chat Completions messages, the harness texts (its
+    synthetic and compaction texts) and the parts not sent, by type.
+
+    A tool part's call id is its ``callID``; one already used (or missing) gets ``~<n>`` after it,
+    so each call pairs with its own result."""
+    messages: List[Dict[str, Any]] = []
+    harness: set = set()
+    other: Dict[str, int] = {}
+    used: Dict[str, int] = {}
+
+    def count(key: str) -> None:
+        other[key] = other.get(key, 0) + 1
+
+    for entry in value["messages"]:
+        info, parts = entry["info"], [p for p in entry["parts"] if isinstance(p, dict)]
+        if info.get("role") == "user":
+            content: List[Dict[str, Any]] = []
+            for part in parts:
+                kind = part.get("type")
+                if kind == "text" and isinstance(part.get("text"), str) and not part.get("ignored"):
+                    content.append({"type": "text", "text": part["text"]})
+                    if part.get("synthetic"):
+                        harness.add(_content_id("user", "text", part["text"]))
+                elif kind == "compaction":
+                    content.append({"type": "text", "text": OPENCODE_COMPACTION_ASK})
+                    harness.add(_content_id("user", "text", OPENCODE_COMPACTION_ASK))
+                elif kind == "file" and str(part.get("mime", "")).startswith("image/") \
+                        and str(part.get("url", "")).startswith("data:"):
+                    content.append({"type": "image_url", "image_url": {"url": part["url"]}})
+                else:
+                    count(f"user {kind} part")
+            if content:
+                single = len(content) == 1 and content[0]["type"] == "text"
+                messages.append({"role": "user", "content": content[0]["text"] if single else content})
+            continue
+        error = info.get("error")
+        if isinstance(error, dict) and error.get("name") != OPENCODE_ABORTED:
+            count("failed assistant message")
+            continue
+        steps: List[List[Dict[str, Any]]] = [[]]
+        for part in parts:
+            if part.get("type") == "step-start" and steps[-1]:
+                steps.append([])
+            steps[-1].append(part)
+        for step in steps:
+            texts, calls, results = [], [], []
+            for part in step:
+                kind = part.get("type")
+                if kind == "text" and isinstance(part.get("text"), str) and part["text"].strip() \
+                        and not part.get("ignored"):
+                    texts.append(part["text"])
+                elif kind == "tool":
+                    base = part.get("callID") if isinstance(part.get("callID"), str) and part["callID"] else "call"
+                    used[base] = used.get(base, 0) + 1
+                    cid = base if used[base] == 1 else f"{base}~{used[base]}"
+                    call, result = _opencode_tool(part, cid)
+                    calls.append(call)
+                    results.append(result)
+                else:
+                    count(f"{kind} part")
+            if not texts and not calls:
+                continue
+            msg: Dict[str, Any] = {"role": "assistant",
+                                   "content": "".join(texts) if len(texts) == 1 else
+                                   ([{"type": "text", "text": t} for t in texts] if texts else None)}
+            if calls:
+                msg["tool_calls"] = calls
+            messages.append(msg)
+            messages += results
+    return messages, harness, other
+
+
+def _load_opencode(value: Any) -> Conversation:
+    """Return the Conversation for an OpenCode export."""
+    if not _is_opencode_export(value):
+        raise PagerError("opencode input must be an `opencode export` object: info and a messages list of {info, parts}")
+    messages, harness, other = _opencode_messages(value)
+    if not messages:
+        raise PagerError("opencode export has no message OpenCode would send: nothing to page")
+    conv = _load_openai(messages, (), harness)
+    conv.fmt, conv.other_lines = "opencode", other
+    return conv
+
+
+class _OpenCode(_Openai):
+    """OpenCode sessions (``opencode export`` JSON), written back as Chat Completions."""
+
+    name = "opencode"
+    claims = staticmethod(_is_opencode_export)
+
+    def read(self, document: Any, held: bool = False) -> Conversation:
+        return _load_opencode(document)
+
+    def read_back(self, value: Any, harness_texts: Container[str] = ()) -> Conversation:
+        """Return the Conversation of the written-back Chat messages, its synthetic texts told by the
+        contract's record of them."""
+        return _load_openai(value, (), harness_texts)
+
+
+# --- the registry and its entry points ---
+
+_FORMATS.update((f.name, f) for f in (_PagerFormat(), _Openai(), _Responses(), _Anthropic(), _ClaudeCode(),
+                                        _Codex(), _SweAgent(), _Gemini(), _GeminiCli(), _CopilotCli(),
+                                        _OpenCode()))
 FORMATS = tuple(_FORMATS)  # every format the pager reads, as --format names them
+# The order detection asks the formats (detect_format), the first claim winning: a narrower shape before a
+# wider one that would also take it (the pager's ``blocks`` object and a Responses body before a chat body,
+# a trajectory before the chat lists: a mini-swe-agent run is a bare message list; Claude Code before Codex).
+# A Gemini CLI file and an OpenCode export (objects with a messages list) come before the chat bodies.
+_PROBE_ORDER = ("pager", "responses", "gemini-cli", "opencode", "swe-agent", "anthropic", "openai", "gemini",
+                "copilot-cli", "claude-code", "codex")
+
+
+def _format(name: str) -> _Format:
+    """Return the format class registered as ``name``, or raise a PagerError naming FORMATS."""
+    if name not in _FORMATS:
+        raise PagerError(f"unknown format \"{name}\" (expected one of {', '.join(FORMATS)})")
+    return _FORMATS[name]
+
+
+_UNREAD = object()  # _Detected.value when the text is not one JSON value
+
+
+class _Detected(NamedTuple):
+    """What detection found and parsed, for ``_load`` to read on from instead of parsing again."""
+
+    fmt: str
+    value: Any                   # the text's one JSON value, or _UNREAD
+    head: Optional[_JsonlHead]   # a JSONL text's first records, or None
+
+
+def _detect(text: str) -> _Detected:
+    """Return the format of a raw history file (detect_format's rules) and what telling it parsed."""
+    if not isinstance(text, str):
+        raise PagerError(f"input must be text (got {type(text).__name__})")
+    if not text or text.isspace():  # strip() would copy the whole input to tell
+        raise PagerError("input is empty: nothing to detect")
+    # Why the text is not one JSON value, as a message: the exception itself is not kept, since its
+    # traceback would hold this frame, and the text with it, in a cycle only the collector frees.
+    whole_error: Optional[str] = None
+    value: Any = _UNREAD
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            whole_error = (f"invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}) "
+                           "and no line is a Claude Code or Codex record")
+        else:
+            problem = _decode_problem(exc)
+            whole_error = (f"the JSON holds {problem}" if problem is not None
+                           else f"a JSON text matches none of {', '.join(FORMATS)}")
+    else:
+        for name in _PROBE_ORDER:
+            if _FORMATS[name].claims(value):
+                return _Detected(name, value, None)
+    head = _jsonl_head(text, DETECT_LINES)
+    counts: Dict[str, int] = {}  # in order of the first counted line, which wins a tie
+    for _, obj in head.records:
+        for name in _PROBE_ORDER:
+            if _FORMATS[name].claims_line(obj):
+                counts[name] = counts.get(name, 0) + 1
+                break
+    if counts:
+        return _Detected(max(counts, key=counts.__getitem__), value, head)
+    if whole_error is not None:
+        raise PagerError(f"not a known history format: {whole_error}")
+    if isinstance(value, dict):
+        keys = ", ".join(_show(k) for k in list(value)[:6])
+        raise PagerError(f"not a known history format: a JSON object with keys {keys or '(none)'} matches "
+                         f"none of {', '.join(FORMATS)}")
+    raise PagerError(f"not a known history format: a JSON {_type_name(value)} matches none of {', '.join(FORMATS)}")
 
 
 def detect_format(text: str) -> str:
     """Return the format of a raw history file.
 
-    Rules, first match wins:
-      1. The whole text is one JSON value:
-         a. object with a ``blocks`` list -> ``pager``;
-         b. object with an ``input`` list or string -> ``responses``;
-         c. object with a ``messages`` list -> chat (see 3), unless its ``trajectory_format``
-            names mini-swe-agent's layout: ``swe-agent``, as is an object with SWE-agent's
-            ``history`` list and its run record (and e's list when a user message in it is a
-            command's output as mini-swe-agent sends it);
-         d. non-empty list of objects, one of which has a Responses item ``type`` (message,
-            function_call, function_call_output, reasoning, custom_tool_call...) -> ``responses``;
-         e. non-empty list of objects that all have ``role`` -> chat (see 3).
-      2. Otherwise the text is read as JSONL (its first 2,000 records): a line ``{type, payload}``
-         with a Codex line type (or an older rollout's header, state line or bare item) counts for ``codex``; a line with a string ``type`` and one of uuid, parentUuid,
-         sessionId, leafUuid, messageId counts for ``claude-code``.  More lines wins; a tie goes
-         to the kind of the first counted line.  No counted line -> PagerError.
-      3. Chat: a body whose own keys are Anthropic's (a top-level ``system``, a tool with an
-         ``input_schema`` or a dated server tool type, an Anthropic ``tool_choice``: _says_anthropic)
-         -> ``anthropic``; else any OpenAI-only role
-         (system, developer, tool, function), field (tool_calls, tool_call_id, function_call)
-         or part type (image_url, input_audio, file, refusal) -> ``openai``; else any
-         Anthropic-only block type (tool_use, tool_result, thinking, image, document, compaction,
-         mcp_tool_use, a server tool's ``*_tool_result``...) -> ``anthropic``; else (plain
-         user/assistant text fits both) a body hinting at Anthropic (stop_sequences, top_k, an
-         Anthropic ``thinking`` setting, a ``claude-*`` model: _hints_anthropic) -> ``anthropic``;
-         else -> ``openai``.
-    Each entry's ``detect`` and ``detect_line`` say this for its format; no two accept the same value.
+    The whole text as one JSON value: the first format in _PROBE_ORDER whose ``claims`` takes it.
+    Otherwise the text is read as JSONL (its first DETECT_LINES records): each record counts for
+    the first format whose ``claims_line`` takes it; more lines wins, a tie goes to the kind of the
+    first counted line.  No counted line -> PagerError.
 
     Example:
         >>> detect_format('{"blocks": []}')
         'pager'
     """
-    if not isinstance(text, str):
-        raise PagerError(f"input must be text (got {type(text).__name__})")
-    if not text.strip():
-        raise PagerError("input is empty: nothing to detect")
-    whole_error = None
+    return _detect(text).fmt
+
+
+def _load(text: str, fmt: Union[str, _Detected]) -> Conversation:
+    """Return the Conversation of ``text`` in a format, or in the format detection found (reading on from its parse)."""
+    found = fmt if isinstance(fmt, _Detected) else None
+    name = found.fmt if found is not None else fmt
+    spec = _format(name)  # type: ignore[arg-type]
+    if not isinstance(text, str) or not text or text.isspace():
+        raise PagerError(f"{name} input is empty")
+    if not spec.jsonl:
+        return spec.read(found.value if found is not None and found.value is not _UNREAD else _parse_json(text))
+    if found is None or found.head is None:
+        return spec.read(text)
+    _JSONL_HEADS[id(text)] = found.head
     try:
-        value = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        whole_error = exc
-    else:
-        for spec in _FORMATS.values():
-            if spec.detect is not None and spec.detect(value):
-                return spec.name
-    counts: Dict[str, int] = {}  # in order of the first counted line, which wins a tie
-    for _, obj in _first_records(text, DETECT_LINES):
-        for spec in _FORMATS.values():
-            if spec.detect_line is not None and spec.detect_line(obj):
-                counts[spec.name] = counts.get(spec.name, 0) + 1
-                break
-    if counts:
-        return max(counts, key=counts.__getitem__)
-    if isinstance(whole_error, json.JSONDecodeError):
-        raise PagerError(f"not a known history format: invalid JSON at line {whole_error.lineno} column "
-                         f"{whole_error.colno} ({whole_error.msg}) and no line is a Claude Code or Codex record")
-    problem = _decode_problem(whole_error) if whole_error is not None else None
-    if problem is not None:
-        raise PagerError(f"not a known history format: the JSON holds {problem}")
-    if whole_error is None and isinstance(value, dict):
-        keys = ", ".join(_show(k) for k in list(value)[:6])
-        raise PagerError(f"not a known history format: a JSON object with keys {keys or '(none)'} matches "
-                         f"none of {', '.join(FORMATS)}")
-    what = _type_name(value) if whole_error is None else "text"
-    raise PagerError(f"not a known history format: a JSON {what} matches none of {', '.join(FORMATS)}")
+        return spec.read(text)
+    finally:
+        _JSONL_HEADS.pop(id(text), None)
 
 
 def load(text: str, fmt: str) -> Conversation:
-    """Return the Conversation read from ``text`` in format ``fmt`` (one of FORMATS).
+    """Return the Conversation read from ``text`` in format ``fmt`` (one of FORMATS, or ``auto``).
+
+    ``auto`` detects the format (detect_format) and reads on from what detection parsed: each
+    line of a JSONL log, or a JSON file, is parsed once.
 
     Example:
         >>> conv = load('[{"role": "user", "content": "Weather in Oslo?"}]', "openai")
         >>> [(b["role"], b["text"]) for b in conversation_blocks(conv)]
         [('user', 'Weather in Oslo?')]
+        >>> load('{"type": "user", "uuid": "u1", "message": {"role": "user", "content": "Hi"}}', "auto").fmt
+        'claude-code'
     """
-    spec = _FORMATS.get(fmt)
-    if spec is None:
-        raise PagerError(f"unknown format \"{fmt}\" (expected one of {', '.join(FORMATS)})")
-    if not isinstance(text, str) or not text.strip():
-        raise PagerError(f"{fmt} input is empty")
-    return spec.read(text if spec.jsonl else _parse_json(text))
+    if fmt == "auto":
+        return _load(text, _detect(text))
+    return _load(text, fmt)
 
 
 def conversation_blocks(conv: Conversation) -> List[Dict[str, Any]]:
@@ -6836,7 +7788,7 @@ def human_requests(conv: Conversation) -> List[Dict[str, Any]]:
     Each is ``{"id", "turn", "text", "live"}``; ``live`` is False for a request from before a
     compaction boundary (no longer in the model's context).  A human's message is a user message
     that is not a tool result, not the harness's (Claude Code ``isMeta`` and compaction-summary
-    lines) and does not open with one of HARNESS_PREFIXES (task notifications, system reminders,
+    lines) and does not open with what HARNESS_MARKUP says a harness writes (task notifications, system reminders,
     command echoes and output, hook feedback, Codex environment and instructions...).  The first
     is the session's task statement, the last the request the agent works on now (the pass's
     intent when no other is given).
@@ -6868,14 +7820,11 @@ def emit(conv: Conversation, decisions: Dict[str, Any]) -> Any:
 def validate(fmt_out: str, obj: Any) -> List[str]:
     """Return the problems that would make the API reject obj; [] means valid.
 
-    ``fmt_out`` names a format; its entry's API rules apply (claude-code is checked as the
+    ``fmt_out`` names a format; its class's API rules apply (claude-code is checked as the
     anthropic history it is written as, codex as responses). A tool call with no result is
     accepted only at the very end of the conversation, where the history awaits results.
     """
-    spec = _FORMATS.get(fmt_out)
-    if spec is None:
-        raise PagerError(f"unknown format \"{fmt_out}\" (expected one of {', '.join(FORMATS)})")
-    return spec.check(obj)
+    return _format(fmt_out).check(obj)
 
 
 def _is_pager_history(source: _HistorySource) -> bool:
@@ -6962,16 +7911,21 @@ def _open_history(path: str, fmt: str, recorded: Optional[str] = None,
                          "(MAX_TRANSCRIPT_BYTES; see the README)")
     text = source.read_text()
     detected = fmt == "auto"
+    found: Optional[_Detected] = None  # what detection parsed: the reader goes on from it
     try:
         if detected:
-            fmt = _agreed_format(text, detect_format(text), recorded)
+            found = _detect(text)
+            fmt = _agreed_format(text, found.fmt, recorded)
         if fmt == "pager":
             return _Reading("pager", detected, source, None)
         spec = _FORMATS.get(recorded) if recorded is not None else None
         if spec is not None and spec.read_back is not None and fmt == spec.emits_as:
-            conv = spec.read_back(_parse_json(text), harness_texts)  # the session's reading of its written-back form
+            value = found.value if found is not None and found.value is not _UNREAD else _parse_json(text)
+            conv = spec.read_back(value, harness_texts)  # the session's reading of its written-back form
+            value = None
         else:
-            conv = load(text, fmt)
+            conv = _load(text, found._replace(fmt=fmt) if found is not None else fmt)
+        found = None  # the parsed value lives on in the Conversation alone
     except PagerError as exc:
         raise PagerError(f"{source.name}: {exc}") from None
     blocks = []
@@ -7278,7 +8232,40 @@ def _decode_contract(path: str, data: Optional[bytes]) -> str:
         raise PagerError(f"{path}: not valid UTF-8 text (byte {exc.start})") from None
 
 
+# The words a Liminate statement can open with (the interpreter's verbs and declarations, ``when``
+# blocks and the statement-initial ``inherited``, as liminate 0.18 reads them): a line opening with
+# any other word is not Liminate, so the file is not a contract (a JSON file, a transcript, notes).
+_LIMINATE_OPENERS = frozenset((
+    "remember", "show", "filter", "keep", "count", "gather", "sum", "each", "choose", "finish", "add",
+    "remove", "weakens", "require", "forbid", "permit", "assign", "expect", "sort", "compare",
+    "transform", "about", "define", "when", "inherited"))
+_PAGER_OPENINGS = ("add ", "remember ", "remove ")  # the pager's own lines: no word split needed
+
+
+def _check_liminate_lines(path: str, text: str) -> None:
+    """Raise PagerError unless every line of ``text`` opens as a Liminate statement (or is blank or a comment).
+
+    An unterminated last line may be cut anywhere in its first word (a crash mid-line): a prefix of
+    an opener passes here and is judged by read_contract_state.
+    """
+    lines = text.splitlines()
+    last = len(lines) - 1
+    for number, line in enumerate(lines):
+        if line.startswith(_PAGER_OPENINGS) or _is_liminate_comment(line):
+            continue
+        words = _liminate_words(line)
+        first = words[0] if words else ""
+        if first in _LIMINATE_OPENERS:
+            continue
+        if (number == last and text[-1] not in _LINE_BREAKS and first
+                and any(opener.startswith(first) for opener in _LIMINATE_OPENERS)):
+            continue
+        raise PagerError(f"{path}: not a Liminate contract: line {number + 1} is not a Liminate statement "
+                         f"({_show(line, 60)}); --contract takes a .limn contract, an empty file or a new path")
+
+
 def _state_of(path: str, text: str) -> ContractState:
+    _check_liminate_lines(path, text)
     try:
         return read_contract_state(text)
     except PagerError as exc:
@@ -7461,6 +8448,16 @@ def _append_to_contract(path: str, render: Callable[[ContractState], _Payload]) 
 
 
 # ===== Recording a pass: pages, compacted history, contract =====
+
+
+def _cli_hint(args: argparse.Namespace) -> Callable[[str], str]:
+    """Return block id -> the CLI's recall hint, naming the contract (and a --store) by absolute path.
+
+    With the script's absolute path (RECALL_COMMAND) the hint runs from any folder.
+    """
+    contract = os.path.abspath(args.contract)
+    store = os.path.abspath(args.store) if args.store else None
+    return lambda block: _recall_hint(block, contract, store)
 
 
 def _normalize_now(text: Optional[str]) -> str:
@@ -7699,7 +8696,7 @@ def _index_reserve(args: argparse.Namespace, locked: Optional[_LockedContract], 
     """
     if not args.with_index:
         return 0
-    header = _index_header(10 ** 6, _recall_hint("ID", args.contract, args.store))
+    header = _index_header(10 ** 6, _cli_hint(args)("ID"))
     state = locked.state if locked is not None else contract_state(args.contract)
     earlier = [b for b, a in state.directives.items() if a == "page" and b not in seen]
     pages = [p for p in (store.get(b) for b in earlier) if p is not None] if store is not None else []
@@ -7842,7 +8839,7 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
         with _file_beside(args.emit) as out:
             if store is not None:
                 store.begin()
-            hint = lambda block: _recall_hint(block, args.contract, args.store)  # noqa: E731
+            hint = _cli_hint(args)
             transcript = reading.conversation
             if needs_text or out is not None:
                 if out is not None and transcript is None:
@@ -7871,8 +8868,7 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
             elif out is not None:
                 index = None
                 if args.with_index:
-                    index = _index_block(_index_pages(final, store, store_path),
-                                         _recall_hint("ID", args.contract, args.store))
+                    index = _index_block(_index_pages(final, store, store_path), _cli_hint(args)("ID"))
                 _write_pager_history(out, plan.header, blocks_file, index)  # type: ignore[arg-type]
             payload = render(state)
             if out is not None:  # on disk before the contract says the pass happened
@@ -7969,7 +8965,9 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
 
     Under the contract's lock: every id must be listed as paged, its text is read from the
     store, and ``remove``/``add`` statements move it to the retained list, with ``last-recall``.
-    A range page's id gives each of its blocks still paged, in order, and moves them too.
+    Recall is idempotent: a block already back (retained, its page still in the store, as after
+    a recall) gives its text again and records nothing; a call that pages nothing in appends nothing.
+    A range page's id gives each of its blocks, in order, and moves those still paged too.
     Returns the store's path, the pages and their texts, in the order of ``ids`` (repeats once).
     """
     ids = list(dict.fromkeys(ids))
@@ -7982,7 +8980,7 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
         state = locked.state
         for block in ids:
             action = state.directives.get(block)
-            if action != "page":
+            if action not in ("page", "retain"):
                 raise PagerError(f"{contract}: {_not_paged(block, action)}")
         store_path = _resolve_store(contract, store, state)
         _check_paths(None, contract, store_path, None)
@@ -7990,23 +8988,31 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
         if opened is None:
             raise PagerError(f"{store_path}: the page store does not exist")
         try:
-            # A range page gives its blocks, in order (those recalled since are left out).
+            back = [block for block in ids if state.directives[block] == "retain"]
+            for block in back:  # retained: back already, if the store still holds its page
+                if opened.get(block) is None:
+                    raise PagerError(f"{contract}: {_not_paged(block, 'retain')}")
+            # A range page gives its blocks, in order (a block of it no longer stored is left out).
             blocks: List[str] = []
             for block in ids:
                 members = opened.range_members(block) if block in state.ranges else []
-                blocks += [m for m in members if state.directives.get(m) == "page"] if members else [block]
-            blocks = [b for b in dict.fromkeys(blocks)]
+                blocks += [m for m in members if state.directives.get(m) == "page"
+                           or (state.directives.get(m) == "retain" and opened.row(m) is not None)] \
+                    if members else [block]
+            blocks = list(dict.fromkeys(blocks))
             pages = _paged_pages({block: "page" for block in blocks}, opened, store_path)
             texts = [_verified_text(page, store_path) for page in pages]
         finally:
             opened.close()
         statements = []
         for block in dict.fromkeys(ids + blocks):
-            statements.append(_statement_remove(block, "page", "recalled"))
-            statements.append(_statement_add(block, "retain", "recalled"))
-        statements.append(_statement_value("last-recall", now))
-        _check_statements(statements)
-        locked.append(_encode_batches(state, [statements]))
+            if state.directives.get(block) == "page":
+                statements.append(_statement_remove(block, "page", "recalled"))
+                statements.append(_statement_add(block, "retain", "recalled"))
+        if statements:
+            statements.append(_statement_value("last-recall", now))
+            _check_statements(statements)
+            locked.append(_encode_batches(state, [statements]))
     return store_path, pages, texts
 
 
@@ -8581,32 +9587,53 @@ RECALL_TOOL_NAME = "recall_pages"
 RECALL_TOOL_DESCRIPTION = ("Return the exact original text of blocks the context pager paged out. A paged "
                            "block appears as a line '[paged ID | turn T | role | N tokens] summary'; pass "
                            "its ID.")
-TOOL_APIS = ("openai", "responses", "anthropic")  # the tool-use shapes the recall tool speaks
-LIBRARY_FORMATS = ("pager", "openai", "responses", "anthropic")  # formats compact takes as objects
+# The tool-use shapes the recall tool speaks: the formats that are an API's own (their tool_api).
+TOOL_APIS = tuple(name for name, spec in _FORMATS.items() if spec.tool_api == name)
+# The formats compact takes as objects: a document written back in its own shape.
+LIBRARY_FORMATS = tuple(name for name, spec in _FORMATS.items() if spec.emits_as == name and not spec.jsonl)
 def _read_value(fmt: str, value: Any, held: bool = False) -> Conversation:
     """Return the Conversation of a history already parsed from JSON, in format ``fmt``.
 
-    ``held``: the server holds the earlier turns (Responses only; see _pair_responses).
+    ``held``: the server holds the earlier turns (Responses only; see _Responses.pair).
     """
     try:
-        return _load_responses(value, held) if held and fmt == "responses" else _FORMATS[fmt].read(value)
+        return _FORMATS[fmt].read(value, held)
     except PagerError as exc:
         raise PagerError(f"{fmt} messages: {exc}") from None
 
 
 def _detect_value(value: Any) -> Optional[str]:
-    """Return the format of a history already parsed from JSON (detect_format's rule 1), or None.
+    """Return the format of a history already parsed from JSON (the formats' claims, in _PROBE_ORDER), or None.
 
     A bare list that a file would hold as a saved run (a mini-swe-agent run's messages: format
     swe-agent) is, handed over live, the agent's messages themselves: read in the format such a
     run is written back in.
     """
-    for spec in _FORMATS.values():
-        if spec.detect is not None and spec.detect(value):
+    for spec in map(_FORMATS.__getitem__, _PROBE_ORDER):
+        if spec.claims(value):
             if spec.name in LIBRARY_FORMATS:
                 return spec.name
             return spec.emits_as if isinstance(value, list) and spec.emits_as in LIBRARY_FORMATS else None
     return None
+def _fingerprint(value: Any) -> Optional[bytes]:
+    """Return an exact fingerprint of a value held as JSON-like objects, or None for one that holds another type.
+
+    Its ``marshal`` bytes in format 2 (no shared references): different values (a changed text,
+    a field added, True for 1, a tuple for a list) never give the same bytes.  About a
+    thirtieth of the cost of ``json.dumps``.
+
+    Example:
+        >>> _fingerprint([{"role": "user", "content": "hi"}]) == _fingerprint([{"role": "user", "content": "hi"}])
+        True
+        >>> _fingerprint([{"role": "user", "content": "hi"}]) == _fingerprint([{"role": "user", "content": "hi!"}])
+        False
+    """
+    try:
+        return marshal.dumps(value, 2)
+    except (ValueError, TypeError):  # an object of the caller's own type: read afresh every call
+        return None
+
+
 _RECALL_SCHEMA = {"type": "object",
                   "properties": {"ids": {"type": "array", "items": {"type": "string"},
                                          "description": "ids of paged blocks, as their stubs show them"}},
@@ -8630,15 +9657,9 @@ def recall_tool(api: str = "openai") -> Dict[str, Any]:
         >>> recall_tool("anthropic")["input_schema"]["required"]
         ['ids']
     """
-    schema = json.loads(json.dumps(_RECALL_SCHEMA))  # a fresh copy: callers may edit theirs
-    if api == "openai":
-        return {"type": "function", "function": {"name": RECALL_TOOL_NAME, "description": RECALL_TOOL_DESCRIPTION,
-                                                 "parameters": schema}}
-    if api == "responses":
-        return {"type": "function", "name": RECALL_TOOL_NAME, "description": RECALL_TOOL_DESCRIPTION,
-                "parameters": schema}
-    if api == "anthropic":
-        return {"name": RECALL_TOOL_NAME, "description": RECALL_TOOL_DESCRIPTION, "input_schema": schema}
+    if api in TOOL_APIS:
+        schema = json.loads(json.dumps(_RECALL_SCHEMA))  # a fresh copy: callers may edit theirs
+        return _FORMATS[api].tool_definition(RECALL_TOOL_NAME, RECALL_TOOL_DESCRIPTION, schema)
     raise PagerError(f"api must be one of {', '.join(TOOL_APIS)} (got {_show(api)})")
 
 
@@ -8822,6 +9843,15 @@ def _library_intent(intent: Any) -> Optional[Intent]:
     raise PagerError(f"intent must be text or a list of texts (got {_show(intent)})")
 
 
+_LANGCHAIN_MODULE = "langchain"  # LangChain's message classes live in modules under this name
+
+
+def _is_langchain(messages: Any) -> bool:
+    """Return True if ``messages`` is a LangChain message, or a list starting with one (LangChain not imported)."""
+    first = messages[0] if isinstance(messages, (list, tuple)) and messages else messages
+    return type(first).__module__.split(".")[0].startswith(_LANGCHAIN_MODULE)
+
+
 def _detect_object_format(messages: Any) -> str:
     """Return the format of a conversation held as Python objects (see ``detect_format``).
 
@@ -8832,22 +9862,20 @@ def _detect_object_format(messages: Any) -> str:
     """
     kind = _detect_value(messages)
     if kind is None:
+        if _is_langchain(messages):
+            raise PagerError("messages are LangChain message objects: compact them with the LangChain adapter, "
+                             "langchain_adapter.compact_messages(Pager(...), messages), or pager_middleware / "
+                             "pre_model_hook in an agent (pip install \".[langchain]\")")
         raise PagerError(f"messages must be a message list or a request body of {', '.join(LIBRARY_FORMATS)} "
                          f"(got {_show(messages)})")
     return kind
 
 
 def _tool_call_parts(call: Any) -> Tuple[str, Optional[str], Optional[str], Any]:
-    """Return (api, call id, tool name, arguments) of a tool call in any of TOOL_APIS' shapes."""
-    if not isinstance(call, dict):
-        return "openai", None, None, None
-    if call.get("type") == "tool_use":
-        return "anthropic", call.get("id"), call.get("name"), call.get("input")
-    if call.get("type") == "function_call":
-        return "responses", call.get("call_id"), call.get("name"), call.get("arguments")
-    fn = call.get("function")
-    fn = fn if isinstance(fn, dict) else {}
-    return "openai", call.get("id"), fn.get("name"), fn.get("arguments")
+    """Return (api, call id, tool name, arguments) of a tool call in any of TOOL_APIS' shapes
+    (the first API whose class takes it: takes_tool_call; Chat Completions, the first, when none)."""
+    api = next((api for api in TOOL_APIS if _FORMATS[api].takes_tool_call(call)), TOOL_APIS[0])
+    return (api,) + _FORMATS[api].tool_call(call)
 
 
 def _tool_recall(recall: Callable[[List[str]], Dict[str, str]], name: Any, arguments: Any) -> Tuple[str, bool]:
@@ -8874,23 +9902,6 @@ def _tool_recall(recall: Callable[[List[str]], Dict[str, str]], name: Any, argum
     if len(texts) == 1:
         return next(iter(texts.values())), False
     return "\n".join(f"==> {block} <==\n{text}" for block, text in texts.items()), False
-
-
-def _tool_result(api: str, call_id: Optional[str], text: str, failed: bool = False) -> Dict[str, Any]:
-    """Return a tool result message (openai), item (responses) or block (anthropic) carrying ``text``.
-
-    Example:
-        >>> _tool_result("anthropic", "toolu_1", "error: no such block", True)["is_error"]
-        True
-    """
-    if api == "anthropic":
-        result: Dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": text}
-        if failed:
-            result["is_error"] = True
-        return result
-    if api == "responses":
-        return {"type": "function_call_output", "call_id": call_id, "output": text}
-    return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
 class Pager:
@@ -8937,6 +9948,8 @@ class Pager:
         self._cache: Dict[tuple, tuple] = {}
         self._cache_key: Optional[tuple] = None
         self._intent: Optional[Intent] = None  # the last call's intent: a call with no user message keeps it
+        # The last call's messages as read: (format, held, their fingerprint, the Conversation).
+        self._read: Optional[Tuple[str, bool, bytes, Conversation]] = None
 
     # -- one pass --
 
@@ -8957,7 +9970,7 @@ class Pager:
             raise PagerError(f"format must be one of {', '.join(LIBRARY_FORMATS)} (got {_show(format)})")
         fmt = format or self.format or _detect_object_format(messages)
         given = _library_intent(intent) if intent is not None else self.intent
-        conv = _read_value(fmt, messages, server_state)
+        conv = self._conversation(fmt, messages, server_state)
         if fmt == "pager":
             blocks, header = messages["blocks"], {k: v for k, v in messages.items() if k != "blocks"}
         else:
@@ -8991,6 +10004,19 @@ class Pager:
                                + [r for r in self._ranges if r not in self._actions],
                                scorer.hits, self.contract, self.store, self)
         return Compacted(out, report)
+
+    def _conversation(self, fmt: str, messages: Any, held: bool) -> Conversation:
+        """Return the Conversation of ``messages``: the last call's when every field of every message
+        is the same (an exact fingerprint, so a message changed in place is read afresh), else read."""
+        fingerprint = _fingerprint(messages)
+        last = self._read
+        if fingerprint is not None and last is not None and last[:3] == (fmt, held, fingerprint):
+            return last[3]
+        self._read = None  # a failed read leaves nothing behind
+        conv = _read_value(fmt, messages, held)
+        if fingerprint is not None:
+            self._read = (fmt, held, fingerprint, conv)
+        return conv
 
     async def acompact(self, messages: Any, *, intent: Any = None, format: Optional[str] = None,
                        server_state: bool = False) -> Compacted:
@@ -9313,7 +10339,7 @@ class Pager:
         """
         api, call_id, name, arguments = _tool_call_parts(call)
         text, failed = _tool_recall(self.recall, name, arguments)
-        return _tool_result(api, call_id, text, failed)
+        return _FORMATS[api].tool_result(call_id, text, failed)
 
 
 def run_recall_tool(pager: Any, call: Any) -> Dict[str, Any]:
@@ -9361,13 +10387,20 @@ example:
 
 output:
   stdout  one summary line (or JSON with --json); with --dry-run, the statements first
-  stderr  one JSON record per block, in input order
+  stderr  one JSON record per block, in input order (--records FILE: in FILE; --quiet: none),
+          then warnings and repairs (always on stderr)
 
 exit codes:
   0  the pass was recorded (or printed, with --dry-run)
   1  an unexpected bug (with a traceback)
   2  bad input: a flag, the history, the contract or the page store; nothing was written
 """
+
+
+def _prog() -> str:
+    """Return the command's name for usage lines: the console script as installed, else pager.py."""
+    name = os.path.basename(sys.argv[0]) if sys.argv else ""
+    return CONSOLE_SCRIPT if name.startswith(CONSOLE_SCRIPT) else "pager.py"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -9404,12 +10437,14 @@ def _count_flag(flag: str, least: int = 1) -> Callable[[str], int]:
 
 def _build_parser() -> argparse.ArgumentParser:
     """Return the command-line parser of a paging pass."""
-    parser = _Parser(prog="pager.py", description=__doc__.split("\n\n")[0],
+    parser = _Parser(prog=_prog(), description=__doc__.split("\n\n")[0],
                      epilog=HELP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--history", required=True, metavar="H.json",
-                        help="history in the pager's JSON schema; '-' reads standard input")
+                        help="the history: an agent's transcript or a request body in any format --format "
+                             "names (detected from the content), or the pager's own JSON; '-' reads standard input")
     parser.add_argument("--contract", required=True, metavar="C.limn",
-                        help="session contract to append to (created if missing)")
+                        help="session contract to append to: a Liminate (.limn) file, created if missing; "
+                             "a file that is not Liminate is refused")
     parser.add_argument("--alpha", type=_number_flag("--alpha"), default=DEFAULT_ALPHA,
                         help=f"weight of intent similarity (default {DEFAULT_ALPHA})")
     parser.add_argument("--beta", type=_number_flag("--beta"), default=DEFAULT_BETA,
@@ -9465,8 +10500,12 @@ def _build_parser() -> argparse.ArgumentParser:
                         help=f"words of text a stub keeps (default {DEFAULT_STUB_WORDS})")
     parser.add_argument("--now", metavar="ISO-8601", help="pass timestamp (default: the clock, UTC)")
     parser.add_argument("--dry-run", action="store_true",
-                        help="print the statements the pass would append; write nothing")
+                        help="print the statements the pass would append; write no contract, store or history")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.add_argument("--records", metavar="FILE",
+                        help="write the per-block JSON records to FILE instead of stderr")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no per-block records on stderr (warnings and repairs still go there)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -9480,7 +10519,7 @@ def _store_flags(parser: argparse.ArgumentParser) -> None:
 
 def _build_recall_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py recall``."""
-    parser = _Parser(prog="pager.py recall", description="Print paged blocks' exact original text "
+    parser = _Parser(prog=f"{_prog()} recall", description="Print paged blocks' exact original text "
                      "(checked against its SHA-256) and record the page-in in the contract.")
     parser.add_argument("ids", nargs="+", metavar="ID", help="block ids the contract lists as paged")
     _store_flags(parser)
@@ -9490,9 +10529,39 @@ def _build_recall_parser() -> argparse.ArgumentParser:
 
 def _build_index_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py index``."""
-    parser = _Parser(prog="pager.py index", description="List every paged block, one line each.")
+    parser = _Parser(prog=f"{_prog()} index", description="List every paged block, one line each.")
     _store_flags(parser)
     return parser
+
+
+def _check_records_path(args: argparse.Namespace, store_path: str) -> None:
+    """Refuse a --records path the pass must not write (a link, a folder, a missing folder, another file's path)."""
+    path = args.records
+    if path is None:
+        return
+    _refuse_link(path, "--records path")
+    if os.path.isdir(path):
+        raise PagerError(f"{path}: --records names a directory; name the file to write")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise PagerError(f"{path}: --records' folder {_show(parent)} does not exist")
+    for what, other in (("--history", args.history if args.history != "-" else None), ("--contract", args.contract),
+                        ("the page store", store_path), ("--emit", args.emit)):
+        if other is not None and _same_file(path, other):
+            raise PagerError(f"{path}: --records and {what} name the same file; give each its own")
+
+
+def _emit_records(args: argparse.Namespace, stderr, decisions: Sequence[Decision]) -> None:
+    """Write the per-block records where the flags say: stderr (default), --records FILE, or nowhere (--quiet)."""
+    if args.records is not None:
+        try:
+            with _file_beside(args.records) as out:
+                _write_records(out, decisions)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise PagerError(f"{args.records}: can't write the records ({exc.strerror}); "
+                             f"the pass itself is recorded in {args.contract}") from None
+    elif not args.quiet:
+        _write_records(stderr, decisions)
 
 
 def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
@@ -9500,6 +10569,9 @@ def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
     if args.intent is not None and args.intent_file is not None:
         raise PagerError("give --intent or --intent-file, not both")
     if args.intent is not None:
+        if not args.intent.strip():
+            raise PagerError("--intent is empty: say what the agent is doing now, or leave --intent out "
+                             "(the intent then comes from the history)")
         return Intent(intent_keywords([args.intent]), "--intent")
     if args.intent_file is not None:
         try:
@@ -9554,6 +10626,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
     source = reading.source
     conv = reading.conversation
     store = PageStore.open(store_path, create=False, stub_words=params.stub_words)
+    hint = _cli_hint(args)
     try:
         # With --target the last directives stand between compactions: the contract's, read
         # under the lock the whole pass holds.
@@ -9562,7 +10635,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
             previous = dict((locked.state if locked is not None else contract_state(args.contract)).directives)
         plan = _load_and_plan(source, params, store.get if store is not None else None,
                              lambda page, newer=None, edge=0: make_stub(
-                                 page, _recall_hint(page.block, args.contract, args.store), newer, edge),
+                                 page, hint(page.block), newer, edge),
                              args.with_index, lambda seen: _index_reserve(args, locked, store, seen)
                              + (conv.definitions_tokens if conv is not None else 0), given,
                              previous, _settling(locked.state if locked is not None else
@@ -9595,7 +10668,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
             store.close()
     lead = 1 if state.needs_newline else 0  # the line end owed to an unterminated last line
     changes = _count_changes(plan, state)
-    _write_records(stderr, plan.decisions)
+    _emit_records(args, stderr, plan.decisions)
     counts = plan.counts()
     if args.dry_run:
         stdout.write(payload.tobytes()[lead:].decode("utf-8"))
@@ -9698,6 +10771,9 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
                     _cli_target(args),
                     args.work_steps, not args.no_protect_task, False if args.page_small else None,
                     args.index_share).validate()
+    if args.alpha == 0 and args.beta == 0:
+        raise PagerError("--alpha and --beta are both 0: every block would score R = 0; give similarity or "
+                         "recency a positive weight")
     now = _normalize_now(args.now)
     if args.with_index and not args.emit:
         raise PagerError("--with-index needs --emit")
@@ -9705,6 +10781,7 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
         _check_quotable(args.store, "--store")  # it is recorded in the contract
     store_path = args.store or _default_store_path(args.contract)
     _check_paths(args.history, args.contract, store_path, args.emit)
+    _check_records_path(args, store_path)
     given = _flag_intent(args)
     # Read once before the pass takes the lock, for the session's format and intent (under the
     # lock the pass reads it again for everything it decides, parsing it only if it changed).
@@ -9769,14 +10846,15 @@ def _run_index(args: argparse.Namespace, stdout, stderr) -> int:
     finally:
         if store is not None:
             store.close()
+    hint = _cli_hint(args)
     if args.json:
         stdout.write(json.dumps({"contract": args.contract, "store": store_path, "paged": [
             {"block": p.block, "turn": p.turn, "role": p.role, "tokens": p.tokens, "summary": p.summary,
-             "recall": _recall_hint(p.block, args.contract, args.store)} for p in pages]},
+             "recall": hint(p.block)} for p in pages]},
             ensure_ascii=False) + "\n")
     else:
         stdout.write(f"Paged blocks: {len(pages)} (recall one with: "
-                     f"{_recall_hint('ID', args.contract, args.store)})\n")
+                     f"{hint('ID')})\n")
         for line in index_lines(pages):
             stdout.write(line + "\n")
     return EXIT_OK

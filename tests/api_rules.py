@@ -71,6 +71,21 @@ Sources, cited per rule with these tags (facts only; no text is copied):
              the model's `reasoning_details` (and `reasoning`) on assistant messages, passed back
              unmodified; a body sent there is valid with them.
 
+  [GM-REF]   Gemini API reference, "Generating content" and "Caching"/Content types
+             (ai.google.dev/api/generate-content, ai.google.dev/api/caching#Content): a request's
+             `contents` is a list of Content `{role, parts}`, role `user` or `model`; a Part holds one
+             datum (text, inlineData, fileData, functionCall, functionResponse, executableCode,
+             codeExecutionResult); `systemInstruction` is a Content of text parts; FunctionCall and
+             FunctionResponse carry `name` and an optional `id` the response must repeat.
+  [GM-FC]    Gemini "Function calling" guide (ai.google.dev/gemini-api/docs/function-calling): the
+             results of a model turn's calls go back in the next turn, a user turn of
+             functionResponse parts, one per call, matched by id and name.
+  [GM-ERR]   Gemini 400 INVALID_ARGUMENT texts users report: "Please ensure that the number of
+             function response parts is equal to the number of function call parts of the function
+             call turn." (google-gemini/gemini-cli#3814, #6418, #17208), "Please ensure that function
+             response turn comes immediately after a function call turn.", "Unable to submit request
+             because it has an empty text parameter" / "contents.parts must not be empty".
+
 Known limits (documented, not checkable from the body alone): a signature is checked for
 presence, not validity; "message provided without its required preceding reasoning item" needs
 the server's record of which items a response produced; Anthropic's first-message role is not
@@ -561,4 +576,90 @@ def problems_responses(items: Any) -> List[str]:
     for cid, (k, kind) in calls.items():
         if cid not in answered:  # [OR-ERR] no tool output found for the call
             out.append(f"input[{k}]: {kind} {cid} has no output item")
+    return out
+
+
+# --- Gemini generateContent ---
+
+GEMINI_ROLES = ("user", "model")  # [GM-REF]
+GEMINI_PART_DATA = ("text", "inlineData", "fileData", "functionCall", "functionResponse",
+                    "executableCode", "codeExecutionResult")  # [GM-REF] the one datum of a Part
+
+
+def _gemini_part_problems(where: str, role: str, part: Any) -> List[str]:
+    """Return the rule breaks of one Part of a Content of ``role``."""
+    if not isinstance(part, dict):
+        return [f"{where}: a part must be an object"]
+    data = [key for key in GEMINI_PART_DATA if key in part]
+    if len(data) != 1:  # [GM-REF]
+        return [f"{where}: a part holds exactly one datum (found {data or 'none'})"]
+    key = data[0]
+    if key == "text" and not (isinstance(part["text"], str) and part["text"]):  # [GM-ERR] empty text
+        return [f"{where}: empty text parameter"]
+    if key in ("functionCall", "functionResponse"):
+        value = part[key]
+        if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not value["name"]:
+            return [f"{where}: {key} needs a name"]  # [GM-REF]
+        wanted = "model" if key == "functionCall" else "user"
+        if role != wanted:  # [GM-FC] calls come from the model, responses go back as the user
+            return [f"{where}: {key} in a {role} turn"]
+        if key == "functionCall" and not isinstance(value.get("args", {}), dict):
+            return [f"{where}: functionCall args must be an object"]
+    return []
+
+
+def _gemini_pairs(parts: List[Any], key: str) -> List[Tuple[Any, str]]:
+    """Return (id, name) of the function calls or responses among a turn's parts."""
+    found = []
+    for part in parts:
+        value = part.get(key) if isinstance(part, dict) else None
+        if isinstance(value, dict) and isinstance(value.get("name"), str):
+            found.append((value.get("id"), value["name"]))
+    return found
+
+
+def problems_gemini(body: Any) -> List[str]:
+    """Return the rule breaks in a Gemini generateContent request body."""
+    if not isinstance(body, dict) or not isinstance(body.get("contents"), list):
+        return ["contents: not a list"]
+    contents = body["contents"]
+    out: List[str] = []
+    if not contents:
+        out.append("contents: empty")  # [GM-ERR]
+    system = body.get("systemInstruction", body.get("system_instruction"))
+    if system is not None:
+        parts = system.get("parts") if isinstance(system, dict) else None
+        if not isinstance(parts, list) or not parts:
+            out.append("systemInstruction: parts must be a non-empty list")
+        else:
+            for j, part in enumerate(parts):
+                if not (isinstance(part, dict) and isinstance(part.get("text"), str) and part["text"]):
+                    out.append(f"systemInstruction.parts[{j}]: must be a non-empty text part")  # [GM-REF]
+    for i, turn in enumerate(contents):
+        role = turn.get("role") if isinstance(turn, dict) else None
+        if role not in GEMINI_ROLES:
+            out.append(f"contents[{i}]: role must be user or model (got {role!r})")  # [GM-REF]
+            continue
+        parts = turn.get("parts")
+        if not isinstance(parts, list) or not parts:
+            out.append(f"contents[{i}]: parts must not be empty")  # [GM-ERR]
+            continue
+        for j, part in enumerate(parts):
+            out.extend(_gemini_part_problems(f"contents[{i}].parts[{j}]", role, part))
+    for i, turn in enumerate(contents):
+        if not isinstance(turn, dict) or not isinstance(turn.get("parts"), list):
+            continue
+        responses = _gemini_pairs(turn["parts"], "functionResponse")
+        before = contents[i - 1] if i else None
+        calls = _gemini_pairs(before["parts"], "functionCall") \
+            if isinstance(before, dict) and before.get("role") == "model" and isinstance(before.get("parts"), list) else []
+        if responses and not calls:  # [GM-ERR] the response turn comes right after the call turn
+            out.append(f"contents[{i}]: function response turn does not come right after a function call turn")
+            continue
+        if calls and len(responses) != len(calls):  # [GM-ERR] one response part per call part
+            out.append(f"contents[{i}]: {len(responses)} function response parts for the {len(calls)} "
+                       f"function call parts of contents[{i - 1}]")
+        if calls and sorted(map(repr, responses)) != sorted(map(repr, calls)):  # [GM-FC] ids and names match
+            out.append(f"contents[{i}]: function responses {responses} do not answer the calls {calls}")
+    # A model turn of calls that ends the body awaits its results [GM-FC]: the history's open end.
     return out

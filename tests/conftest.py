@@ -18,6 +18,13 @@ sys.path.insert(0, str(SCRIPTS))
 
 import pager as _pager  # noqa: E402
 
+# Stubs carry the recall command, and the CLI's names this file by absolute path (it runs from any
+# folder), so a stub's size, and with it a tight budget's choices, would move with the checkout's
+# path. In-process runs use one fixed command instead, the one the tests' figures were set with;
+# tests of the command itself run the script in a subprocess.
+TEST_RECALL_COMMAND = "python3 scripts/pager.py recall"
+_pager.RECALL_COMMAND = TEST_RECALL_COMMAND
+
 
 @pytest.fixture
 def pager():

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import ASSET, NOW, replay
+from conftest import ASSET, NOW, SCRIPTS, replay
 
 INTENT = "fix the invoice rounding in billing"
 
@@ -267,8 +267,11 @@ def test_report_to_dict_is_json(pager):
 
 def test_recall_command_follows_how_the_pager_was_run(pager):
     assert pager._recall_command("/venv/bin/prosecode-pager") == "prosecode-pager recall"
-    assert pager._recall_command("scripts/pager.py") == "python3 scripts/pager.py recall"
-    assert pager._recall_command("/site-packages/prosecode_pager/pager.py") == "python3 -m prosecode_pager.pager recall"
+    # Any other way (a script path, -m, in-process): RECALL_COMMAND, this file's absolute path, which runs
+    # from any folder (conftest fixes it for in-process runs; test_first_use runs the real one).
+    assert pager.SCRIPT_PATH == str(SCRIPTS / "pager.py") and os.path.isabs(pager.SCRIPT_PATH)
+    assert pager._recall_command("scripts/pager.py") == pager.RECALL_COMMAND
+    assert pager._recall_command("/site-packages/prosecode_pager/pager.py") == pager.RECALL_COMMAND
 
 
 def test_library_benchmark_runs_and_prints_its_ratios():

@@ -1,8 +1,11 @@
-"""The MCP server, driven over stdio by the official SDK's own client, as an MCP host launches it."""
+"""The MCP server, driven over stdio by the official SDK's own client, as an MCP host launches it.
+
+The server is launched with ``python -S`` (no site-packages): it needs nothing installed."""
 
 import asyncio
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -31,7 +34,8 @@ def session(test):
     manifest = json.loads((ROOT / ".claude-plugin" / "plugin.json").read_text(encoding="utf-8"))
     declared = manifest["mcpServers"]["prosecode-pager"]
     args = [a.replace("${CLAUDE_PLUGIN_ROOT}", str(ROOT)) for a in declared["args"]]
-    params = mcp.StdioServerParameters(command=sys.executable, args=args)  # the declared python3, this one
+    # The declared python3 (this one), without site-packages: the server must not need the mcp package.
+    params = mcp.StdioServerParameters(command=sys.executable, args=["-S", *args])
 
     async def main():
         async with mcp.Client(params) as client:
@@ -83,6 +87,8 @@ def test_page_then_recall_returns_the_exact_text(tmp_path):
         assert text_of(recalled) == texts[block]
         after = (await client.call_tool("index", {"contract": contract})).structured_content["result"]["paged"]
         assert block not in [p["block"] for p in after]  # the recall paged it in
+        again = await client.call_tool("recall", {"ids": [block], "contract": contract})
+        assert not again.is_error and text_of(again) == texts[block]  # recall is idempotent
     session(check)
     assert 'add "' in (tmp_path / "s.limn").read_text() and "because \"recalled\"" in (tmp_path / "s.limn").read_text()
 
@@ -112,3 +118,93 @@ def test_errors_are_tool_results_and_the_server_keeps_serving(tmp_path):
         again = await client.call_tool("index", {"contract": contract})  # still serving
         assert not again.is_error and again.structured_content["result"]["paged"]
     session(check)
+
+
+def test_arguments_that_do_not_fit_the_schema_are_tool_errors(tmp_path):
+    contract = str(tmp_path / "s.limn")
+
+    async def check(client):
+        cases = [
+            ("page", {"contract": contract}, "page needs the argument 'transcript'"),
+            ("page", {"transcript": str(FIXTURE), "contract": contract, "budget": "lots"},
+             'budget must be an integer (got "lots")'),
+            ("page", {"transcript": str(FIXTURE), "contract": contract, "budget": 0}, "budget must be at least 1"),
+            ("recall", {"ids": "m-1", "contract": contract}, "ids must be an array"),
+            ("recall", {"ids": [3], "contract": contract}, "ids[0] must be a string"),
+            ("index", {"contract": contract, "store": "x"}, "index takes no argument 'store'"),
+        ]
+        for name, arguments, message in cases:
+            result = await client.call_tool(name, arguments)
+            assert result.is_error and message in text_of(result), (name, arguments, text_of(result))
+        assert not (tmp_path / "s.limn").exists()
+    session(check)
+
+
+def test_a_contract_that_is_not_liminate_is_a_tool_error(tmp_path):
+    emitted = tmp_path / "emitted.json"
+    emitted.write_text('{"messages": []}\n')
+
+    async def check(client):
+        result = await client.call_tool("page", {"transcript": str(FIXTURE), "contract": str(emitted)})
+        assert result.is_error and "not a Liminate contract" in text_of(result)
+    session(check)
+    assert emitted.read_text() == '{"messages": []}\n' and sorted(os.listdir(tmp_path)) == ["emitted.json"]
+
+
+# --- the protocol, message by message (raw JSON-RPC lines, as any client sends them) ---
+
+def converse(*messages):
+    """Send each message (a dict, or a raw line) to a fresh server; return its response lines, parsed."""
+    lines = "".join((m if isinstance(m, str) else json.dumps(m)) + "\n" for m in messages)
+    proc = subprocess.run([sys.executable, "-S", str(SERVER)], input=lines, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def initialize(version, id_=1):
+    return {"jsonrpc": "2.0", "id": id_, "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+
+
+@pytest.mark.parametrize("asked, agreed", [
+    ("2024-11-05", "2024-11-05"), ("2025-03-26", "2025-03-26"), ("2025-06-18", "2025-06-18"),
+    ("2025-11-25", "2025-11-25"), ("2099-01-01", "2025-11-25"), ("2026-07-28", "2025-11-25"),
+])
+def test_protocol_version_negotiation(asked, agreed):
+    (answer,) = converse(initialize(asked))
+    assert answer["id"] == 1 and answer["result"]["protocolVersion"] == agreed
+    assert answer["result"]["capabilities"] == {"tools": {"listChanged": False}}
+    assert answer["result"]["serverInfo"] == {"name": "prosecode-pager", "version": pager.__version__}
+
+
+def test_lifecycle_ping_notifications_and_protocol_errors():
+    answers = converse(
+        initialize("2025-06-18"),
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},  # a notification: no answer
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+        {"jsonrpc": "2.0", "id": "s", "method": "server/discover", "params": {}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nope", "arguments": {}}},
+        "{not json",
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}},
+        [{"jsonrpc": "2.0", "id": 4, "method": "ping"}, {"jsonrpc": "2.0", "method": "notifications/x"}],
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/list"},
+    )
+    assert [a.get("id") if isinstance(a, dict) else "batch" for a in answers] == [1, 2, "s", 3, None, "batch", 5]
+    assert answers[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    assert answers[2]["error"]["code"] == -32601  # method not found: a 2026 client falls back to initialize
+    assert answers[3]["error"]["code"] == -32602 and "Unknown tool: 'nope'" in answers[3]["error"]["message"]
+    assert answers[4]["error"]["code"] == -32700
+    assert answers[5] == [{"jsonrpc": "2.0", "id": 4, "result": {}}]
+    tools = answers[6]["result"]["tools"]
+    assert [t["name"] for t in tools] == ["page", "index", "recall"]
+    assert all(t["inputSchema"]["type"] == "object" and t["description"] for t in tools)
+
+
+def test_every_tool_is_one_row_calling_the_engine():
+    """The tool list is a table: name, description, schema, call; the server lists exactly its rows."""
+    import mcp_server
+    assert [t.name for t in mcp_server.TOOLS] == ["page", "index", "recall"]
+    for tool in mcp_server.TOOLS:
+        assert set(tool.schema["required"]) <= set(tool.schema["properties"])
+    assert mcp_server._list_tools({})["tools"][0]["inputSchema"] is mcp_server.TOOLS[0].schema

@@ -173,7 +173,7 @@ def test_versions_agree():
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     project = tomllib.loads(text)["project"]["version"] if tomllib else re.search(r'^version = "(.+)"$', text, re.M).group(1)
     mcp_source = (ROOT / "scripts" / "mcp_server.py").read_text(encoding="utf-8")
-    assert "version=engine.__version__" in mcp_source  # the MCP server reports the engine's version
+    assert '"version": engine.__version__' in mcp_source  # the MCP server reports the engine's version
     assert {manifest["version"], skill, pager.__version__} == {project}
 
 
@@ -288,7 +288,7 @@ def test_readme_example_is_what_the_hook_injects(tmp_path):
                                  env={"PROSECODE_CONTEXT_TOKENS": "600"}))
     shown = context.replace(str(ROOT / "scripts" / "pager.py"), "/opt/prosecode-context-pager/scripts/pager.py")
     shown = shown.replace(str(project), "/home/me/rust-port")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "references" / "plugin.md").read_text(encoding="utf-8")
     example = readme.split("**What the model sees.**", 1)[1].split("```text\n", 1)[1].split("\n```", 1)[0]
     # The paths here are not the README's, and their length moves the cap by a line: compare the
     # listed pages as a prefix, and the count of listed plus unlisted pages.
@@ -465,3 +465,25 @@ def test_claude_plugin_install_and_details(tmp_path):
     assert "MCP servers (1)  prosecode-pager" in details.stdout
     assert re.search(r"Always-on: +~\d+ tok", details.stdout)
     print(details.stdout)  # the projected token cost, for the CI log
+
+
+def test_claude_mcp_list_connects_to_the_server_with_no_mcp_package(tmp_path):
+    """Installed in a temporary HOME, offline, with a python3 that has nothing installed: claude sees it connected."""
+    cli = claude_cli()
+    home, project, bare = tmp_path / "home", tmp_path / "project", tmp_path / "bare-python"
+    project.mkdir()
+    bare.mkdir()
+    python3 = bare / "python3"  # this Python without site-packages: no mcp, no anything
+    python3.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    python3.chmod(0o755)
+    assert subprocess.run([str(python3), "-c", "import mcp"], capture_output=True).returncode == 1
+    install = run_claude(cli, "plugin", "install", "prosecode-context-pager", "--marketplace", str(ROOT),
+                         home=home, cwd=project)
+    assert install.returncode == 0, install.stdout + install.stderr
+    env = {"HOME": str(home), "PATH": f"{bare}{os.pathsep}{os.environ.get('PATH', '')}",
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+    listed = subprocess.run([cli, "mcp", "list"], capture_output=True, text=True, cwd=project, env=env, timeout=120)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    line = next(line for line in listed.stdout.splitlines() if "prosecode-pager" in line)
+    assert line.startswith("plugin:prosecode-context-pager:prosecode-pager: python3 ")
+    assert line.endswith("scripts/mcp_server.py - ✔ Connected"), line

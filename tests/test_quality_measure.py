@@ -244,8 +244,214 @@ def test_coding_cli_reads_a_folder_and_skips_short_files(bq, tmp_path, capsys):
     assert figures["policies"] == ["window", "masking", "pager", "refit", "plain", "upper"]
     assert figures["cuts"] == 1 and figures["needed"] == 4
     assert figures["recall"]["upper"]["16000"] == 1.0 and figures["recall"]["window"]["16000"] == 1.0
+    for b in ("4000", "8000", "16000"):  # verbatim is reachable and findable; the window stores nothing
+        assert figures["recall"]["pager"][b] <= figures["findable"]["pager"][b] <= figures["reachable"]["pager"][b]
+        assert figures["recall"]["window"][b] == figures["findable"]["window"][b] == figures["reachable"]["window"][b]
+    assert list(figures["kinds"]) == ["other"] and figures["kinds"]["other"]["needed"] == 4
+    assert "by session kind" in printed and "issue 31 targets" in printed and "all at 8000: recall >= window" in printed
     with pytest.raises(SystemExit) as exc:
         bq.main(["--coding", str(folder), str(folder)])
     assert exc.value.code == 2
     with pytest.raises(SystemExit):
         bq.main(["--coding", str(folder), "--variant", "pager=--alpha 1"])  # a taken name
+
+
+# --- reachable and findable (issue 31 item 5) ---
+
+def _paged_ledger_pass(bq, tmp_path):
+    """One pass over a session whose block 10 (customer_ledger, 456 tokens) is paged at 300 tokens.
+
+    Returns (history, emitted blocks, contract, retained ids).
+    """
+    blocks = coding_session()[:22]
+    blocks[10] = dict(blocks[10], text="customer_ledger rows:\n" + "row data\n" * 200)
+    contract, out = tmp_path / "c.limn", tmp_path / "emitted.json"
+    _, actions = bq.run_pager(_history_file(bq, blocks, tmp_path), contract, 300, ["--evict-cut", "0"], emit=out)
+    assert actions["b10"] == "page"
+    retained = frozenset(b for b, a in actions.items() if a == "retain")
+    return blocks, json.loads(out.read_text())["blocks"], contract, retained
+
+
+def test_a_paged_block_is_reachable_not_verbatim_and_findable_by_its_stub(bq, tmp_path):
+    blocks, emitted, contract, retained = _paged_ledger_pass(bq, tmp_path)
+    stub = next(b["text"] for b in emitted if b["id"] == "b10")
+    assert stub.startswith("[paged b10") and "customer_ledger" in stub
+    wanted = {10: frozenset({"customer_ledger"}), 5: frozenset({"parse_total"})}
+    reachable, findable = bq.paged_reach(blocks, emitted, contract, wanted, retained)
+    assert "b10" not in retained and "b5" in retained
+    assert reachable == {"b10", "b5"} and findable == {"b10", "b5"}
+    # the page holds the text, but its stub does not name what the next steps use
+    reachable, findable = bq.paged_reach(blocks, emitted, contract, {10: frozenset({"invoice_total"})}, retained)
+    assert reachable == {"b10"} and findable == set()
+    # a block neither kept nor stored (as if evicted) is not reachable
+    assert bq.paged_reach(blocks, emitted, contract, {5: frozenset({"parse_total"})}, frozenset()) == (set(), set())
+
+
+def test_findable_through_an_index_line_and_never_through_the_recall_command(bq, tmp_path):
+    blocks, emitted, contract, retained = _paged_ledger_pass(bq, tmp_path)
+    rest = [b for b in emitted if b["id"] != "b10"]
+    wanted = {10: frozenset({"customer_ledger"})}
+    index = {"id": "pager-index", "turn": 0, "role": "system",
+             "text": "Paged blocks: 1 (recall one with: python3 scripts/pager.py recall ID --contract C)\n"
+                     "b10 | turn 11 | 456 tokens | customer_ledger rows: row data"}
+    assert bq.paged_reach(blocks, [index] + rest, contract, wanted, retained) == ({"b10"}, {"b10"})
+    silent = dict(index, text="b10 | turn 11 | 456 tokens | rows of data")
+    assert bq.paged_reach(blocks, [silent] + rest, contract, wanted, retained) == ({"b10"}, set())
+    # the recall command on a stub line is the engine's, on every line: its words name no page
+    hinted = dict(index, text="b10 | rows (recall: python3 scripts/pager.py recall b10 --contract /x/customer_ledger.limn)")
+    assert "customer_ledger" not in bq.line_names(hinted["text"])
+    assert bq.paged_reach(blocks, [hinted] + rest, contract, wanted, retained) == ({"b10"}, set())
+
+
+def test_a_block_inside_a_range_page_is_reached_through_the_range_line(bq, tmp_path, monkeypatch):
+    blocks, emitted, contract, retained = _paged_ledger_pass(bq, tmp_path)
+    rest = [b for b in emitted if b["id"] != "b10"]
+    line = {"id": "pager-index", "turn": 0, "role": "system",
+            "text": "r-0123456789ab | turns 4-11 | 7 blocks | 500 tokens | customer_ledger, parse_total"}
+    wanted = {10: frozenset({"customer_ledger"}), 5: frozenset({"parse_total"})}
+    # today's engine has no range r-0123456789ab: its recall refuses, so the range holds nothing
+    assert bq.recall_range(contract, "r-0123456789ab", tmp_path) == []
+    assert bq.paged_reach(blocks, [line] + rest, contract, wanted, frozenset()) == ({"b10"}, set())
+    # the budget stream's PageStore.range_members: the range's line stands for its blocks
+    members = {"r-0123456789ab": ["b5", "b10"]}
+    monkeypatch.setattr(bq.pager.PageStore, "range_members", lambda self, rid: members.get(rid, []), raising=False)
+    assert bq.paged_reach(blocks, [line] + rest, contract, wanted, frozenset()) == ({"b5", "b10"}, {"b5", "b10"})
+    other = dict(line, text="r-0123456789ab | turns 4-11 | 7 blocks | 500 tokens | ledger rows")
+    assert bq.paged_reach(blocks, [other] + rest, contract, wanted, frozenset()) == ({"b5", "b10"}, set())
+
+
+def test_needed_names_give_each_needed_block_the_names_that_make_it_needed(bq):
+    blocks = coding_session()
+    steps = bq.assistant_steps(blocks)
+    k = steps.index((22, 23))
+    names = bq.needed_names(blocks, bq.TokenIndex(blocks), steps, k)
+    assert names == {5: {"parse_total"}, 11: {"three_way"}, 12: {"three_way"}, 13: {"three_way"}}
+
+
+def test_session_kinds_and_the_targets_of_issue_31(bq, tmp_path):
+    fixtures = ROOT / "tests" / "fixtures" / "transcripts"
+    assert bq.session_kind(fixtures / "claude_code_session.jsonl") == "Claude Code"
+    assert bq.session_kind(fixtures / "codex_rollout.jsonl") == "Codex"
+    assert bq.session_kind(tmp_path / "run.traj") == "SWE-agent"
+    assert bq.session_kind(fixtures / "pager_history.json") == "other"
+    shares = {"recall": {"window": {4000: 0.40, 16000: 0.95}, "pager": {4000: 0.41, 16000: 0.90}},
+              "reachable": {"pager": {4000: 1.0, 16000: 0.99}},
+              "findable": {"pager": {4000: 0.54, 16000: 0.99}}}
+    checks = {(b, what): holds for b, what, _, _, holds in bq.coding_targets(shares, [4000, 16000])}
+    assert checks == {(4000, "recall >= window"): True, (4000, "reachable = 1.0"): True,
+                      (4000, "findable >= window + 0.15"): False,  # 0.54 < 0.40 + 0.15
+                      (16000, "recall >= window"): False, (16000, "reachable = 1.0"): False}
+    # a window that keeps everything leaves findable a bound of 1.0, not 1.15
+    full = {"recall": {"window": {8000: 1.0}, "pager": {8000: 1.0}}, "reachable": {"pager": {8000: 1.0}},
+            "findable": {"pager": {8000: 1.0}}}
+    assert all(holds for *_, holds in bq.coding_targets(full, [8000]))
+
+
+# --- compaction events (issue 32 item 5) ---
+
+def _block(i, role, text, kind=None):
+    return {"id": f"x{i}", "turn": i, "role": role, "text": text, "kind": kind}
+
+
+def test_needed_names_after_a_compaction_are_computed_as_defined(bq):
+    before = [_block(0, "user", "start the billing work"),
+              _block(1, "tool", "def parse_total(x) in src/billing/totals.py"),
+              *[_block(2 + n, "tool", "calls shared_helper") for n in range(4)],   # four holders: not rare
+              _block(6, "tool", "customer_ledger rows"),
+              _block(7, "assistant", "planning the secret_plan")]
+    after = [_block(8, "user", "Summary: parse_total is wrong", kind="summary"),
+             _block(9, "assistant", "Edit src/billing/totals.py"),                  # step 1
+             _block(10, "tool", "customer_ledger shown again"),
+             _block(11, "assistant", "thinking of secret_plan"),                      # step 2: thinking
+             _block(12, "assistant", "use customer_ledger, shared_helper, parse_total, brand_new_name")]
+    needed = bq.needed_after(before, after, thinking={"thinking of secret_plan"})
+    # step 1: the path and its parts ("src" is too short), held by block 1 only; step 2: parse_total
+    # (the summary does not count as shown); customer_ledger was shown by a tool result after the
+    # boundary, shared_helper has four holders, brand_new_name none, secret_plan only in thinking
+    assert needed == ["billing", "src/billing/totals.py", "totals", "totals.py", "parse_total"]
+    assert "secret_plan" in bq.needed_after(before, after)  # without the thinking set it would count
+    assert bq.needed_after(before, after, steps=1, thinking={"thinking of secret_plan"}) == needed[:4]
+    # a file the harness re-attached after the boundary shows its names again
+    assert bq.needed_after(before, after, thinking={"thinking of secret_plan"}, shown="re-read parse_total") == needed[:4]
+    figures = bq.measure_event(before, after, "parse_total is wrong", "see totals.py",
+                               {"p1": {"parse_total", "billing"}}, None, {"thinking of secret_plan"})
+    assert figures["found"] == {"summary": ["parse_total"], "injected": ["totals", "totals.py"],
+                                "either": ["totals", "totals.py", "parse_total"], "recallable": ["billing", "parse_total"],
+                                "search": None}
+    assert figures["summary_tokens"] == 5 and figures["injected_tokens"] == 4
+    pooled = bq.pool_events([figures, dict(figures, found=dict(figures["found"], search=[]))])
+    assert pooled["needed"] == 10 and pooled["shares"]["recallable"] == 0.4 and pooled["shares"]["search"] is None
+
+
+def test_files_claude_code_reattaches_after_the_boundary_are_read(bq):
+    lines = [{"type": "system", "subtype": "compact_boundary"},
+             {"type": "user", "message": {"role": "user", "content": "summary"}, "isCompactSummary": True},
+             {"type": "attachment", "attachment": {"type": "file", "filename": "/src/ledger.py",
+                                                   "content": {"file": {"content": "def post_entry(): ..."}}}},
+             {"type": "assistant", "message": {"role": "assistant", "content": "ok"}},
+             {"type": "attachment", "attachment": {"type": "queued_command", "prompt": "later_name"}}]
+    text = "\n".join(json.dumps(line) for line in lines)
+    shown = bq.reattached(text, 0)
+    assert "/src/ledger.py" in shown and "def post_entry(): ..." in shown and "later_name" not in shown
+
+
+def test_compaction_events_of_a_session_are_found_and_split_at_the_boundary(bq):
+    path = ROOT / "tests" / "fixtures" / "transcripts" / "claude_code_session.jsonl"
+    text = path.read_text(encoding="utf-8")
+    [line] = bq.boundary_lines(text)
+    before, after, summary = bq.event_sides(text, line)
+    assert before and after and summary
+    assert after[0]["kind"] == "summary" and after[0]["text"] == summary
+    assert all(b.get("protected") != "archived" for b in after)
+    assert not {b["id"] for b in after[1:]} & {b["id"] for b in before}
+
+
+def test_compaction_cli_runs_the_plugin_hooks_on_each_event(bq, tmp_path, capsys):
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    fixture = ROOT / "tests" / "fixtures" / "transcripts" / "claude_code_session.jsonl"
+    (folder / "session.jsonl").write_text(fixture.read_text(encoding="utf-8"), encoding="utf-8")
+    (folder / "plain.jsonl").write_text('{"type": "note", "text": "no compaction here"}\n', encoding="utf-8")
+    out = tmp_path / "compaction.json"
+    assert bq.main(["--compaction", str(folder), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    figures = json.loads(out.read_text())
+    [event] = figures["events"]
+    assert event["file"] == "session.jsonl" and event["kind"] == "Claude Code" and event["event"] == 1
+    assert event["pages"] > 0 and 0 < event["injected_estimate"] <= bq.INJECT_TOKENS
+    assert set(event["found"]["recallable"]) <= set(event["needed"])
+    assert "recallable >= 0.97 on all events" in printed and "injected >= 0.3 on Claude Code events" in printed
+    if figures["features"]["search"]:
+        assert event["found"]["search"] is not None
+    else:
+        assert event["found"]["search"] is None and "search: not available" in printed
+    with pytest.raises(SystemExit):
+        bq.main(["--compaction", str(folder), "--coding", str(folder)])
+
+
+def _features(bq):
+    return bq.engine_features()
+
+
+def test_search_finds_a_name_in_a_top_hit_once_the_engine_has_search(bq, tmp_path):
+    if not _features(bq).search:
+        pytest.skip("this engine's pager.py --help lists no search command (branch compaction builds it)")
+    blocks, _, contract, _ = _paged_ledger_pass(bq, tmp_path)
+    pages = {}
+    assert bq.search_finds("customer_ledger", contract, pages)  # b10, read from the store on the way
+    assert "customer_ledger" in pages["b10"]
+    assert not bq.search_finds("nowhere_to_be_found", contract, pages)
+
+
+def test_codex_events_use_the_before_compaction_pass_and_the_bounded_index(bq, tmp_path):
+    features = _features(bq)
+    if not features.before_compaction:
+        pytest.skip("this engine's pager.py --help lists no --before-compaction (branch compaction builds it)")
+    text = (ROOT / "tests" / "fixtures" / "transcripts" / "codex_rollout.jsonl").read_text(encoding="utf-8")
+    [line] = bq.boundary_lines(text)
+    rollout = tmp_path / "rollout.jsonl"
+    rollout.write_text("".join(text.splitlines(keepends=True)[:line]), encoding="utf-8")
+    contract, injected = bq.inject_after("Codex", rollout, tmp_path, "s1", "auto", features)
+    assert contract.exists() and injected.strip()
+    assert bq.pager.estimate_tokens(injected) <= bq.INJECT_TOKENS
+    assert bq.store_names(contract)  # every block before the boundary is a page

@@ -16,16 +16,24 @@ from pathlib import Path
 import pytest
 
 import api_rules
-from conftest import ROOT
+from conftest import ROOT, _pager
 
 DATA = ROOT.parent / "shared" / "data" / "transcripts-dev"
-FILES = sorted(p for p in DATA.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".traj")) \
-    if DATA.is_dir() else []
+# The sessions of Gemini CLI, GitHub Copilot CLI and OpenCode, taken like the development set.
+NEW_DATA = ROOT.parent / "shared" / "data" / "transcripts-new"
+FILES = sorted(p for folder in (DATA, NEW_DATA) if folder.is_dir() for p in folder.rglob("*")
+               if p.is_file() and p.suffix in (".json", ".jsonl", ".traj"))
 NOW, LATER = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
-EMITTED_AS = {"openai": "openai", "swe-agent": "openai", "anthropic": "anthropic", "claude-code": "anthropic",
-              "responses": "responses", "codex": "responses"}
+EMITTED_AS = {name: spec.emits_as for name, spec in _pager._FORMATS.items()}  # each format class's
 CHECKS = {"openai": api_rules.problems_chat, "anthropic": api_rules.problems_anthropic,
-          "responses": api_rules.problems_responses}
+          "responses": api_rules.problems_responses, "gemini": api_rules.problems_gemini}
+
+
+def file_id(path):
+    """A real file's test id: its path in the development set, or under transcripts-new/."""
+    return str(path.relative_to(DATA)) if path.is_relative_to(DATA) else str(path.relative_to(NEW_DATA.parent))
+
+
 needs_data = pytest.mark.skipif(not FILES, reason=f"{DATA} not found (the project does not ship transcripts)")
 
 
@@ -51,6 +59,8 @@ def ends_on_results(body, written):
     if written == "responses":
         items = body["input"] if isinstance(body, dict) else body
         return str(items[-1].get("type", "")).endswith("_output")
+    if written == "gemini":
+        return any("functionResponse" in part for part in body["contents"][-1]["parts"])
     messages = body["messages"] if isinstance(body, dict) else body
     last = messages[-1]
     if written == "openai":
@@ -60,7 +70,7 @@ def ends_on_results(body, written):
 
 
 @needs_data
-@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(DATA)) if FILES else "" for p in FILES])
+@pytest.mark.parametrize("path", FILES, ids=[file_id(p) for p in FILES])
 @pytest.mark.parametrize("budget, masked", [(None, False), (2000, False), (8000, False), (4000, True)],
                          ids=["default", "2000", "8000", "4000-mask-results"])
 def test_real_transcript_pass_is_valid_budgeted_and_round_trips(cli, pager, tmp_path, path, budget, masked):
@@ -91,7 +101,7 @@ def test_real_transcript_pass_is_valid_budgeted_and_round_trips(cli, pager, tmp_
 
 
 @needs_data
-@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(DATA)) if FILES else "" for p in FILES])
+@pytest.mark.parametrize("path", FILES, ids=[file_id(p) for p in FILES])
 def test_recall_of_real_pages_is_exact(cli, pager, tmp_path, path):
     contract = tmp_path / "c.limn"
     first, _ = run(cli, path, contract, NOW, "--budget", "2000")
@@ -891,12 +901,12 @@ def test_a_slash_commands_arguments_are_what_the_human_typed(cli, pager, tmp_pat
     path.write_text("\n".join(lines) + "\n")
     conv = pager.load(path.read_text(), "claude-code")
     assert [r["text"] for r in pager.human_requests(conv)] == [command]
-    assert pager._typed_command(command) == "/apply-grant help me apply for the agentic engineering grant"
-    assert pager._typed_command("<command-name>/clear</command-name>\n<command-args></command-args>") is None
+    assert pager._MARKUP.typed_command(command) == "/apply-grant help me apply for the agentic engineering grant"
+    assert pager._MARKUP.typed_command("<command-name>/clear</command-name>\n<command-args></command-args>") is None
     # /compact's arguments tell the summary what to keep: the harness's, like /model's.
-    assert pager._typed_command("<command-name>/compact</command-name><command-args>keep the plan</command-args>") is None
+    assert pager._MARKUP.typed_command("<command-name>/compact</command-name><command-args>keep the plan</command-args>") is None
     # Managing plugins is the harness's business too (a real session held only such commands).
-    assert pager._typed_command("<command-name>/plugin</command-name>\n<command-args>install x@y</command-args>") is None
+    assert pager._MARKUP.typed_command("<command-name>/plugin</command-name>\n<command-args>install x@y</command-args>") is None
     _, summary = run(cli, path, tmp_path / "c.limn", NOW)
     assert summary["intent_source"].startswith("last human message")
     assert {"agentic", "grant", "engineering"} <= set(summary["intent"])
@@ -908,7 +918,7 @@ def test_a_plain_text_swe_agent_trajectory_round_trips(cli, pager, tmp_path):
     messages they have no SWE-agent marks left, so the next pass (the contract says swe-agent)
     reads them by the same rule: the same task, the same turns and ids, nothing new or moved."""
     history = [{"role": "system", "content": "You are an autonomous programmer.", "agent": "primary"},
-               {"role": "user", "content": pager.SWE_AGENT_DEMO_PREAMBLE + "\n--- DEMONSTRATION ---\n"
+               {"role": "user", "content": pager._MARKUP.rows["SWE-agent"].demonstration + "\n--- DEMONSTRATION ---\n"
                 + "ls\nfile.py\n" * 300, "agent": "primary", "is_demo": True},
                {"role": "user", "content": "ISSUE: Pixel Representation should be optional.", "agent": "primary"}]
     for n in range(10):
@@ -1378,7 +1388,7 @@ def test_an_ides_context_is_the_harnesss_and_the_words_after_it_the_humans(pager
              cc("user", "u3", "u2", [{"type": "text", "text": opened}])]
     conv = pager.load("\n".join(lines) + "\n", "claude-code")
     assert [r["text"] for r in pager.human_requests(conv)] == ["Why does the invoice spec fail?", selected]
-    assert pager._after_ide_context(opened) is None and pager._after_ide_context(selected) == "Round once, on the total."
+    assert pager._MARKUP.after_context(opened) is None and pager._MARKUP.after_context(selected) == "Round once, on the total."
 
 
 def test_audio_counts_by_its_length_not_its_bytes(pager):
@@ -1575,8 +1585,8 @@ def test_a_harness_tag_with_attributes_is_still_the_harnesss(pager):
         {"role": "user", "content": '<system-reminder type="prefill-retry">continue</system-reminder>'}]}
     conv = pager.load(json.dumps(body), "anthropic")
     assert [r["text"] for r in pager.human_requests(conv)] == ["Reply with one sentence naming the ALPHA build."]
-    assert '<task-notification id="7">done</task-notification>'.startswith(pager.HARNESS_PREFIXES)
-    assert not "<task-notifications> is the tag I mean".startswith(pager.HARNESS_PREFIXES)  # another word
+    assert pager._MARKUP.opens_harness_text('<task-notification id="7">done</task-notification>')
+    assert not pager._MARKUP.opens_harness_text("<task-notifications> is the tag I mean")  # another word
 
 
 def test_a_cline_tool_report_is_the_harnesss_and_feedback_in_one_the_humans(cli, pager, tmp_path):

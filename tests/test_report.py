@@ -261,8 +261,11 @@ def test_summary_of_the_bundled_asset(cli, tmp_path):
 
 @pytest.mark.parametrize("make, message", [
     (lambda d: None, "{c}: no such contract"),
-    (lambda d: (d / "c.limn").write_text("just some notes\n"), "{c}: not a pager contract: it records no pass"),
-    (lambda d: (d / "c.limn").write_text('{"blocks": []}\n'), "{c}: not a pager contract: it records no pass"),
+    (lambda d: (d / "c.limn").write_text("just some notes\n"),
+     "{c}: not a Liminate contract: line 1 is not a Liminate statement"),
+    (lambda d: (d / "c.limn").write_text('{"blocks": []}\n'),
+     "{c}: not a Liminate contract: line 1 is not a Liminate statement"),
+    (lambda d: (d / "c.limn").write_text("remember a list called notes\n"), "{c}: not a pager contract: it records no pass"),
     (lambda d: (d / "c.limn").write_text("add \"b1\" to paged-blocks because \"x\"\n"),
      "{c}: line 1: can't read back pager statement: adds to paged-blocks before it is declared"),
     (lambda d: (d / "c.limn").mkdir(), "{c}: is a directory, not a contract file"),

@@ -103,7 +103,7 @@ def test_stub_shape_and_word_cap(pager):
                             pager.stub_summary("word " * 100, [], 40), "")
     stub = pager.make_stub(page, pager._recall_hint("block-0x04", "C.limn", None))
     assert stub.startswith("[paged block-0x04 | turn 8 | assistant | 19 tokens] word word")
-    assert stub.endswith("word... (recall: python3 scripts/pager.py recall block-0x04 --contract C.limn)")
+    assert stub.endswith(f"word... (recall: {pager.RECALL_COMMAND} block-0x04 --contract C.limn)")
     assert page.summary.count("word") == 40
 
 
@@ -115,7 +115,7 @@ def test_stub_prefers_the_best_matching_sentence(pager):
 
 def test_recall_hint_quotes_awkward_ids(pager):
     assert pager._recall_hint("it's a b", "my c.limn", None) == \
-        "python3 scripts/pager.py recall 'it'\\''s a b' --contract 'my c.limn'"
+        f"{pager.RECALL_COMMAND} 'it'\\''s a b' --contract 'my c.limn'"
 
 
 def test_emit_writes_the_compacted_history(cli, pager, tmp_path):
@@ -207,19 +207,19 @@ def test_a_stub_with_nothing_stored_is_refused(cli, tmp_path):
     assert not (tmp_path / "c.limn").exists()
 
 
-def test_index_lists_every_paged_block(cli, tmp_path):
+def test_index_lists_every_paged_block(cli, pager, tmp_path):
     contract = tmp_path / "c.limn"
     assert cli("--history", ASSET, "--contract", contract, "--now", NOW).code == 0
     result = cli("index", "--contract", contract)
     assert result.code == 0
     lines = result.out.splitlines()
-    assert lines[0] == f"Paged blocks: 5 (recall one with: python3 scripts/pager.py recall ID --contract {contract})"
+    assert lines[0] == f"Paged blocks: 5 (recall one with: {pager.RECALL_COMMAND} ID --contract {contract})"
     assert lines[1] == "block-0x02 | turn 3 | 20 tokens | Set up the repository layout: scripts, tests and assets folders for the..."
     assert [line.split(" | ")[0] for line in lines[1:]] == [
         "block-0x02", "block-0x04", "block-0x05", "block-0x07", "block-0x09"]
     as_json = json.loads(cli("index", "--contract", contract, "--json").out)
     assert [p["block"] for p in as_json["paged"]] == ["block-0x02", "block-0x04", "block-0x05", "block-0x07", "block-0x09"]
-    assert as_json["paged"][0]["recall"] == f"python3 scripts/pager.py recall block-0x02 --contract {contract}"
+    assert as_json["paged"][0]["recall"] == f"{pager.RECALL_COMMAND} block-0x02 --contract {contract}"
 
 
 def test_emit_with_index_prepends_it_and_the_next_pass_skips_it(cli, tmp_path):

@@ -507,14 +507,6 @@ def test_pager_load_keeps_its_fields():
     assert block(conv, "block-0x03")["unit"] == "tool:call_1"
 
 
-def test_token_split_sums_and_is_proportional():
-    parts = [adapters._Part("text", None, "", text="x" * n) for n in (1, 2, 3, 0)]
-    assert adapters._split_tokens(10, parts) == [2, 3, 5, 0]
-    assert sum(adapters._split_tokens(7, parts)) == 7
-    empty = [adapters._Part("text", None, "", text="") for _ in range(3)]
-    assert adapters._split_tokens(4, empty) == [2, 1, 1]
-
-
 # --- emitting ---
 
 @pytest.mark.parametrize("name", CLEAN_JSON)
@@ -1277,7 +1269,7 @@ def test_detect_bad_input(text, expected):
 
 @pytest.mark.parametrize("fmt,value,expected", [
     ("xml", [], 'unknown format "xml" (expected one of pager, openai, responses, anthropic, '
-                'claude-code, codex, swe-agent)'),
+                'claude-code, codex, swe-agent, gemini, gemini-cli, copilot-cli, opencode)'),
     ("openai", {"messages": [{"role": "user", "content": "a"}, 7]},
      "messages[1] must be an object (got number)"),
     ("openai", [{"role": "robot", "content": "a"}],
@@ -1365,8 +1357,8 @@ def test_emit_bad_decisions(decisions, expected):
 
 def test_validate_unknown_format():
     with pytest.raises(PagerError) as excinfo:
-        validate("gemini", [])
-    assert one_line_error(excinfo).startswith('unknown format "gemini"')
+        validate("palm", [])
+    assert one_line_error(excinfo).startswith('unknown format "palm"')
 
 
 def test_format_error_is_always_one_line():

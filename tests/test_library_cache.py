@@ -1,0 +1,142 @@
+"""The library's Pager keeps the messages it has read: the same messages are not read again, changed ones are."""
+
+import copy
+
+import pytest
+
+import pager as engine
+
+
+def _openai():
+    return [{"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "Fix the invoice rounding in billing/totals.py."},
+            {"role": "assistant", "content": None, "tool_calls": [{
+                "id": "call_1", "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path": "billing/totals.py"}'}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "def total(x):\n    return round(x, 2)"},
+            {"role": "assistant", "content": "The rounding happens per line; it should happen once."}]
+
+
+def _anthropic():
+    return {"system": "You are a coding agent.", "messages": [
+        {"role": "user", "content": "Fix the invoice rounding in billing/totals.py."},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Reading the file."},
+            {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "billing/totals.py"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "def total(x):\n    return round(x, 2)"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "The rounding happens per line."}]}]}
+
+
+def _responses():
+    return [{"type": "message", "role": "user", "content": [
+                {"type": "input_text", "text": "Fix the invoice rounding in billing/totals.py."}]},
+            {"type": "function_call", "call_id": "fc_1", "name": "read_file",
+             "arguments": '{"path": "billing/totals.py"}'},
+            {"type": "function_call_output", "call_id": "fc_1", "output": "def total(x):\n    return round(x, 2)"},
+            {"type": "message", "role": "assistant", "content": [
+                {"type": "output_text", "text": "The rounding happens per line."}]}]
+
+
+def _pager():
+    return {"blocks": [{"id": "b1", "turn": 1, "role": "user", "text": "Fix the invoice rounding."},
+                       {"id": "b2", "turn": 1, "role": "tool", "text": "def total(x):\n    return round(x, 2)"},
+                       {"id": "b3", "turn": 1, "role": "assistant", "text": "The rounding happens per line."}]}
+
+
+def _change_openai(m):
+    m[3]["content"] = "def total(x):\n    return x.quantize(CENT)"
+
+
+def _change_anthropic(m):
+    m["messages"][2]["content"][0]["content"] = "def total(x):\n    return x.quantize(CENT)"
+
+
+def _change_responses(m):
+    m[2]["output"] = "def total(x):\n    return x.quantize(CENT)"
+
+
+def _change_pager(m):
+    m["blocks"][1]["text"] = "def total(x):\n    return x.quantize(CENT)"
+
+
+SHAPES = [("openai", _openai, _change_openai), ("anthropic", _anthropic, _change_anthropic),
+          ("responses", _responses, _change_responses), ("pager", _pager, _change_pager)]
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """Count the Pager's reads of a message list (its conversion to blocks)."""
+    calls = []
+    real = engine._read_value
+
+    def counted(*args, **kwargs):
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "_read_value", counted)
+    return calls
+
+
+def _calls(budget, steps, cache=True):
+    """Run ``steps`` (each returns the messages of one call) on one Pager; return every call's output."""
+    saved = engine._fingerprint
+    if not cache:  # the reference: no fingerprint, so every call reads its messages afresh
+        engine._fingerprint = lambda value: None
+    try:
+        agent = engine.Pager(budget)
+        out = []
+        for step in steps:
+            result = agent.compact(step())
+            report = result.report.to_dict()
+            report.pop("cached")  # blocks whose scoring features came from the cache: not this cache
+            out.append((copy.deepcopy(result.messages), report))
+        return out
+    finally:
+        engine._fingerprint = saved
+
+
+@pytest.mark.parametrize("fmt, make, change", SHAPES, ids=[s[0] for s in SHAPES])
+@pytest.mark.parametrize("budget", [None, 60])
+def test_the_same_messages_are_read_once(reads, fmt, make, change, budget):
+    messages = make()
+    steps = [lambda: messages, lambda: messages, lambda: copy.deepcopy(messages)]  # a copy: equal values
+    cached = _calls(budget, steps)
+    assert reads == [fmt]
+    assert cached == _calls(budget, steps, cache=False)
+
+
+@pytest.mark.parametrize("fmt, make, change", SHAPES, ids=[s[0] for s in SHAPES])
+@pytest.mark.parametrize("budget", [None, 60])
+def test_a_message_changed_in_place_is_read_again(reads, fmt, make, change, budget):
+    def steps():
+        messages = make()
+
+        def edited():
+            change(messages)  # the caller edits its own list: the same objects, a new text inside
+            return messages
+        return [lambda: messages, edited]
+
+    cached = _calls(budget, steps())
+    assert reads == [fmt, fmt]
+    assert cached == _calls(budget, steps(), cache=False)
+    assert "quantize" in repr(cached[1]) and "quantize" not in repr(cached[0])
+
+
+def test_a_grown_list_is_read_with_its_new_message(reads):
+    messages = _openai()
+    agent = engine.Pager(None)
+    agent.compact(messages)
+    messages.append({"role": "user", "content": "Now run the tests."})
+    result = agent.compact(messages)
+    assert reads == ["openai", "openai"]
+    assert result.messages[-1] == {"role": "user", "content": "Now run the tests."}
+
+
+def test_a_type_that_cannot_be_fingerprinted_is_read_every_call():
+    class Text(str):
+        """A str of the caller's own type: equal to its text, but no fingerprint holds it."""
+
+    assert engine._fingerprint([{"role": "user", "content": Text("hi")}]) is None
+    assert engine._fingerprint([{"role": "user", "content": True}]) != engine._fingerprint(
+        [{"role": "user", "content": 1}])
