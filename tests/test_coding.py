@@ -282,7 +282,7 @@ def test_the_stub_of_a_repeated_run_names_the_newer_copy_and_is_priced_as_writte
     messages.append({"role": "user", "content": "go on"})
     history, out = tmp_path / "chat.json", tmp_path / "out.json"
     history.write_text(json.dumps(messages))
-    budget = 460  # the stubs, and room set aside for a range page's line
+    budget = 470  # the stubs, and room set aside for a range page's line
     result = cli("--history", history, "--contract", "c.limn", "--budget", budget, "--json",
                  "--emit", out, "--now", "2026-05-17T03:00:00Z")
     assert result.code == 0, result.err
