@@ -272,7 +272,7 @@ def test_a_command_run_again_pages_the_earlier_run_first(pager):
 
 def test_the_stub_of_a_repeated_run_names_the_newer_copy_and_is_priced_as_written(pager, cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a short contract path: the stubs name it
-    log = "".join(f"test_{k} passed\n" for k in range(60))
+    log = "".join(f"test_{k} passed\n" for k in range(150))
     messages = [{"role": "user", "content": "run the tests"}]
     for cid, out in (("r1", log + "1 failed"), ("r2", log + "all passed")):
         messages += [{"role": "assistant", "content": None, "tool_calls": [
