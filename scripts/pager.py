@@ -134,6 +134,15 @@ GIANT_EDGE_SHARE = 0.025    # ...each of them about this share of the budget (4 
 GIANT_MIN_EDGE = 50         # tokens: a budget whose edge would be smaller than this has no giants
 REPEATED_BY = "repeated by "  # the reason of a block paged because a later block repeats it, then that block's id
 MASK = "mask"  # emit only: a tool result paged in place while its call is kept (observation masking)
+# Range pages (see references/budget.md): under a budget, the paged blocks that get no stub of their
+# own collapse, run by run, into range pages: one line of the page index each, recallable by its id.
+RANGED = "budget-ranged"   # the reason of a block paged into a range page (no stub of its own)
+RANGE = "range"            # a range page's kind in the page store, and the role its stub line names
+RANGE_PREFIX = "r-"        # a range page's id: this, then RANGE_DIGITS hex digits of its members' ids
+RANGE_DIGITS = 12
+RANGE_REASON = "range; "   # the reason recorded with a range page's id in paged-blocks
+DEFAULT_INDEX_SHARE = 0.1  # the range pages' lines may take this share of the budget
+RANGE_TOPICS = 8           # at most this many names (topics) a range page's line lists
 # A lone UTF-16 surrogate: valid in a JSON string ("\ud83d", where a log cut a long output inside an
 # emoji), not in UTF-8, so no page store can hold it.  A block holding one is never paged (reason
 # UNSTORABLE when it would have been), and the files the pager writes keep it as its JSON escape.
@@ -191,8 +200,12 @@ SCRIPT_PATH = os.path.abspath(__file__)
 CONSOLE_SCRIPT = "prosecode-pager"  # the command pip installs (pyproject.toml)
 
 COMPACTION = "compaction"  # a provider's compaction block or item: it is the compacted past, kept like the instructions
-PROTECTIONS = ("pinned", "system", "recent", COMPACTION)  # reasons a block is kept whatever its score...
-HELD_OVER_BUDGET = ("pinned", "recent", COMPACTION)  # ...and whatever the budget; "system" only while it fits
+# Under a budget, the floors no budget removes (reason CURRENT): the human's last request, and the
+# agent's current step (its last run of assistant blocks, the units it opened, the results after it;
+# a giant among them competes, paged in place at worst).
+CURRENT = "current"
+PROTECTIONS = ("pinned", "system", "recent", COMPACTION, CURRENT)  # reasons a block is kept whatever its score...
+HELD_OVER_BUDGET = ("pinned", "recent", COMPACTION, CURRENT)  # ...and whatever the budget; "system" only while it fits
 # (under a budget the system prompt is claimed first, block by block in order, while it fits; a
 # system block that does not fit is paged while its stub fits, else evicted, so a harness's long
 # instructions (a Codex skills list of 6,000 tokens under a budget of 4,000) never push the pass
@@ -856,6 +869,8 @@ def make_stub(page: "StoredPage", hint: str, newer: Optional[str] = None, edge: 
         >>> make_stub(page, "the recall tool", newer="b9")
         '[paged b4 | turn 8 | assistant | 19 tokens] Fixed the index helper. (newer copy: b9; recall: the recall tool)'
     """
+    if page.kind == RANGE:  # a range page's line: its summary is the rest of the line (see range_line)
+        return f"[paged {page.block} | turn {page.turn} | {RANGE} | {page.summary} (recall: {hint})"
     where = f"newer copy: {newer}; " if newer is not None else ""
     ends = _giant_parts(page.text, edge)
     if ends is not None:
@@ -864,6 +879,53 @@ def make_stub(page: "StoredPage", hint: str, newer: Optional[str] = None, edge: 
                 f"{_giant_end(page.block)}")
     return (f"[paged {page.block} | turn {page.turn} | {page.role} | {page.tokens} tokens] {page.summary} "
             f"({where}recall: {hint})")
+
+
+def range_id(members: Sequence[str]) -> str:
+    """Return the id of the range page holding the blocks ``members`` (in order): derived from their ids.
+
+    Example:
+        >>> range_id(["b1", "b2"]) == range_id(["b1", "b2"]) != range_id(["b2", "b1"])
+        True
+    """
+    digest = hashlib.sha256("\n".join(members).encode("utf-8", "surrogatepass")).hexdigest()
+    return RANGE_PREFIX + digest[:RANGE_DIGITS]
+
+
+def range_summary(first_turn: int, last_turn: int, count: int, tokens: int, topics: Sequence[str]) -> str:
+    """Return a range page's summary: the rest of its index line after ``[paged ID | turn T | range | ``.
+
+    Example:
+        >>> range_summary(3, 9, 14, 5210, ["src/totals.py", "typeerror"])
+        'turns 3-9 | 14 blocks | 5210 tokens] topics: src/totals.py, typeerror'
+    """
+    head = f"turns {first_turn}-{last_turn} | {count} blocks | {tokens} tokens]"
+    return head + (" topics: " + ", ".join(topics) if topics else "")
+
+
+class RangePage(NamedTuple):
+    """A range page: consecutive paged blocks standing in the request as one line of the page index."""
+
+    id: str
+    members: Tuple[str, ...]   # the block ids it holds, in order (a member may itself be a range page)
+    positions: Tuple[int, ...]  # their positions among the pass's decisions
+    first_turn: int
+    last_turn: int
+    tokens: int                # what its blocks cost verbatim
+    summary: str               # see range_summary
+    cost: int                  # what its line costs in the request
+
+    def page(self) -> "StoredPage":
+        """Return the StoredPage the page store keeps for it (its text: the member ids, a line each)."""
+        text = "\n".join(self.members)
+        sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return StoredPage(self.id, self.first_turn, RANGE, RANGE, self.tokens, (), sha, "",
+                          self.summary, text)
+
+    def to_dict(self) -> Dict[str, object]:
+        """Return the range page as JSON: id, members, turns, tokens, summary."""
+        return {"id": self.id, "members": list(self.members), "turns": [self.first_turn, self.last_turn],
+                "tokens": self.tokens, "summary": self.summary}
 
 
 def _newer_copy(reason: str) -> Optional[str]:
@@ -875,6 +937,9 @@ def index_lines(pages: Iterable["StoredPage"]) -> List[str]:
     """Return one compact line per paged block: id, turn, tokens and the start of its summary."""
     lines = []
     for page in pages:
+        if page.kind == RANGE:  # a range page's summary is its line's own text
+            lines.append(f"{page.block} | {page.summary}")
+            continue
         words = page.summary.split(" ")
         short = page.summary if len(words) <= INDEX_SUMMARY_WORDS else " ".join(words[:INDEX_SUMMARY_WORDS]) + "..."
         lines.append(f"{page.block} | turn {page.turn} | {page.tokens} tokens | {short}")
@@ -1009,6 +1074,7 @@ class Params:
     protect_task: bool = True  # a block marked protected="task" (a session's first human request) stays like a pin
     keep_small: Optional[bool] = None  # without a budget, a block its stub would not shorten stays; None: transcripts
     before_compaction: bool = False  # the harness compacts next: every block it takes out of context is paged
+    index_share: float = DEFAULT_INDEX_SHARE  # under a budget, the share of it the range pages' lines may take
 
     def validate(self) -> "Params":
         """Return self, or raise PagerError naming the first bad value."""
@@ -1033,6 +1099,9 @@ class Params:
         if self.before_compaction and self.budget is not None:
             raise PagerError("--before-compaction takes no --budget: the compaction takes every block out of "
                              "the context, so every one is stored")
+        if not isinstance(self.index_share, (int, float)) or isinstance(self.index_share, bool) \
+                or not math.isfinite(self.index_share) or not 0.0 < self.index_share < 1.0:
+            raise PagerError(f"--index-share must be a number between 0 and 1 (got {_show(self.index_share)})")
         if self.keep_small not in (None, True, False):
             raise PagerError(f"keep_small must be true, false or None (got {_show(self.keep_small)})")
         if not _is_int(self.work_steps) or self.work_steps < 0:
@@ -1326,7 +1395,8 @@ def _stubs_within(stub_tokens: Sequence[int], members: List[int], room: int) -> 
 def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
                units: Optional[List[Optional[str]]] = None, results_apart: bool = False,
                floors: Container[int] = (), unpageable: Container[int] = (),
-               open_units: Container[str] = (), worth: Optional[Mapping[int, float]] = None) -> int:
+               open_units: Container[str] = (), worth: Optional[Mapping[int, float]] = None,
+               index_room: int = 0) -> int:
     """Fit ``decisions`` (changed in place) into ``budget`` tokens; return the tokens kept.
 
     What stays costs its tokens verbatim, or its stub's tokens when paged. Pinned and
@@ -1345,13 +1415,15 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
          skipped, so a smaller one after it may fit);
       2. the rest that classification did not evict become stubs while their stub
          still fits (a block under the evict cut is never worth a stub);
-      3. what is left is evicted.
-    So the budget, not the retain cut, decides what is kept verbatim: under pressure
-    the lowest-R retained blocks are paged and the lowest-R pages evicted first, and
-    with room to spare the best pages (then the most recent of the rest) are kept
-    whole. Every change says so in its reason: "budget-kept", "budget-paged",
-    "budget-evicted". When protected blocks alone exceed the budget the pass still
-    completes (all else evicted) and the caller reports the overflow.
+      3. the rest are paged without a stub of their own (reason RANGED): the caller collapses
+         them into range pages (_plan_ranges), whose lines share ``index_room``, which is set
+         aside first whenever the history does not fit whole.
+    So the budget, not the retain cut, decides what is kept verbatim, and the budget never
+    evicts: what does not fit is paged (only the score evicts, and a picture or file that
+    fits nowhere is evicted for its kind). Every change says so in its reason:
+    "budget-kept", "budget-paged", RANGED. When protected blocks alone exceed the budget the
+    pass still completes (all else paged into ranges) and the caller reports the overflow.
+    The tokens returned leave out the index room: the caller adds what the lines cost.
 
     A block in ``floors`` (a human's message) is never evicted while its stub fits: its stub is
     spoken for first (newest first), and it is kept verbatim when that fits; a block kept for
@@ -1391,23 +1463,27 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     left = budget
     live = []  # the groups in the context and not protected
     system = []  # the system prompt's groups, in order: kept while they fit
+    whole_size = 0
     for members in groups.values():
         if all(reasons[i] == "compacted" for i in members):
             continue  # paged at a compaction boundary: not in the context, costs nothing
+        whole_size += sum(tokens[i] for i in members)
         if any(reasons[i] in HELD_OVER_BUDGET for i in members):
             left -= sum(tokens[i] for i in members)
         elif any(reasons[i] == "system" for i in members):
             system.append(members)
         else:
             live.append(members)
-    for members in system:  # after what the budget cannot move: whole while it fits, else its stub, else gone
+    for members in system:  # after what the budget cannot move: whole while it fits, else its stub, else a range
         whole = sum(tokens[i] for i in members)
         if whole > left:
             stubs = _stubs_within(stub_tokens, members, left)
             whole = stubs if stubs is not None else 0
             for i in members:
-                decide(i, *(("page", "budget-paged") if stubs is not None else ("evict", "budget-evicted")))
+                decide(i, "page", "budget-paged" if stubs is not None else RANGED)
         left -= whole
+    reserved = min(index_room, max(left, 0)) if whole_size > budget else 0
+    left -= reserved  # the range pages' lines: set aside after the fixed costs, before the rest is chosen
     # Floors speak for their stubs first: the human's last message (the request the model answers
     # next), the task statement, then a human's other messages newest first, while their stubs fit,
     # then what a human attached (whole: a picture has no stub).  The budget is a promise too: a
@@ -1474,36 +1550,138 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
         elif members[0] in floored:  # its stub is paid for; one no shorter than the block keeps it whole
             action = "page" if floored[members[0]] < sum(tokens[i] for i in members) else "retain"
             chosen = {i: action for i in members}
+        elif actions[members[0]] == "evict":
+            continue  # the score evicted it (noise): not worth a page
+        elif any(i in unpageable for i in members):  # no page can hold a picture: it goes, for its kind
+            for i in members:
+                if actions[i] != "evict":
+                    decide(i, "evict", next((unpageable[j] for j in members if j in unpageable), OPAQUE)
+                           if isinstance(unpageable, Mapping) else OPAQUE)
+            continue
         else:
-            action = "evict"
-            if actions[members[0]] != "evict" and not any(i in unpageable for i in members):
-                stubs = _stubs_within(stub_tokens, members, left)
-                if stubs is not None:
-                    action, left = "page", left - stubs
-            chosen = {i: action for i in members}
+            stubs = _stubs_within(stub_tokens, members, left)
+            if stubs is not None:
+                left -= stubs
+                chosen = {i: "page" for i in members}
+            else:
+                for i in members:
+                    decide(i, "page", RANGED)
+                continue
         for i in members:
             action = chosen.get(i, "retain")
             if action != actions[i]:
-                decide(i, action, "budget-" + {"retain": "kept", "page": "paged", "evict": "evicted"}[action])
-    return budget - left
+                decide(i, action, "budget-" + {"retain": "kept", "page": "paged"}[action])
+    return budget - left - reserved
 
 
 def _previous_actions(decisions: List[Decision], stub_tokens: List[int],
-                      previous: Mapping[str, str]) -> Tuple[List[str], int]:
+                      previous: Mapping[str, str], ranged: Container[str] = ()) -> Tuple[List[str], int]:
     """Return every block's directive of the previous pass (a new block: retain) and the tokens they keep.
 
     Between two compactions nothing the agent has already sent changes, so the
     emitted history grows only at its end and a cached prompt prefix stays valid.
     Pinned and recent blocks and a provider's compaction stay retained; a system block keeps
-    its last directive (fit_budget pages one that does not fit).
+    its last directive (fit_budget pages one that does not fit).  A block of a range page
+    (``ranged``) costs nothing here: its range's line is counted apart.
     """
     blocks, tokens, reasons = _column(decisions, "block"), _column(decisions, "tokens"), _column(decisions, "reason")
     chosen, kept = [], 0
     for i, block in enumerate(blocks):
         action = "retain" if reasons[i] in HELD_OVER_BUDGET else previous.get(block, "retain")
         chosen.append(action)
-        kept += tokens[i] if action == "retain" else stub_tokens[i] if action == "page" else 0
+        kept += tokens[i] if action == "retain" else stub_tokens[i] if action == "page" and block not in ranged else 0
     return chosen, kept
+
+
+def _range_topics(names: Iterable[str], shown: Container[str], held: Mapping[str, int]) -> List[str]:
+    """Return a range page's topics: its names the kept context does not show, most distinctive first.
+
+    Most distinctive: held by the fewest blocks of the history (``held``), then the longest (a
+    path or a qualified name says more than a word), then alphabetically; RANGE_TOPICS at most.
+    """
+    fresh = {name for name in names if name not in shown}
+    return sorted(fresh, key=lambda name: (held.get(name, 1), -len(name), name))[:RANGE_TOPICS]
+
+
+def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[["StoredPage"], int],
+                 names_of: Callable[[int], Sequence[str]], shown: Container[str] = (),
+                 held: Optional[Mapping[str, int]] = None,
+                 known: Optional[Mapping[str, str]] = None,
+                 units: Optional[Sequence[Optional[str]]] = None) -> List[RangePage]:
+    """Return the range pages of the blocks ``decisions`` paged without a stub (reason RANGED).
+
+    Pure. A range page is a run of such blocks: evicted blocks and pages of a compaction
+    boundary (in no request) are passed over, any other block ends the run. A long run is cut
+    into ranges that grow with age (from the newest: 1, 1, 2, 2, 4, 4, ... pieces, a piece being
+    a block or a whole tool unit: ``units``), so recent work gets the finest lines and the index
+    fills its room. Each range costs its line (``line_cost`` of its RangePage.page()); while the lines cost more
+    than ``room``, the two oldest ranges merge into one (the index stays bounded; the newest
+    runs keep the finest lines), and a last range that alone does not fit lists fewer topics.
+    ``known`` maps range ids to the summary an earlier pass gave them: a range with the same
+    blocks keeps its line, so the request's prefix stays the same between passes.  A run that is
+    one range page read back from an earlier request (kind RANGE) stays that range page.
+    """
+    blocks, turns, actions, reasons = (_column(decisions, n) for n in ("block", "turn", "action", "reason"))
+    tokens, kinds = _column(decisions, "tokens"), _column(decisions, "kind")
+    runs: List[List[int]] = []
+    run: List[int] = []
+    for i, reason in enumerate(reasons):
+        if reason == RANGED and actions[i] == "page":
+            run.append(i)
+        elif actions[i] == "evict" or reason == "compacted":
+            continue  # in no request: the run goes on across it
+        elif run:
+            runs.append(run)
+            run = []
+    if run:
+        runs.append(run)
+    if not runs:
+        return []
+    cut: List[List[int]] = []
+    for members in reversed(runs):  # newest first: sizes 1, 1, 2, 2, 4, 4, ... pieces
+        pieces: List[List[int]] = []
+        for i in members:
+            unit = units[i] if units else None
+            if pieces and unit is not None and units[pieces[-1][-1]] == unit:  # type: ignore[index]
+                pieces[-1].append(i)
+            else:
+                pieces.append([i])
+        while pieces:
+            size = 1 << (len(cut) // 2)
+            taken, pieces = pieces[-size:], pieces[:-size]
+            cut.append([i for piece in taken for i in piece])
+    runs = cut[::-1]
+    known = known or {}
+    counts: Mapping[str, int] = held if held is not None else Counter(
+        chain.from_iterable(set(names_of(i)) for members in runs for i in members))
+
+    def build(members: List[int], topics: Optional[int] = None) -> RangePage:
+        ids = tuple(blocks[i] for i in members)
+        one = len(members) == 1 and kinds[members[0]] == RANGE
+        rid = ids[0] if one else range_id(ids)
+        summary = known.get(rid)
+        if summary is None or topics is not None:
+            names = _range_topics(chain.from_iterable(names_of(i) for i in members), shown, counts)
+            summary = range_summary(min(turns[i] for i in members), max(turns[i] for i in members), len(members),
+                                    sum(tokens[i] for i in members), names[:topics] if topics is not None else names)
+        page = RangePage(rid, ids, tuple(members), turns[members[0]], max(turns[i] for i in members),
+                         sum(tokens[i] for i in members), summary, 0)
+        return page._replace(cost=line_cost(page.page()))
+
+    ranges = [build(members) for members in runs]
+    total = sum(r.cost for r in ranges)
+    while total > room and len(ranges) > 1:
+        merged = build(list(ranges[0].positions + ranges[1].positions))
+        total += merged.cost - ranges[0].cost - ranges[1].cost
+        ranges[:2] = [merged]
+    if total > room:  # one range left, its line too long: fewer topics (none at worst)
+        last = ranges[0]
+        for topics in range(RANGE_TOPICS - 1, -1, -1):
+            last = build(list(last.positions), topics)
+            if last.cost <= room:
+                break
+        ranges[0] = last
+    return ranges
 
 
 def _evicting_age(params: Params) -> Optional[int]:
@@ -1661,6 +1839,9 @@ class _Scorer:
         self._unpageable: Dict[int, str] = {}  # position -> why a stub would lose it (UNPAGEABLE_KINDS, UNSTORABLE)
         self._units: Dict[int, str] = {}      # blocks sharing a unit (a tool call and its results)
         self._stubs: set = set()              # arrived as a page stub, scored on its stored text
+        self._range_summaries: Dict[str, str] = {}  # a range page that arrived as a stub -> its summary
+        self._system_texts: Dict[bytes, int] = {}   # under a budget: digest of a system block -> its latest position
+        self._system_repeats: Dict[int, str] = {}   # ...and an earlier copy's position -> the later copy's id
         # The text of each block that may end up paged, else None: a block is sure to be
         # evicted when nothing can raise its sim above 0 (no match of its own, no unit, no
         # neighbour credit to borrow) and its recency alone scores under the evict cut.
@@ -1683,6 +1864,11 @@ class _Scorer:
         self.with_names = False  # whether each block's names are read (see use_work)
         self._names: List[Tuple[str, ...]] = []  # then each block's names (_names_of)
         self.worth: Dict[int, float] = {}  # position -> what its R per token is worth under a budget (_rare_names)
+        self._held: Optional[Counter] = None  # name -> blocks holding it, when names were read (_rare_names)
+        # Range pages an earlier pass made (id -> (its blocks, its summary)): with the watermarks a
+        # range's blocks stay in it between compactions, and a range of the same blocks keeps its line.
+        self.previous_ranges: Mapping[str, Tuple[Tuple[str, ...], str]] = {}
+        self.ranges: List[RangePage] = []  # set by finish under a budget
 
     def use_work(self, work: Iterable[str]) -> None:
         """Mark the intent keywords ``work`` as drawn from the agent's recent work (see _similarities);
@@ -1768,8 +1954,11 @@ class _Scorer:
                                  "holds no text for it (evicted since? pass the latest --emit output)")
             text, tokens = page.text, page.tokens
             self._stubs.add(position)
-            if page.kind in FLOORED or (page.kind in PAGE_FLOORS and self.params.budget is None):
-                self._floors.add(position)  # paged under a floor: still never evicted
+            if page.kind in FLOORED or page.kind == RANGE or (page.kind in PAGE_FLOORS and self.params.budget is None):
+                self._floors.add(position)  # paged under a floor, or a range page: still never evicted
+            if page.kind == RANGE:  # a range page read back: it stays one, with its line
+                self._range_summaries[block_id] = page.summary
+                kind = RANGE
         matched: Tuple[str, ...] = ()
         if self.terms:
             lowered = _unescaped_breaks(text.lower())
@@ -1786,6 +1975,14 @@ class _Scorer:
         if unit is not None:
             self._units[position] = shared.setdefault(unit, unit)  # type: ignore[assignment]
         self._protect(position, role, kind, pinned, protected)
+        if self._guards.get(position) == "system" and self.params.budget is not None:
+            # the same instructions sent again (a harness repeats them after each compaction): the
+            # earlier copy is paged, naming the later one, so the request holds and counts one
+            digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            earlier = self._system_texts.get(digest)
+            if earlier is not None:
+                self._system_repeats[earlier] = block_id
+            self._system_texts[digest] = position
         if not text.isascii() and _LONE_SURROGATE.search(text):
             self._unpageable[position] = UNSTORABLE
         if self.max_turn is None or turn > self.max_turn:
@@ -1813,6 +2010,8 @@ class _Scorer:
         """Note what guards the block at ``position``: a pin, a system role, the task, a floor, a picture."""
         if pinned:
             self._guards[position] = "pinned"
+        elif protected == ARCHIVED:  # before a compaction boundary: in no request, whatever its role
+            self._archived.add(position)
         elif role in SYSTEM_ROLES or protected == "system" or (protected == INSTRUCTIONS and self.params.budget is None):
             self._guards[position] = "system"
         elif protected == COMPACTION:
@@ -1835,6 +2034,9 @@ class _Scorer:
     def _stub_cost(self, block_id: str, turn: int, role: str, kind: Optional[str], tokens: int,
                    matched: Tuple[str, ...], text: str, newer: Optional[str] = None) -> int:
         """Return what the block costs as a stub (and its page-index line, with --with-index)."""
+        if kind == RANGE and block_id in self._range_summaries:
+            return self._range_line_cost(StoredPage(block_id, turn, RANGE, RANGE, tokens, (), "", "",
+                                                    self._range_summaries[block_id], ""))
         summary = stub_summary(text, matched, self.params.stub_words)
         page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
         cost = estimate_tokens(self._render_stub(page, newer, _giant_edge(tokens, self.params.budget)))
@@ -1972,7 +2174,7 @@ class _Scorer:
         ``parse_invoice_total`` shares one rare name with it and scores at least 0.5.
         """
         names = self._names
-        held = Counter(chain.from_iterable(names))
+        held = self._held = Counter(chain.from_iterable(names))
         most = min(RARE_HOLDERS, len(names) // RARE_PER_BLOCKS)
         recent = _recent_steps(self._roles, self.params.work_steps, self._stubs)
         work = Counter(chain.from_iterable(names[i] for i in recent))  # name -> recent blocks holding it
@@ -2005,15 +2207,20 @@ class _Scorer:
         wanted = [previous[block] for block in decisions.block]
         if any(a not in ACTIONS for a in wanted):
             return False
+        ranged = {b for members, _ in self.previous_ranges.values() for b in members}
         if self.params.budget is not None:
             kept = sum(t for t, a in zip(decisions.tokens, wanted) if a == "retain")
-            kept += sum(stub_tokens[i] for i, a in enumerate(wanted) if a == "page")
-            if kept + reserved > self.params.budget:
+            kept += sum(stub_tokens[i] for i, a in enumerate(wanted) if a == "page" and decisions.block[i] not in ranged)
+            index_room = self._index_room()
+            lines = self._range_lines(decisions, wanted, ranged, index_room)
+            if kept + lines + reserved > self.params.budget:
                 return False
-            self.tokens_after = kept + reserved
+            self.tokens_after = kept + lines + reserved
         for i, action in enumerate(wanted):
             decisions.action[i] = action
-            decisions.reason[i] = "settled"
+            decisions.reason[i] = RANGED if action == "page" and decisions.block[i] in ranged else "settled"
+        if self.params.budget is not None:
+            self.ranges = self._make_ranges(decisions, self._index_room())
         self.settled = True
         return True
 
@@ -2073,6 +2280,11 @@ class _Scorer:
                             self._stub_tokens[j], self._newer[j] = _UNPRICED, newer
         for i, guard in self._guards.items():
             actions[i], reasons[i] = "retain", guard
+        for i, newer in self._system_repeats.items():  # sent and counted once: the latest copy
+            rs[i], actions[i], reasons[i] = 0.0, "page", REPEATED_BY + newer
+            self._guards.pop(i)
+            if self.stub_text is not None and self.texts[i] is not None:
+                self._stub_tokens[i], self._newer[i] = _UNPRICED, newer
         for i, why in self._unpageable.items():
             if actions[i] == "page":
                 actions[i], reasons[i] = "evict", why
@@ -2103,25 +2315,136 @@ class _Scorer:
         if self.params.budget is None and self.params.keep_small and not self.params.before_compaction:
             _keep_small(decisions, units, self._stubs, self._stub_size)  # (before a compaction all is paged)
         if self.params.budget is not None:
+            self._hold_current(decisions, units)
             room = max(0, self.params.budget - reserved)
             target = self.params.target
             # The watermarks keep a prompt prefix the agent has sent: a first pass (no earlier
             # directives) has none yet, and fits the whole budget.
+            index_room = self._index_room()
             if target is not None and self.previous:
-                chosen, kept = _previous_actions(decisions, stub_tokens, self.previous)
-                self.compacted = kept + reserved > self.params.trigger * self.params.budget
+                ranged = {b for members, _ in self.previous_ranges.values() for b in members}
+                chosen, kept = _previous_actions(decisions, stub_tokens, self.previous, ranged)
+                lines = self._range_lines(decisions, chosen, ranged, index_room)
+                self.compacted = kept + lines + reserved > self.params.trigger * self.params.budget
                 if not self.compacted:  # the directives stay as the agent last saw them ("sticky")
                     actions, reasons = decisions.action, decisions.reason
                     for i, action in enumerate(chosen):
-                        if action != actions[i]:
+                        if action == "page" and decisions.block[i] in ranged:
+                            actions[i], reasons[i] = action, RANGED
+                        elif action != actions[i]:
                             actions[i], reasons[i] = action, "sticky"
-                    self.tokens_after = kept + reserved
+                    self.ranges = self._make_ranges(decisions, index_room)
+                    self.tokens_after = kept + sum(r.cost for r in self.ranges) + reserved
                     return decisions
                 room = max(0, int(target * self.params.budget) - reserved)
-            self.tokens_after = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
-                                           self._floors, self._unpageable, _open_units(self._roles, units),
-                                           self.worth) + reserved
+            before = (list(decisions.action), list(decisions.reason))
+            index_room = min(index_room, room)
+            for attempt in range(2):  # a second fit gives back the index room the lines left unused
+                kept = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
+                                  self._floors, self._unpageable, _open_units(self._roles, units),
+                                  self.worth, index_room)
+                # the lines get what the fit set aside: less when the system prompt took some of it
+                self.ranges = self._make_ranges(decisions, min(index_room, max(room - kept, 0)))
+                lines = sum(r.cost for r in self.ranges)
+                self.tokens_after = kept + lines + reserved
+                if attempt or index_room - lines < (self._least_range_line() if self.ranges else 1):
+                    break
+                index_room = lines
+                decisions.action[:], decisions.reason[:] = before
+            for i in self._system_repeats:  # an earlier copy of instructions sent again is never sent twice
+                if decisions.action[i] == "retain":
+                    stub = stub_tokens[i]
+                    decisions.action[i], decisions.reason[i] = "page", REPEATED_BY + self._system_repeats[i]
+                    self.tokens_after -= decisions.tokens[i] - stub  # type: ignore[operator]
         return decisions
+
+    def _hold_current(self, decisions: "_DecisionTable", units: Sequence[Optional[str]]) -> None:
+        """Keep the floors of a budget pass verbatim (reason CURRENT): the human's last request, the
+        task statement and the agent's current step (_recent_steps' last step, with every block of
+        the units it holds).
+
+        A unit holding a giant (see _giant_edge) or a picture is left to compete: fit_budget claims
+        an open round trip's call and pages its results in place at worst.
+        """
+        actions, reasons, tokens = decisions.action, decisions.reason, decisions.tokens
+        humans = [i for i in self._floors if i not in self._stubs]  # under a budget: a human's messages
+        humans += [i for i, guard in self._guards.items() if guard == "task"]
+        step = _recent_steps(self._roles, 1, self._stubs)
+        chosen = set(step)
+        if units:
+            opened = {units[i] for i in step if units[i] is not None}
+            chosen.update(i for i, unit in enumerate(units) if unit is not None and unit in opened)
+        giant = GIANT_SHARE * self.params.budget  # type: ignore[operator]
+        if units:
+            whole: Dict[str, List[int]] = {}
+            for i in chosen:
+                if units[i] is not None:
+                    whole.setdefault(units[i], []).append(i)  # type: ignore[arg-type]
+            for members in whole.values():
+                if any(tokens[i] > giant or i in self._unpageable for i in members):
+                    chosen.difference_update(members)
+        chosen = {i for i in chosen if tokens[i] <= giant and i not in self._unpageable}
+        if humans:
+            chosen.add(max(humans))
+        chosen.update(i for i, guard in self._guards.items() if guard == "task")  # the task statement
+        for i in chosen:
+            if tokens[i] > giant and reasons[i] not in PROTECTIONS:
+                continue  # a giant floor (a whole log pasted as the request) is paged as its head and tail at worst
+            if reasons[i] not in PROTECTIONS and reasons[i] != "compacted":
+                actions[i], reasons[i] = "retain", CURRENT
+
+    def _least_range_line(self) -> int:
+        """Return what one range page's line without topics costs at most (five-digit turns)."""
+        widest = RangePage(RANGE_PREFIX + "0" * RANGE_DIGITS, (), (), 99999, 99999, 0,
+                           range_summary(99999, 99999, 99999, 9999999, ()), 0)
+        return self._range_line_cost(widest.page())
+
+    def _index_room(self) -> int:
+        """Return the tokens the range pages' lines may take: the index share of the budget, and at
+        least one line without topics (a budget too small for that is one line over)."""
+        return max(int(self.params.index_share * self.params.budget), self._least_range_line())  # type: ignore[operator]
+
+    def _range_lines(self, decisions: "_DecisionTable", chosen: List[str], ranged: Container[str],
+                     room: int) -> int:
+        """Return what the lines of the earlier pass's range pages cost, where its directives stand."""
+        if not ranged:
+            return 0
+        trial = _DecisionTable(*decisions.columns())
+        trial.action = list(chosen)
+        trial.reason = [RANGED if a == "page" and b in ranged else "sticky" for a, b in zip(chosen, decisions.block)]
+        return sum(r.cost for r in self._make_ranges(trial, room))
+
+    def _make_ranges(self, decisions: "_DecisionTable", room: int) -> List[RangePage]:
+        """Return the range pages of this pass's blocks paged without a stub (see _plan_ranges)."""
+        if RANGED not in decisions.reason:
+            return []
+        cache: Dict[int, Tuple[str, ...]] = {}
+
+        def names_of(i: int) -> Tuple[str, ...]:
+            found = cache.get(i)
+            if found is None:
+                text = self.texts[i] if i < len(self.texts) else None
+                if text is None and self.pages is not None and i in self._stubs:
+                    page = self.pages(decisions.block[i])
+                    text = page.text if page is not None else None
+                found = cache[i] = _names_of(text) if text else ()
+            return found
+
+        shown = set()
+        for i, action in enumerate(decisions.action):
+            if action == "retain":
+                shown.update(names_of(i))
+        known = {rid: summary for rid, (_, summary) in self.previous_ranges.items()}
+        known.update(self._range_summaries)
+        units = [self._units.get(i) for i in range(len(decisions))] if self._units else None
+        return _plan_ranges(decisions, room, self._range_line_cost, names_of, shown, self._held, known, units)
+
+    def _range_line_cost(self, page: "StoredPage") -> int:
+        """Return what a range page's line costs in the request (and in the page index, with --with-index)."""
+        cost = estimate_tokens(self._render_stub(page)) + 1
+        if self.with_index:
+            cost += estimate_tokens(index_lines([page])[0]) + 1
+        return cost
 
 
 # ===== Harness markup =====
@@ -2320,6 +2643,11 @@ class PassPlan:
     intent_block: Optional[str] = None  # the message the intent came from (id, turn), when one did
     intent_turn: Optional[int] = None
     settled: bool = False  # every directive is the earlier pass's (see _Scorer._settle)
+    ranges: List[RangePage] = dataclasses.field(default_factory=list)  # the range pages, oldest first
+
+    def range_of(self) -> Dict[int, RangePage]:
+        """Return decision position -> the range page holding it."""
+        return {i: r for r in self.ranges for i in r.positions}
 
     def pressure(self) -> Optional[Tuple[float, float]]:
         """Return context pressure (tokens / budget) before and after the pass, or None."""
@@ -2335,6 +2663,14 @@ class PassPlan:
         return {"token-budget": self.params.budget, "tokens-before": self.tokens_before,
                 "tokens-after": self.tokens_after, "pressure-before": round(rho[0], 4),
                 "pressure-after": round(rho[1], 4)}
+
+    def fixed_tokens(self, reserved: int = 0) -> int:
+        """Return what no budget removes: blocks kept for a protection (pins, the system prompt while
+        it fits, a compaction, the floors: see CURRENT), the range pages' lines, and ``reserved``
+        (tool definitions)."""
+        actions, reasons, tokens = (_column(self.decisions, n) for n in ("action", "reason", "tokens"))
+        kept = sum(t for a, r, t in zip(actions, reasons, tokens) if a == "retain" and r in PROTECTIONS + ("task",))
+        return kept + sum(r.cost for r in self.ranges) + reserved
 
     def counts(self) -> Dict[str, int]:
         """Return the number of blocks per directive."""
@@ -2599,7 +2935,7 @@ def plan_pass(history: Mapping[str, object], params: Params = Params(),
     header = {key: value for key, value in history.items() if key != "blocks"}
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                     params, header, scorer.tokens_before, scorer.tokens_after, intent.source,
-                    compacted=scorer.compacted, texts=scorer.texts, intent_block=intent.block,
+                    compacted=scorer.compacted, ranges=scorer.ranges, texts=scorer.texts, intent_block=intent.block,
                     intent_turn=intent.turn)
 
 
@@ -2755,6 +3091,8 @@ class ContractState:
     values: Dict[str, object] = dataclasses.field(default_factory=dict)   # named values
     # Content ids (a block id up to any ``~``) of texts a directive called the harness's (HARNESS_MARK).
     harness: set = dataclasses.field(default_factory=set)
+    # The range pages paged-blocks lists: id -> the reason recorded with it (RANGE_REASON ...).
+    ranges: Dict[str, str] = dataclasses.field(default_factory=dict)
     empty: bool = True          # the file holds no statement at all (an ``about`` may open it)
     needs_newline: bool = False  # the last line has no line end; the append starts with one
 
@@ -2776,6 +3114,7 @@ class ContractState:
             # Liminate resets a list declared again; replay that.
             for block in [b for b, a in self.directives.items() if a == action]:
                 del self.directives[block]
+                self.ranges.pop(block, None)
             self.declared.add(name)
         elif form in ("add", "remove"):
             name, block = words[2], quoted[0]
@@ -2789,10 +3128,13 @@ class ContractState:
                 self.directives[block] = action
                 if quoted[1].startswith(HARNESS_MARK):
                     self.harness.add(block.split("~", 1)[0])
+                elif action == "page" and quoted[1].startswith(RANGE_REASON):
+                    self.ranges[block] = quoted[1]
             else:
                 if current != action:
                     raise PagerError(f"block {_show(block)} is not in {name}")
                 del self.directives[block]
+                self.ranges.pop(block, None)
         elif form == "text":
             self.values[words[4]] = quoted[0]
         elif form == "number":
@@ -2827,6 +3169,33 @@ def _formatted(values: Sequence[float], spec: str) -> List[str]:
         return [spec % v for v in values]
     text = {v: spec % v for v in distinct}
     return list(map(text.__getitem__, values))
+
+
+def _range_reason(r: RangePage) -> str:
+    """Return the reason recorded with range page ``r``'s id: its turns, size and end blocks."""
+    return (f"{RANGE_REASON}turns {r.first_turn}-{r.last_turn}; {len(r.members)} blocks; {r.tokens} tokens; "
+            f"first {r.members[0]}; last {r.members[-1]}")
+
+
+def _range_changes(plan: PassPlan, state: ContractState) -> Tuple[List[RangePage], List[str]]:
+    """Return (the pass's range pages the contract does not list as paged yet, the listed ones it ends).
+
+    A range page read back from an earlier request is one of the pass's blocks: its directive
+    says what becomes of it.  A listed range page ends when this pass holds its first block and
+    no longer makes it (its blocks were recalled, or merged into a coarser range).
+    """
+    if not plan.ranges and not state.ranges:
+        return [], []
+    blocks = set(_column(plan.decisions, "block"))
+    known = state.directives
+    new = [r for r in plan.ranges if r.id not in blocks and known.get(r.id) != "page"]
+    current = {r.id for r in plan.ranges}
+    ended = []
+    for rid, reason in state.ranges.items():
+        first = reason.split("; first ", 1)[-1].rsplit("; last ", 1)[0]
+        if known.get(rid) == "page" and rid not in current and rid not in blocks and first in blocks:
+            ended.append(rid)
+    return new, ended
 
 
 def _statement_batches(plan: PassPlan, state: ContractState, now: str,
@@ -2894,6 +3263,15 @@ def _statement_batches(plan: PassPlan, state: ContractState, now: str,
         if lines:
             _check_statements(lines)
             yield lines
+    new_ranges, ended = _range_changes(plan, state)
+    lines = [_statement_remove(rid, "page", "range ended") for rid in ended]
+    for r in new_ranges:
+        if r.id in known:
+            lines.append(_statement_remove(r.id, known[r.id], "range made again"))
+        lines.append(_statement_add(r.id, "page", _range_reason(r)))
+    if lines:
+        _check_statements(lines)
+        yield lines
     settings: Dict[str, object] = {
         "pager-version": __version__,
         "pager-alpha": plan.params.alpha,
@@ -3442,7 +3820,8 @@ def _load_and_plan(source, params: Params,
                   with_index: bool = False,
                   reserve: Optional[Callable[[Container[str]], int]] = None,
                   intent: Optional[Intent] = None, previous: Optional[Mapping[str, str]] = None,
-                  settle: Optional[Tuple[Mapping[str, str], object]] = None) -> PassPlan:
+                  settle: Optional[Tuple[Mapping[str, str], object]] = None,
+                  previous_ranges: Optional[Mapping[str, Tuple[Tuple[str, ...], str]]] = None) -> PassPlan:
     """Stream a history (a path, '-' for stdin, or a _HistorySource) and return its PassPlan.
 
     The intent is ``intent`` (from flags), else the history's ``intent_ir``, else the
@@ -3465,6 +3844,7 @@ def _load_and_plan(source, params: Params,
         made = _Scorer(keywords, params, pages, stub_text, with_index, reserve, hint,  # type: ignore[arg-type]
                        settle_from=settle[0] if same else None)  # type: ignore[index]
         made.previous = previous
+        made.previous_ranges = previous_ranges or {}
         return made
 
     def on_blocks(header: Dict[str, object]) -> Optional[Callable[[int, List[object]], None]]:
@@ -3494,7 +3874,7 @@ def _load_and_plan(source, params: Params,
         raise PagerError(message if message.startswith(source.name + ":") else f"{source.name}: {message}") from None
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                     params, header, scorer.tokens_before, scorer.tokens_after, chosen.source,  # type: ignore[union-attr]
-                    compacted=scorer.compacted, texts=scorer.texts, intent_block=chosen.block,  # type: ignore[union-attr]
+                    compacted=scorer.compacted, ranges=scorer.ranges, texts=scorer.texts, intent_block=chosen.block,  # type: ignore[union-attr]
                     intent_turn=chosen.turn, settled=scorer.settled)  # type: ignore[union-attr]
 
 
@@ -8110,13 +8490,28 @@ class PageStore:
         store.indexed = SEARCH_ROWS in tables
         return store
 
-    def get(self, block: str) -> Optional[StoredPage]:
-        """Return the stored page of ``block``, or None."""
+    def row(self, block: str) -> Optional[StoredPage]:
+        """Return the row stored for ``block`` as it is (a range page's text: its member ids), or None."""
         row = self._db.execute("SELECT block, turn, role, kind, tokens, keywords, sha256, paged_at, summary, "
                                "text FROM pages WHERE block = ?", (block,)).fetchone()
         if row is None:
             return None
-        page = StoredPage(row[0], row[1], row[2], row[3], row[4], tuple(json.loads(row[5])), *row[6:])
+        return StoredPage(row[0], row[1], row[2], row[3], row[4], tuple(json.loads(row[5])), *row[6:])
+
+    def get(self, block: str) -> Optional[StoredPage]:
+        """Return the stored page of ``block``, or None.
+
+        A range page comes back with its blocks' texts as its text, in order, a blank line
+        between (what it stands for when a later pass reads its line back), and the SHA-256
+        of that text.
+        """
+        page = self.row(block)
+        if page is None:
+            return None
+        if page.kind == RANGE:
+            texts = [member.text for member in self.range_pages(block)]
+            text = "\n\n".join(texts)
+            return page._replace(text=text, sha256=_text_sha256(text))
         return _with_summary(page, self.stub_words)
 
     def note_contract(self, stamp: str) -> None:
@@ -8140,8 +8535,8 @@ class PageStore:
         return row is not None and row[0] == stamp
 
     def sizes(self) -> List[Tuple[str, int, int]]:
-        """Return (block, turn, tokens) of every stored page, in one query."""
-        return self._db.execute("SELECT block, turn, tokens FROM pages").fetchall()
+        """Return (block, turn, tokens) of every stored block's page, in one query (range pages' rows left out)."""
+        return self._db.execute("SELECT block, turn, tokens FROM pages WHERE kind IS NOT ?", (RANGE,)).fetchall()
 
     def texts(self, blocks: Sequence[str]) -> List[Tuple[str, int, Optional[str], str]]:
         """Return (block, turn, kind, text) of the pages of ``blocks`` that are stored, a few queries in all."""
@@ -8151,6 +8546,31 @@ class PageStore:
             rows += self._db.execute("SELECT block, turn, kind, text FROM pages WHERE block IN (%s)"
                                      % ",".join("?" * len(part)), part).fetchall()
         return rows
+
+    def range_members(self, range_id: str) -> List[str]:
+        """Return the ids of the blocks the range page ``range_id`` holds, in order ([] if it is none).
+
+        A member that is itself a range page (read back from an earlier request and paged
+        into a coarser range) gives its own members in its place.
+        """
+        page = self.row(range_id)
+        if page is None or page.kind != RANGE:
+            return []
+        out: List[str] = []
+        for member in page.text.split("\n"):
+            inner = self.row(member)
+            out.extend(self.range_members(member) if inner is not None and inner.kind == RANGE else [member])
+        return out
+
+    def range_pages(self, range_id: str) -> List[StoredPage]:
+        """Return the stored page of every block of the range page ``range_id``, in order."""
+        pages = []
+        for member in self.range_members(range_id):
+            page = self.get(member)
+            if page is None:
+                raise PagerError(f"{self.path}: no stored text for {_show(member)} of range page {_show(range_id)}")
+            pages.append(page)
+        return pages
 
     def shas(self) -> Dict[str, str]:
         """Return block id -> SHA-256 of every stored page."""
@@ -8291,17 +8711,19 @@ class PageStore:
             return []
         if scan is None:
             scan = not _fts_available()
+        # A range page's row holds its members' ids, not text: the members' own pages are what match.
         columns = "SELECT p.block, p.turn, p.role, p.kind, p.tokens, p.text FROM pages p"
         try:
-            total, mean = self._db.execute("SELECT count(*), avg(tokens) FROM pages").fetchone()
+            total, mean = self._db.execute("SELECT count(*), avg(tokens) FROM pages WHERE kind IS NOT ?",
+                                           (RANGE,)).fetchone()
             if scan:
-                rows = self._db.execute(columns)
+                rows = self._db.execute(f"{columns} WHERE p.kind IS NOT ?", (RANGE,))
             else:
                 self._sync_index()
                 match = " OR ".join(f"({term.fts})" for term in terms)
                 rows = self._db.execute(
-                    f"{columns} JOIN {SEARCH_ROWS} r ON r.block = p.block WHERE r.id IN "
-                    f"(SELECT rowid FROM {SEARCH_TABLE} WHERE {SEARCH_TABLE} MATCH ?)", (match,))
+                    f"{columns} JOIN {SEARCH_ROWS} r ON r.block = p.block WHERE p.kind IS NOT ? AND r.id IN "
+                    f"(SELECT rowid FROM {SEARCH_TABLE} WHERE {SEARCH_TABLE} MATCH ?)", (RANGE, match))
             if among is not None:
                 rows = (row for row in rows if row[0] in among)
             return _rank_pages(rows, terms, total, mean or 0.0, limit)
@@ -8606,8 +9028,11 @@ def _final_paged(state: ContractState, plan: PassPlan) -> List[str]:
     blocks, actions = _column(plan.decisions, "block"), _column(plan.decisions, "action")
     known = state.directives
     now = {block: action for block, action in zip(blocks, actions) if block in known}
-    paged = [block for block, action in known.items() if now.get(block, action) == "page"]
+    new_ranges, ended = _range_changes(plan, state)
+    gone = set(ended)
+    paged = [block for block, action in known.items() if now.get(block, action) == "page" and block not in gone]
     paged += [block for block, action in zip(blocks, actions) if action == "page" and block not in known]
+    paged += [r.id for r in new_ranges]
     return paged
 
 
@@ -8676,13 +9101,19 @@ class _Materializer:
         wanted = [k for k, d in enumerate(decisions) if d.action == "retain" or
                   (d.action == "page" and not d.stub and kept.get(k) is None)]
         raws = self._raws(source, wanted)
+        range_of = self.plan.range_of()
         for k, d in enumerate(decisions):
             raw = raws.get(k)
             if raw is None and d.action != "page":
                 continue
             text = raw["text"] if raw is not None else kept.get(k)  # type: ignore[index]
             page = self._page(d, text)  # type: ignore[arg-type]
-            self._write(self._emitted(d, raw, page))
+            r = range_of.get(k)
+            if r is None:
+                self._write(self._emitted(d, raw, page))
+            elif r.positions[0] == k:  # a range page stands where its first block was
+                self._write({"id": r.id, "turn": r.first_turn, "role": RANGE,
+                             "text": make_stub(r.page(), self.hint(r.id)), "stub": True})
         self.flush()
 
     def _raws(self, source: _HistorySource, wanted: List[int]) -> Dict[int, Dict[str, object]]:
@@ -8823,6 +9254,13 @@ def _paged_pages(final: Mapping[str, str], store: Optional[PageStore], store_pat
     return pages
 
 
+def _index_pages(final: Iterable[str], store: Optional[PageStore], store_path: str) -> List[StoredPage]:
+    """Return the pages the page index lists: every paged block, a range page's blocks by its one line."""
+    pages = _paged_pages(dict.fromkeys(final, "page"), store, store_path)
+    inside = {m for p in pages if p.kind == RANGE for m in store.range_members(p.block)}  # type: ignore[union-attr]
+    return [p for p in pages if p.block not in inside]
+
+
 def _write_pager_history(out: io.TextIOBase, header: Mapping[str, object], blocks_file: io.TextIOBase,
                          index: Optional[Dict[str, object]]) -> None:
     """Write the compacted pager-format history: its header fields, the page index, then the blocks."""
@@ -8841,6 +9279,22 @@ def _write_pager_history(out: io.TextIOBase, header: Mapping[str, object], block
     out.write("\n]}\n")
 
 
+def _range_directives(plan: PassPlan, out: Dict[str, Tuple[str, Optional[str]]],
+                      hint: Callable[[str], str]) -> Dict[str, Tuple[str, Optional[str]]]:
+    """Return emit's directives ``out`` with each range page standing in for its blocks.
+
+    The first block of a range page is paged with the range's line as its stub; the others are
+    left out of the request (the contract still lists them as paged: the line lists them).  A
+    range never splits a tool unit, so the writers' unit rules keep every call with its results.
+    """
+    blocks = _column(plan.decisions, "block")
+    for r in plan.ranges:
+        out[blocks[r.positions[0]]] = ("page", make_stub(r.page(), hint(r.id)))
+        for i in r.positions[1:]:
+            out[blocks[i]] = ("evict", None)
+    return out
+
+
 def _transcript_directives(plan: PassPlan, store: Optional[PageStore], hint: Callable[[str], str],
                            fresh: Optional[Mapping[str, StoredPage]] = None) -> Dict[str, Tuple[str, Optional[str]]]:
     """Return what ``emit`` needs per block: the directive, with a stub or a restored text.
@@ -8848,8 +9302,12 @@ def _transcript_directives(plan: PassPlan, store: Optional[PageStore], hint: Cal
     ``fresh`` holds the pages this pass stored (see _Materializer): they are not read back.
     """
     out: Dict[str, Tuple[str, Optional[str]]] = {}
-    for d in plan.decisions:
+    ranged = {i for r in plan.ranges for i in r.positions}
+    for k, d in enumerate(plan.decisions):
         page = None
+        if k in ranged and d.action == "page":
+            out[d.block] = ("page", None)  # see _range_directives
+            continue
         if store is not None and (d.action == "page" or d.stub):
             page = fresh.get(d.block) if fresh else None
             page = store.get(d.block) if page is None else _with_summary(page, store.stub_words)
@@ -8862,7 +9320,38 @@ def _transcript_directives(plan: PassPlan, store: Optional[PageStore], hint: Cal
             out[d.block] = ("retain", _verified_text(page, store.path))  # type: ignore[arg-type,union-attr]
         else:
             out[d.block] = (d.action, None)
+    return _range_directives(plan, out, hint)
+
+
+def _previous_ranges(state: ContractState, store: Optional[PageStore]) -> Dict[str, Tuple[Tuple[str, ...], str]]:
+    """Return the range pages the contract lists as paged: id -> (its blocks' ids, its summary)."""
+    out: Dict[str, Tuple[Tuple[str, ...], str]] = {}
+    if store is None:
+        return out
+    for rid in state.ranges:
+        page = store.row(rid) if state.directives.get(rid) == "page" else None
+        if page is not None and page.kind == RANGE:
+            out[rid] = (tuple(page.text.split("\n")), page.summary)
     return out
+
+
+def _store_ranges(store: PageStore, plan: PassPlan, now: str, known: Optional[Mapping[str, str]] = None) -> None:
+    """Store the pass's range pages (inside the caller's transaction): id, turns, line, member ids.
+
+    A range page read back from an earlier request is one of the pass's blocks and is stored
+    already; one stored before with the same blocks and line is left as it is.
+    """
+    known = store.shas() if known is None else known
+    blocks = set(_column(plan.decisions, "block"))
+    rows = []
+    for r in plan.ranges:
+        if r.id in blocks:
+            continue
+        page = r.page()
+        old = store.row(r.id) if known.get(r.id) == page.sha256 else None
+        if old is None or old.summary != page.summary:
+            rows.append(page._replace(paged_at=now))
+    store.put(rows)
 
 
 def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPlan, reading: _Reading,
@@ -8876,8 +9365,8 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
     the store's transaction rolls back, and a store this pass created is removed.
     """
     state = locked.state
-    needs_text = any(a == "page" and not stub for a, stub in zip(_column(plan.decisions, "action"),
-                                                                 _column(plan.decisions, "stub")))
+    needs_text = bool(plan.ranges) or any(a == "page" and not stub for a, stub in zip(
+        _column(plan.decisions, "action"), _column(plan.decisions, "stub")))
     if store is None and needs_text:
         store = PageStore.open(store_path, create=True, stub_words=plan.params.stub_words)
     stored = 0
@@ -8896,6 +9385,8 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
                                      keep_pages=out is not None and transcript is not None)
                 work.run(reading.source)
                 stored = work.stored
+            if store is not None and plan.ranges:
+                _store_ranges(store, plan, now, work.known if work is not None else None)
             if plan.texts is not None:
                 plan.texts.clear()  # stored: let the memory go before the contract is rendered
             final = _final_paged(state, plan)
@@ -8914,8 +9405,7 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
             elif out is not None:
                 index = None
                 if args.with_index:
-                    index = _index_block(_paged_pages(dict.fromkeys(final, "page"), store, store_path),
-                                         _cli_hint(args)("ID"))
+                    index = _index_block(_index_pages(final, store, store_path), _cli_hint(args)("ID"))
                 _write_pager_history(out, plan.header, blocks_file, index)  # type: ignore[arg-type]
             payload = render(state)
             if out is not None:  # on disk before the contract says the pass happened
@@ -9016,6 +9506,7 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
     store, and ``remove``/``add`` statements move it to the retained list, with ``last-recall``.
     Recall is idempotent: a block already back (retained, its page still in the store, as after
     a recall) gives its text again and records nothing; a call that pages nothing in appends nothing.
+    A range page's id gives each of its blocks, in order, and moves those still paged too.
     Returns the store's path, the pages and their texts, in the order of ``ids`` (repeats once).
     """
     ids = list(dict.fromkeys(ids))
@@ -9040,13 +9531,21 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
             for block in back:  # retained: back already, if the store still holds its page
                 if opened.get(block) is None:
                     raise PagerError(f"{contract}: {_not_paged(block, 'retain')}")
-            pages = _paged_pages({block: "page" for block in ids}, opened, store_path)
+            # A range page gives its blocks, in order (a block of it no longer stored is left out).
+            blocks: List[str] = []
+            for block in ids:
+                members = opened.range_members(block) if block in state.ranges else []
+                blocks += [m for m in members if state.directives.get(m) == "page"
+                           or (state.directives.get(m) == "retain" and opened.row(m) is not None)] \
+                    if members else [block]
+            blocks = list(dict.fromkeys(blocks))
+            pages = _paged_pages({block: "page" for block in blocks}, opened, store_path)
             texts = [_verified_text(page, store_path) for page in pages]
         finally:
             opened.close()
         statements = []
-        for block in ids:
-            if block not in back:
+        for block in dict.fromkeys(ids + blocks):
+            if state.directives.get(block) == "page":
                 statements.append(_statement_remove(block, "page", "recalled"))
                 statements.append(_statement_add(block, "retain", "recalled"))
         if statements:
@@ -10072,6 +10571,7 @@ class Pager:
         self._pages: Dict[str, StoredPage] = {}  # in memory: block -> page, for the blocks paged now
         self._stubs: Dict[str, str] = {}         # block -> its stub text, made once per page
         self._actions: Dict[str, str] = {}       # block -> directive of the last pass
+        self._ranges: Dict[str, Tuple[Tuple[str, ...], str]] = {}  # range page -> (its blocks, its summary)
         self._cache: Dict[tuple, tuple] = {}
         self._cache_key: Optional[tuple] = None
         self._intent: Optional[Intent] = None  # the last call's intent: a call with no user message keeps it
@@ -10127,7 +10627,8 @@ class Pager:
         tokens_after = plan.tokens_after if plan.tokens_after is not None else self._tokens_after(plan, directives)
         report = CompactReport(fmt, plan.counts(), plan.tokens_before, tokens_after, self.params.budget,
                                list(plan.keywords), plan.intent_source, plan.decisions,
-                               list(conv.repairs), [b for b, a in self._actions.items() if a == "page"],
+                               list(conv.repairs), [b for b, a in self._actions.items() if a == "page"]
+                               + [r for r in self._ranges if r not in self._actions],
                                scorer.hits, self.contract, self.store, self)
         return Compacted(out, report)
 
@@ -10175,8 +10676,21 @@ class Pager:
 
     def _page_of(self, store: Optional[PageStore]) -> Callable[[str], Optional[StoredPage]]:
         if self.store is None:
-            return self._pages.get
+            return self._memory_page
         return store.get if store is not None else (lambda block: None)
+
+    def _memory_page(self, block: str) -> Optional[StoredPage]:
+        """Return the page of ``block`` kept in memory; a range page's text is its blocks' (see PageStore.get)."""
+        if block not in self._ranges:
+            return self._pages.get(block)
+        members, summary = self._ranges[block]
+        pages = [self._memory_page(m) for m in members]
+        if any(p is None for p in pages):
+            return None
+        text = "\n\n".join(p.text for p in pages)  # type: ignore[union-attr]
+        first = pages[0]
+        return StoredPage(block, first.turn, RANGE, RANGE, sum(p.tokens for p in pages),  # type: ignore[union-attr]
+                          (), _text_sha256(text), first.paged_at, summary, text)  # type: ignore[union-attr]
 
     def _plan(self, blocks: List[Any], header: Dict[str, Any], given: Optional[Intent],
               store: Optional[PageStore], conv: Optional[Conversation] = None) -> Tuple[PassPlan, _CachedScorer]:
@@ -10203,6 +10717,7 @@ class Pager:
             scorer = _CachedScorer(self._cache, self.token_counter, intent.keywords, params, pages, stub_text,
                                    False, (lambda seen: definitions) if definitions else None, current)
             scorer.previous = self._actions  # the last pass's directives: with params.target they stand
+            scorer.previous_ranges = self._ranges
             scorer.use_work(intent.work)
             scorer.add_all(0, blocks)
             decisions = scorer.finish(current)
@@ -10212,7 +10727,7 @@ class Pager:
         self._intent = self._intent if kept else intent
         plan = PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                         params, header, scorer.tokens_before, scorer.tokens_after, intent.source,
-                        compacted=scorer.compacted, texts=scorer.texts, intent_block=intent.block,
+                        compacted=scorer.compacted, ranges=scorer.ranges, texts=scorer.texts, intent_block=intent.block,
                         intent_turn=intent.turn)
         return plan, scorer
 
@@ -10255,8 +10770,21 @@ class Pager:
                 out[d.block] = ("retain", _verified_text(page, self.store or "the pager's pages"))
             else:
                 out[d.block] = (d.action, None)
+        # A range page read back and paged again keeps its blocks recallable, in memory too.
+        ranges = {r.id: (r.members, r.summary) for r in plan.ranges}
+        old_ranges, old_pages = self._ranges, self._pages
+        carry = [b for b in pages if b in old_ranges]
+        while carry:
+            rid = carry.pop()
+            ranges.setdefault(rid, old_ranges[rid])
+            for member in old_ranges[rid][0]:
+                if member in old_ranges and member not in ranges:
+                    carry.append(member)
+                elif member in old_pages:
+                    pages.setdefault(member, old_pages[member])
         self._pages, self._stubs = pages, stubs  # a block no longer paged can no longer be recalled
-        return out
+        self._ranges = ranges
+        return _range_directives(plan, out, self.hint)
 
     def _store_pages(self, plan: PassPlan, store: PageStore, now: str) -> None:
         """Store-only mode: keep new pages' text in the SQLite store, drop pages no longer paged."""
@@ -10271,12 +10799,13 @@ class Pager:
         store.begin()
         try:
             store.put(fresh)
+            _store_ranges(store, plan, now, known)
             store.commit()
         except BaseException:
             store.rollback()
             raise
-        store.keep_only(b for b, a in zip(_column(plan.decisions, "block"), _column(plan.decisions, "action"))
-                        if a == "page")
+        store.keep_only([b for b, a in zip(_column(plan.decisions, "block"), _column(plan.decisions, "action"))
+                         if a == "page"] + [r.id for r in plan.ranges])
 
     def _record(self, plan: PassPlan, fmt: str, conv: Conversation, blocks: List[Any],
                 store: Optional[PageStore], now: str) -> Optional[PageStore]:
@@ -10306,9 +10835,15 @@ class Pager:
         """Return the pager history with the pass applied, block by block as the CLI's --emit writes it."""
         out = {k: v for k, v in history.items() if k != "blocks"}
         kept = []
+        range_of = plan.range_of()
         for k, d in enumerate(plan.decisions):
             raw = history["blocks"][items[k] if items else k]
             verb, text = directives[d.block]
+            r = range_of.get(k)
+            if r is not None:  # a range page stands where its first block was
+                if r.positions[0] == k:
+                    kept.append({"id": r.id, "turn": r.first_turn, "role": RANGE, "text": text, "stub": True})
+                continue
             if verb == "retain" and text is None:
                 kept.append(raw)
             elif verb == "retain":  # a stub brought back verbatim
@@ -10351,9 +10886,15 @@ class Pager:
         wanted = list(dict.fromkeys(wanted))
         if self.contract is not None:
             return self._recall_from_contract(wanted)
+        # A range page gives its blocks, in order (a block that is itself a range page, its own).
+        expanded: List[str] = []
+        for block in wanted:
+            expanded += self._range_blocks(block) if block in self._ranges else [block]
+        inside = set(expanded) - set(wanted)  # a range page's blocks: paged by an earlier pass, maybe
+        wanted = list(dict.fromkeys(expanded))
         for block in wanted:
             action = self._actions.get(block)
-            if action != "page":
+            if action != "page" and not (block in inside and (block in self._pages or self.store is not None)):
                 raise PagerError(_not_paged(block, action))
         if self.store is None:
             return {block: self._pages[block].text for block in wanted}
@@ -10365,6 +10906,23 @@ class Pager:
             return {page.block: _verified_text(page, self.store) for page in pages}
         finally:
             store.close()
+
+    def _range_blocks(self, range_id: str) -> List[str]:
+        """Return the blocks of the last pass's range page ``range_id``, in order."""
+        out: List[str] = []
+        for member in self._ranges[range_id][0]:
+            if member in self._ranges:
+                out += self._range_blocks(member)
+            elif self.store is not None and member.startswith(RANGE_PREFIX):
+                store = PageStore.open(self.store, create=False, stub_words=self.params.stub_words)
+                try:
+                    out += store.range_members(member) or [member] if store is not None else [member]
+                finally:
+                    if store is not None:
+                        store.close()
+            else:
+                out.append(member)
+        return out
 
     def _recall_from_contract(self, ids: List[str]) -> Dict[str, str]:
         _, pages, texts = _recall_pages(self.contract, ids, self._explicit_store,  # type: ignore[arg-type]
@@ -10383,6 +10941,11 @@ class Pager:
                     store.close()
         else:
             pages = [_with_summary(p, self.params.stub_words) for p in self._pages.values()]
+        # A range page's blocks are listed by its one line.
+        inside = {m for members, _ in self._ranges.values() for m in members}
+        ranges = [StoredPage(rid, 0, RANGE, RANGE, 0, (), "", "", summary, "")
+                  for rid, (_, summary) in self._ranges.items()]
+        pages = [p for p in pages if p.block not in inside and p.block not in self._ranges] + ranges
         return "\n".join([_index_header(len(pages), self.hint("ID"))] + index_lines(pages))
 
     def search(self, query: str, limit: int = SEARCH_LIMIT) -> List[Dict[str, Any]]:
@@ -10573,6 +11136,9 @@ def _build_parser() -> argparse.ArgumentParser:
                              "'none': fit the whole budget on every pass")
     parser.add_argument("--trigger", type=_number_flag("--trigger"), default=DEFAULT_TRIGGER, metavar="SHARE",
                         help=f"with --budget: the pressure that starts a compaction (default {DEFAULT_TRIGGER})")
+    parser.add_argument("--index-share", type=_number_flag("--index-share"), default=DEFAULT_INDEX_SHARE,
+                        metavar="SHARE", help="with --budget: the share of it the range pages' lines may take "
+                        f"(default {DEFAULT_INDEX_SHARE}); the oldest ranges merge to stay within it")
     parser.add_argument("--page-small", action="store_true",
                         help="without --budget, page a transcript's blocks even where the stub is no shorter "
                              "(by default such a block stays, reason small); to store a session whole, as the "
@@ -10795,7 +11361,9 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
                              args.with_index, lambda seen: _index_reserve(args, locked, store, seen)
                              + (conv.definitions_tokens if conv is not None else 0), given,
                              previous, _settling(locked.state if locked is not None else
-                                                 contract_state(args.contract), params, args))
+                                                 contract_state(args.contract), params, args),
+                             _previous_ranges(locked.state if locked is not None else contract_state(args.contract),
+                                              store) if params.budget is not None else None)
         # The store's path is recorded when it was chosen, so recall and index find it; the
         # default is derived from the contract's path and is left out to keep contracts portable.
         # The session's format stays the one the contract recorded when this is its written-back form.
@@ -10852,11 +11420,16 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
                         "pressure_after": round(rho[1], 4), "over_budget": rho[1] > 1.0})
         if plan.compacted is not None:
             summary["compacted"] = plan.compacted
-        if rho[1] > 1.0:
-            fixed = conv.definitions_tokens if conv is not None else 0
-            stderr.write(f"pager: warning: protected blocks alone take {plan.tokens_after} tokens"
-                         f"{f' ({fixed} of them tool definitions)' if fixed else ''}, over the "
-                         f"budget of {params.budget}; everything else was paged or evicted\n")
+        definitions = conv.definitions_tokens if conv is not None else 0
+        summary["fixed_tokens"] = plan.fixed_tokens(definitions)
+        summary["over_by"] = max(0, plan.tokens_after - params.budget)  # type: ignore[operator]
+        if rho[1] > 1.0:  # one line: by how much, and whether anything but the fixed costs could go
+            fixed = summary["fixed_tokens"]
+            what = (f"fixed costs and floors take {fixed} tokens" if fixed > params.budget  # type: ignore[operator]
+                    else f"the kept context takes {plan.tokens_after} tokens")
+            stderr.write(f"pager: warning: {what}{f' ({definitions} of them tool definitions)' if definitions else ''}"
+                         f", over the budget of {params.budget} by {summary['over_by']}; "
+                         f"everything else was paged\n")
         kinds, actions = _column(plan.decisions, "kind"), _column(plan.decisions, "action")
         summary["floors_evicted"] = sum(1 for kind, action in zip(kinds, actions)
                                         if action == "evict" and kind in PAGE_FLOORS)
@@ -10922,7 +11495,7 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
                     args.budget, args.stub_words, args.keep_recent, args.mask_results, args.trigger,
                     _cli_target(args),
                     args.work_steps, not args.no_protect_task, False if args.page_small else None,
-                    before_compaction=args.before_compaction).validate()
+                    index_share=args.index_share, before_compaction=args.before_compaction).validate()
     if args.alpha == 0 and args.beta == 0:
         raise PagerError("--alpha and --beta are both 0: every block would score R = 0; give similarity or "
                          "recency a positive weight")

@@ -204,9 +204,12 @@ def test_what_is_kept_fits_the_budget(blocks, budget):
          "tokens": size} for i, (t, size, pick) in enumerate(blocks)]}
     plan = pager.plan_pass(history, pager.Params(budget=budget))
     protected = sum(d.tokens for d in plan.decisions if d.reason in pager.PROTECTIONS)
-    assert plan.tokens_after <= max(budget, protected)
-    if protected <= budget:
+    # What the budget never removes: protected blocks, and one range page's line for what it pages
+    line = pager._Scorer([], pager.Params(budget=budget))._least_range_line() if plan.ranges else 0
+    assert plan.tokens_after <= max(budget, protected + line)
+    if protected + line <= budget:
         assert plan.tokens_after <= budget
+    assert not any(d.action == "evict" and d.reason.startswith("budget") for d in plan.decisions)
 
 
 def test_protected_blocks_over_budget_warn_and_complete(cli, tmp_path):
@@ -215,24 +218,29 @@ def test_protected_blocks_over_budget_warn_and_complete(cli, tmp_path):
     result = cli("--history", history, "--contract", tmp_path / "c.limn", "--budget", "3", "--json", "--now", NOW)
     assert result.code == 0
     warning = [line for line in result.err.splitlines() if line.startswith("pager: warning:")]
-    assert warning == ["pager: warning: protected blocks alone take 45 tokens, over the budget of 3; "
-                       "everything else was paged or evicted"]
     summary = json.loads(result.out)
-    assert summary["over_budget"] is True and summary["tokens_after"] == 45
+    # the fixed costs: the pinned and recent blocks (45 tokens) and the range page's line for the rest
+    line = summary["tokens_after"] - 45
+    assert line > 0 and summary["fixed_tokens"] == summary["tokens_after"] and summary["over_by"] == 42 + line
+    assert warning == [f"pager: warning: fixed costs and floors take {45 + line} tokens, over the budget of 3 "
+                       f"by {42 + line}; everything else was paged"]
+    assert summary["over_budget"] is True
     assert {r["block"]: (r["action"], r["reason"]) for r in result.records} == {
-        "sys": ("retain", "pinned"), "old": ("evict", "budget-evicted"), "mid": ("evict", "budget-evicted"),
-        "noise": ("evict", "budget-evicted"), "now": ("retain", "recent")}
+        "sys": ("retain", "pinned"), "old": ("page", "budget-ranged"), "mid": ("page", "budget-ranged"),
+        "noise": ("page", "budget-ranged"), "now": ("retain", "recent")}
 
 
-def test_pressure_in_summary_json_and_contract(cli, tmp_path):
+def test_pressure_in_summary_json_and_contract(cli, tmp_path, monkeypatch):
+    # A short contract path: the range page's line names it, and 100 tokens must hold that line
+    monkeypatch.chdir(tmp_path)
     history = tmp_path / "h.json"
     history.write_text(json.dumps(_budget_history()))
-    contract = tmp_path / "c.limn"
+    contract = "c.limn"
     line = cli("--history", history, "--contract", contract, "--budget", "100", "--now", NOW)
     assert line.code == 0
     plan_after = re.search(r"pressure 1\.55 -> (\d\.\d\d) of 100 tokens \(155 -> (\d+)\)", line.out)
     assert plan_after, line.out
-    _, values = replay(contract.read_text())
+    _, values = replay((tmp_path / contract).read_text())
     assert values["token-budget"] == 100 and values["tokens-before"] == 155
     assert values["pressure-before"] == 1.55
     assert values["tokens-after"] == int(plan_after.group(2)) <= 100
@@ -315,7 +323,10 @@ def test_quality_benchmark_window_and_floor(tmp_path):
     assert bq.question_keywords("What is the name of Ann's puppy?") == ["name", "ann", "puppy"]
     last_two = turns[-1]["tokens"] + turns[-2]["tokens"]
     assert bq.kept_by_window(turns, last_two) == {"D1:4", "D1:5"}
-    assert "D1:1" in bq.kept_by_pager(turns, ["name", "ann", "puppy"], turns[0]["tokens"], "weighted")
+    # room for one turn, and for the one range page's line that holds the rest
+    import pager
+    line = pager._Scorer([], pager.Params(budget=1000))._least_range_line()
+    assert "D1:1" in bq.kept_by_pager(turns, ["name", "ann", "puppy"], turns[0]["tokens"] + line, "weighted")
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark-quality.py"), str(tmp_path / "locomo"),
                            "--floor", "1.01"], capture_output=True, text=True)
     assert proc.returncode == 1 and "below the floor 1.01" in proc.stdout
@@ -328,18 +339,20 @@ def test_an_old_system_block_paged_under_a_budget_keeps_its_text_for_the_store(p
         {"id": "now", "turn": 5000, "role": "user", "text": "the pager"}]}
     plan = pager.plan_pass(history, pager.Params(budget=150))  # the block is 180 tokens, its stub under 150
     by_id = {d.block: (d.action, d.reason) for d in plan.decisions}
-    assert by_id["rules"] == ("page", "budget-paged") and plan.tokens_after <= 150
+    assert by_id["rules"][0] == "page" and by_id["rules"][1] in ("budget-paged", pager.RANGED)
+    assert plan.tokens_after <= 150
     assert plan.texts[0] == history["blocks"][0]["text"]
 
 
-def test_a_system_block_whose_stub_does_not_fit_either_is_evicted_and_the_budget_holds(pager):
+def test_a_system_block_whose_stub_does_not_fit_either_is_paged_into_a_range_and_the_budget_holds(pager):
     history = {"intent_ir": ["pager"], "current_turn": 2, "blocks": [
         {"id": "rules", "turn": 0, "role": "system", "text": "unrelated chatter " * 40},  # 180 tokens, stub ~119
         {"id": "tone", "turn": 0, "role": "system", "text": "Answer briefly."},
         {"id": "now", "turn": 2, "role": "user", "text": "the pager"}]}
     plan = pager.plan_pass(history, pager.Params(budget=60))
     by_id = {d.block: (d.action, d.reason) for d in plan.decisions}
-    assert by_id["rules"] == ("evict", "budget-evicted") and by_id["tone"] == ("retain", "system")
+    assert by_id["rules"] == ("page", pager.RANGED) and by_id["tone"] == ("retain", "system")
+    assert [r.members for r in plan.ranges] == [("rules",)]
     assert plan.tokens_after <= 60
 
 

@@ -104,7 +104,8 @@ def test_nothing_is_written_and_the_input_is_not_changed(pager, tmp_path, monkey
 def test_stubs_name_the_recall_tool_and_recall_gives_the_exact_text(pager):
     msgs = tool_conversation()
     result = pager.compact(msgs, budget=900, intent=INTENT)
-    block = result.report.paged[0]
+    # a block with a stub of its own (the others are in a range page's line)
+    block = next(d.block for d in result.report.decisions if d.action == "page" and d.reason != pager.RANGED)
     original = next(b["text"] for b in pager.conversation_blocks(pager.load(json.dumps(msgs), "openai"))
                     if b["id"] == block)
     contents = [m["content"] for m in result.messages if isinstance(m["content"], str)]
@@ -125,10 +126,13 @@ def test_stubs_name_the_recall_tool_and_recall_gives_the_exact_text(pager):
 
 def test_the_page_index_names_the_recall_tool(pager):
     agent = pager.Pager(900, intent=INTENT)
-    paged = agent.compact(tool_conversation()).report.paged
+    report = agent.compact(tool_conversation()).report
+    # the blocks with stubs of their own, then the range pages, each listing its blocks by one line
+    listed = [d.block for d in report.decisions if d.action == "page" and d.reason != pager.RANGED]
+    listed += [b for b in report.paged if b.startswith(pager.RANGE_PREFIX)]
     lines = agent.index().splitlines()
-    assert lines[0] == f'Paged blocks: {len(paged)} (recall one with: the recall_pages tool with ids ["ID"])'
-    assert [line.split(" | ")[0] for line in lines[1:]] == paged
+    assert lines[0] == f'Paged blocks: {len(listed)} (recall one with: the recall_pages tool with ids ["ID"])'
+    assert [line.split(" | ")[0] for line in lines[1:]] == listed
 
 
 def test_a_bad_recall_call_is_an_error_result_never_an_exception(pager):
@@ -202,16 +206,20 @@ def test_compacted_output_fed_back_keeps_its_stubs_recallable(pager):
     msgs = tool_conversation()
     agent = pager.Pager(900, intent=INTENT)
     first = agent.compact(msgs)
-    originals = first.recall(first.report.paged)
+    own = [d.block for d in first.report.decisions if d.action == "page" and d.reason != pager.RANGED]
+    ranges = [b for b in first.report.paged if b.startswith(pager.RANGE_PREFIX)]
+    originals = first.recall(own)
+    blocks_of = {rid: first.recall([rid]) for rid in ranges}  # a range page gives its blocks, in order
     second = agent.compact(first.messages)
     stubs = [d for d in second.report.decisions if d.stub]
-    assert sorted(d.block for d in stubs) == sorted(originals)
+    assert sorted(d.block for d in stubs) == sorted(own + ranges)
     text = json.dumps(second.messages)
     for d in stubs:  # each stub is paged again (recallable) or brought back verbatim
+        wanted = blocks_of[d.block] if d.block in blocks_of else {d.block: originals[d.block]}
         if d.action == "page":
-            assert agent.recall([d.block]) == {d.block: originals[d.block]}
+            assert agent.recall([d.block]) == wanted
         elif d.action == "retain":
-            assert json.dumps(originals[d.block])[1:-1] in text
+            assert all(json.dumps(t)[1:-1] in text for t in wanted.values())
 
 
 def test_contract_mode_records_the_pass_and_the_recall(pager, tmp_path):
@@ -342,4 +350,6 @@ def test_a_live_mini_swe_agent_message_list_compacts_as_chat_messages(pager):
     assert pager.detect_format(json.dumps(msgs)) == "swe-agent"
     out, report = pager.compact(copy.deepcopy(msgs), budget=1200)
     assert isinstance(out, list) and out[0] == msgs[0] and out[-1] == msgs[-1]
-    assert report.format == "openai" and report.tokens_after <= 1200 and report.counts["evict"] > 0
+    # what does not fit is paged (into range pages), never evicted for the budget
+    assert report.format == "openai" and report.tokens_after <= 1200 and report.counts["page"] > 0
+    assert not any(d.action == "evict" and d.reason.startswith("budget") for d in report.decisions)

@@ -132,14 +132,14 @@ def test_errors_are_tool_results_and_the_server_keeps_serving(tmp_path):
         flags = await client.call_tool("page", {"transcript": str(FIXTURE), "contract": str(tmp_path / "f.limn"),
                                                 "intent": "-h --budget"})  # an intent, not flags
         assert not flags.is_error and flags.structured_content["result"]["intent_source"] == "--intent"
-        # A tight budget evicts (a default pass on this short session evicts nothing).
+        # A tight budget pages (it never evicts); a block kept verbatim is not recallable.
         ok = await client.call_tool("page", {"transcript": str(FIXTURE), "contract": contract, "budget": 60})
         assert not ok.is_error
         unknown = await client.call_tool("recall", {"ids": ["no-such-block"], "contract": contract})
         assert unknown.is_error and 'block "no-such-block" is not paged (it was never seen by the pager)' in text_of(unknown)
-        evicted = next(b for b, a in pager.contract_state(contract).directives.items() if a == "evict")
-        gone = await client.call_tool("recall", {"ids": [evicted], "contract": contract})
-        assert gone.is_error and f'block "{evicted}" is not paged (it is evicted)' in text_of(gone)
+        kept = next(b for b, a in pager.contract_state(contract).directives.items() if a == "retain")
+        gone = await client.call_tool("recall", {"ids": [kept], "contract": contract})
+        assert gone.is_error and f'block "{kept}" is not paged (it is retained)' in text_of(gone)
         empty = await client.call_tool("recall", {"ids": [], "contract": contract})
         assert empty.is_error and "at least one block id" in text_of(empty)
         again = await client.call_tool("index", {"contract": contract})  # still serving

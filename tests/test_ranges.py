@@ -1,0 +1,273 @@
+"""Range pages under a budget: pressure pages and never evicts, the bounded page index, recall by range id,
+the floors, and the contract matching the request (issue 31)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import NOW, ROOT, replay
+
+DEV = ROOT.parent / "shared" / "data" / "transcripts-dev"
+RANGE_ID = re.compile(r"r-[0-9a-f]{12}")
+
+
+def _chat(steps):
+    """Return a Chat Completions list: a system prompt, a request, then ``steps`` tool round trips."""
+    msgs = [{"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "Fix the rounding in src/totals.py; the invoice totals are off."}]
+    for i in range(steps):
+        call = f"call_{i}"
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [{
+            "id": call, "type": "function",
+            "function": {"name": "shell", "arguments": json.dumps({"cmd": f"grep -n helper_{i} src/mod_{i}.py"})}}]})
+        msgs.append({"role": "tool", "tool_call_id": call,
+                     "content": f"src/mod_{i}.py:{i}: def helper_{i}(x): return round(x, {i % 5}) # step {i}\n" * 6})
+    return msgs
+
+
+def _pass(cli, history, contract, budget, out, now=NOW, *extra):
+    result = cli("--history", history, "--contract", contract, "--budget", budget, "--emit", out, "--json",
+                 "--now", now, *extra)
+    assert result.code == 0, result.err
+    return result
+
+
+# --- the pure core ---
+
+def test_plan_ranges_collapses_runs_bounds_the_index_and_merges_the_oldest(pager):
+    blocks = [{"id": f"b{i}", "turn": i, "role": "user" if i % 2 else "assistant",
+               "text": f"step {i} touched parser_{i}.py", "tokens": 50} for i in range(40)]
+    decisions = pager.plan_pass({"intent_ir": ["nothing"], "blocks": blocks},
+                                pager.Params(budget=100_000)).decisions
+    table = pager._DecisionTable(*decisions.columns())
+    table.action = ["page"] * 40
+    table.reason = [pager.RANGED] * 40
+    table.action[20], table.reason[20] = "retain", "score"  # a kept block ends a run
+    names = lambda i: ("parser_%d" % i, "step")  # noqa: E731
+    cost = lambda page: 10  # noqa: E731
+    wide = pager._plan_ranges(table, 10_000, cost, names)
+    assert sum(len(r.members) for r in wide) == 39 and len(wide) > 2
+    assert all(20 not in r.positions for r in wide)
+    # the newest ranges are the finest; a range's id comes from its blocks, in order
+    assert len(wide[-1].members) == 1 and wide[-1].id == pager.range_id(wide[-1].members)
+    narrow = pager._plan_ranges(table, 30, cost, names)
+    assert sum(r.cost for r in narrow) <= 30 and len(narrow) == 3
+    assert narrow[-1] == wide[-1] and len(narrow[0].members) > len(wide[0].members)  # the oldest merged
+    # topics: distinctive names, none the kept context shows
+    shown = pager._plan_ranges(table, 10_000, cost, names, shown={"parser_39"})
+    assert "parser_39" not in shown[-1].summary and "topics: parser_38" in shown[-2].summary
+
+
+def test_budget_pages_what_does_not_fit_and_never_evicts_a_human(pager):
+    blocks = [{"id": f"h{i}", "turn": i, "role": "user", "text": f"request {i}: " + "words " * 60,
+               "protected": "human"} for i in range(1, 60)]
+    plan = pager.plan_pass({"intent_ir": ["request"], "blocks": blocks}, pager.Params(budget=400, keep_recent=0))
+    assert not any(d.action == "evict" for d in plan.decisions)
+    assert all(d.reason != "budget-evicted" for d in plan.decisions)
+    ranged = {d.block for d in plan.decisions if d.reason == pager.RANGED}
+    assert ranged and ranged == {b for r in plan.ranges for b in r.members}
+    assert plan.tokens_after <= 400
+    assert {d.block: d.reason for d in plan.decisions}["h59"] == pager.CURRENT  # the last request
+
+
+def test_the_current_step_is_a_floor(pager):
+    blocks = [{"id": "task", "turn": 1, "role": "user", "text": "Port the parser.", "protected": "task"}]
+    for i in range(30):
+        blocks.append({"id": f"c{i}", "turn": 1, "role": "assistant", "text": f"read file_{i}.py",
+                       "unit": f"tool:{i}"})
+        blocks.append({"id": f"r{i}", "turn": 1, "role": "tool", "text": "line of code\n" * 80, "unit": f"tool:{i}"})
+    plan = pager.plan_pass({"intent_ir": ["parser"], "blocks": blocks}, pager.Params(budget=1500, keep_recent=0))
+    by_id = {d.block: (d.action, d.reason) for d in plan.decisions}
+    assert by_id["c29"] == ("retain", pager.CURRENT) and by_id["r29"] == ("retain", pager.CURRENT)
+    assert plan.tokens_after <= 1500
+
+
+# --- the command line: contract, store, recall, round trip ---
+
+def test_range_pages_are_recorded_stored_and_recalled_exact_and_in_order(cli, pager, tmp_path):
+    history, contract, out = tmp_path / "chat.json", tmp_path / "c.limn", tmp_path / "out.json"
+    msgs = _chat(120)
+    history.write_text(json.dumps(msgs))
+    result = _pass(cli, history, contract, 2000, out)
+    assert not any(r["action"] == "evict" for r in result.records)
+    emitted = out.read_text()
+    ranges = list(dict.fromkeys(RANGE_ID.findall(emitted)))
+    assert ranges
+    text = contract.read_text()
+    for rid in ranges:  # each recorded with its id in paged-blocks, the words in the vocabulary
+        assert re.search(rf'add "{rid}" to paged-blocks because "range; turns \d+-\d+; \d+ blocks; ', text)
+    _, values = replay(text)
+    assert set(ranges) <= set(values["paged-blocks"])
+    for line in text.splitlines():
+        pager.check_statement(line)
+    # the emitted index holds its share of the budget
+    lines = [line for line in emitted.split('"') if line.startswith("[paged r-")]
+    assert sum(pager.estimate_tokens(line) for line in lines) <= 200 + len(lines)
+    state = pager.contract_state(str(contract))
+    store = pager.PageStore.open(str(tmp_path / "c.pages.sqlite3"), create=False)
+    members = store.range_members(ranges[-1])
+    store.close()
+    assert members and all(state.directives[m] == "page" for m in members)
+    recalled = cli("recall", ranges[-1], "--contract", contract, "--json", "--now", NOW)
+    assert recalled.code == 0, recalled.err
+    got = json.loads(recalled.out)["recalled"]
+    assert [r["block"] for r in got] == members
+    originals = {m["tool_call_id"]: m["content"] for m in msgs if m["role"] == "tool"}
+    for r in got:
+        if r["block"].endswith(":result"):
+            assert r["text"] == originals[r["block"][:-len(":result")]]
+    after = pager.contract_state(str(contract))
+    assert after.directives[ranges[-1]] == "retain" and all(after.directives[m] == "retain" for m in members)
+    # a block inside another range is recalled by its own id
+    store = pager.PageStore.open(str(tmp_path / "c.pages.sqlite3"), create=False)
+    inner = store.range_members(ranges[0])[0]
+    store.close()
+    one = cli("recall", inner, "--contract", contract, "--now", NOW)
+    assert one.code == 0 and one.out
+
+
+def test_reading_the_emitted_request_back_knows_the_ranges_again(cli, pager, tmp_path):
+    history, contract, out, again = (tmp_path / n for n in ("chat.json", "c.limn", "out.json", "again.json"))
+    history.write_text(json.dumps(_chat(120)))
+    _pass(cli, history, contract, 8000, out)
+    second = _pass(cli, out, contract, 8000, again, "2026-05-17T03:09:12+00:00")
+    summary = json.loads(second.out)
+    assert (summary["new"], summary["moved"]) == (0, 0)
+    assert RANGE_ID.findall(out.read_text()) == RANGE_ID.findall(again.read_text())
+    assert json.loads(out.read_text()) == json.loads(again.read_text())
+
+
+def test_the_watermarks_keep_a_range_line_between_compactions(cli, tmp_path):
+    history, contract, out = tmp_path / "chat.json", tmp_path / "c.limn", tmp_path / "out.json"
+    msgs = _chat(300)
+    history.write_text(json.dumps(msgs))
+    _pass(cli, history, contract, 8000, out)
+    first = json.loads(out.read_text())
+    assert RANGE_ID.search(json.dumps(first))
+    history.write_text(json.dumps(msgs + [{"role": "user", "content": "And the tax lines?"}]))
+    second = _pass(cli, history, contract, 8000, out, "2026-05-17T03:09:12+00:00")
+    assert json.loads(second.out)["compacted"] is False
+    assert json.loads(out.read_text())[:len(first)] == first  # the prefix, range lines included, is the same
+
+
+def test_index_share_is_a_flag(cli, tmp_path):
+    history, contract, out = tmp_path / "chat.json", tmp_path / "c.limn", tmp_path / "out.json"
+    history.write_text(json.dumps(_chat(200)))
+    _pass(cli, history, contract, 8000, out, NOW, "--index-share", "0.3", "--target", "none")
+    wide = RANGE_ID.findall(out.read_text())
+    (tmp_path / "c.limn").unlink()
+    (tmp_path / "c.pages.sqlite3").unlink()
+    _pass(cli, history, contract, 8000, out, NOW, "--index-share", "0.05", "--target", "none")
+    assert len(set(RANGE_ID.findall(out.read_text()))) < len(set(wide))
+    bad = cli("--history", history, "--contract", contract, "--budget", "8000", "--index-share", "1.5")
+    assert bad.code == 2 and "--index-share must be a number between 0 and 1 (got 1.5)" in bad.err
+
+
+# --- the library and the tools ---
+
+def test_library_pager_pages_a_long_tool_list_with_a_recallable_index(pager):
+    msgs = _chat(1000)  # 2,002 messages
+    assert len(msgs) == 2002
+    p = pager.Pager(budget=8000)
+    out, report = p.compact(msgs)
+    assert report.counts["page"] > 0 and report.counts["evict"] == 0
+    ranges = list(dict.fromkeys(RANGE_ID.findall(json.dumps(out))))
+    index = p.index()
+    assert ranges and all(rid in index for rid in ranges)
+    texts = p.recall(ranges[-1])
+    originals = {m["tool_call_id"]: m["content"] for m in msgs if m["role"] == "tool"}
+    results = [b for b in texts if b.endswith(":result")]
+    assert results and all(texts[b] == originals[b[:-len(":result")]] for b in results)
+    answer, failed = p.recall_text([ranges[0]])
+    assert not failed and "==> call_" in answer
+    compacted, report = pager.compact(msgs, budget=8000)
+    assert RANGE_ID.search(json.dumps(compacted)) and report.counts["evict"] == 0
+
+
+def test_mcp_recall_takes_a_range_id(cli, tmp_path):
+    import mcp_server
+    history, contract, out = tmp_path / "chat.json", tmp_path / "c.limn", tmp_path / "out.json"
+    history.write_text(json.dumps(_chat(80)))
+    _pass(cli, history, contract, 2000, out)
+    rid = RANGE_ID.findall(out.read_text())[0]
+    text = mcp_server.recall([rid], str(contract))
+    assert text.startswith("==> ") and "src/mod_" in text
+
+
+# --- the contract matches the request, on every development file ---
+
+DEV_FILES = sorted(p for p in DEV.glob("*/*") if p.suffix in (".json", ".jsonl", ".traj")) if DEV.is_dir() else []
+
+
+@pytest.mark.skipif(not DEV_FILES, reason="../shared/data/transcripts-dev is absent")
+@pytest.mark.parametrize("path", DEV_FILES, ids=lambda p: p.name[:40])
+def test_the_contract_matches_the_request(cli, pager, tmp_path, path):
+    """Every block recorded retain is verbatim in the emitted request; every block recorded page is a
+    stub there or a block of a range page it lists; none is evicted for the budget; none over it."""
+    original = pager.load(path.read_text(encoding="utf-8"), pager.detect_format(path.read_text(encoding="utf-8")))
+    texts = {b["id"]: b["text"] for b in original.blocks}
+    for budget in (None, 2000, 8000):
+        folder = tmp_path / str(budget)
+        folder.mkdir()
+        contract, out = folder / "c.limn", folder / "out.json"
+        argv = ["--history", path, "--contract", contract, "--emit", out, "--json", "--now", NOW]
+        result = cli(*argv, *(["--budget", budget] if budget else []))
+        assert result.code == 0, result.err
+        emitted = out.read_text(encoding="utf-8")
+        back = pager.load(emitted, pager.detect_format(emitted))
+        kept = {b["text"] for b in back.blocks if not b["stub"]}
+        stubs = {b["id"] for b in back.blocks if b["stub"]}
+        listed = set()
+        store = pager.PageStore.open(str(folder / "c.pages.sqlite3"), create=False)
+        if store is not None:
+            for sid in stubs:
+                listed.update(store.range_members(sid))
+            store.close()
+        for r in result.records:
+            if r["action"] == "retain":
+                assert texts[r["block"]] in kept, (budget, r["block"], r["reason"])
+            elif r["action"] == "page" and r["reason"] != "compacted":  # before a boundary: in no request
+                assert r["block"] in stubs or r["block"] in listed, (budget, r["block"], r["reason"])
+            else:
+                assert not r["reason"].startswith("budget"), (budget, r["block"], r["reason"])
+        if budget:
+            summary = json.loads(result.out)
+            assert summary["tokens_after"] <= budget or summary["fixed_tokens"] > budget, summary
+
+
+def test_instructions_sent_again_are_sent_and_counted_once(pager):
+    rules = "Follow AGENTS.md: run the tests before you commit. " * 40
+    blocks = [{"id": "d1", "turn": 0, "role": "developer", "text": rules},
+              {"id": "u1", "turn": 1, "role": "user", "text": "fix the parser"},
+              {"id": "d2", "turn": 1, "role": "developer", "text": rules},
+              {"id": "u2", "turn": 2, "role": "user", "text": "and run the tests"}]
+    plan = pager.plan_pass({"blocks": blocks}, pager.Params(budget=2000))
+    by_id = {d.block: (d.action, d.reason) for d in plan.decisions}
+    assert by_id["d1"] == ("page", "repeated by d2") and by_id["d2"] == ("retain", "system")
+    assert plan.tokens_after < 2 * pager.estimate_tokens(rules)
+
+
+def test_search_finds_a_range_members_own_page_never_the_range_row(cli, pager, tmp_path):
+    """A range page's store row holds its members' ids: search (FTS5 and the scan alike) answers with the
+    member whose text holds the name, and never with the range row; the injected index lists members only."""
+    history, contract, out = tmp_path / "chat.json", tmp_path / "c.limn", tmp_path / "out.json"
+    history.write_text(json.dumps(_chat(120)))
+    _pass(cli, history, contract, 2000, out)
+    ranges = list(dict.fromkeys(RANGE_ID.findall(out.read_text())))
+    store = pager.PageStore.open(str(tmp_path / "c.pages.sqlite3"), create=False)
+    try:
+        members = store.range_members(ranges[0])
+        member = next(m for m in members if m.endswith(":result"))
+        name = re.search(r"helper_\d+", store.get(member).text).group(0)
+        for scan in (True, False):
+            by_name = store.search(name, limit=5, scan=scan)
+            assert by_name and by_name[0]["id"] == member, (scan, by_name)
+            assert all(hit["kind"] != pager.RANGE for hit in store.search(member, limit=50, scan=scan))
+            assert all(not RANGE_ID.fullmatch(hit["id"]) for hit in store.search(name, limit=50, scan=scan))
+        assert not any(RANGE_ID.fullmatch(block) for block, _, _ in store.sizes())
+    finally:
+        store.close()
+    found = cli("search", name, "--contract", contract, "--json")
+    assert found.code == 0 and json.loads(found.out)[0]["id"] == member
