@@ -168,13 +168,13 @@ def test_compaction_command_stores_the_rollout_and_prints_the_next_first_message
     assert pager_tokens(result.out.rstrip("\n")) <= 500
     assert result.out.startswith("Task statement, the human's first request (verbatim):\nWhat does `make release` do?")
     assert "The human's last request (verbatim):\ntest_rounding fails; fix it with Decimal" in result.out
-    assert "[prosecode context pager] 19 blocks from before the compaction are stored verbatim." in result.out
+    assert "[prosecode context pager] 20 blocks from before the compaction are stored verbatim." in result.out
     assert "{" not in result.err  # no per-block records
     lists = replay(contract.read_text())[1]
-    assert len(lists["paged-blocks"]) == 19
+    assert len(lists["paged-blocks"]) == 20
     as_json = json.loads(cli("compaction", "--history", CODEX, "--contract", tmp_path / "d.limn", "--json",
                              "--now", NOW).out)
-    assert as_json["pass"]["page"] == 19 and as_json["text"].startswith("Task statement")
+    assert as_json["pass"]["page"] == 20 and as_json["text"].startswith("Task statement")
 
 
 # --- the hooks read the compaction summary ---

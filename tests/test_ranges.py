@@ -271,3 +271,22 @@ def test_search_finds_a_range_members_own_page_never_the_range_row(cli, pager, t
         store.close()
     found = cli("search", name, "--contract", contract, "--json")
     assert found.code == 0 and json.loads(found.out)[0]["id"] == member
+
+
+def test_no_range_page_where_the_blocks_fit_verbatim_without_its_line(pager):
+    """Room set aside for range lines is not taken from blocks that fit verbatim without it: at 60 tokens
+    what the score keeps (28 tokens) is sent whole, not paged into a 37-token range line (which made
+    the pass 60 tokens, over twice what the verbatim text costs)."""
+    log = "FAILED tests/test_invoice.py::test_total - assert 10.01 == 10.0\n" * 12
+    history = {"intent_ir": ["invoice", "total"], "blocks": [
+        {"id": "u1", "turn": 1, "role": "user", "text": "The invoice total is off by one cent."},
+        {"id": "t2", "turn": 2, "role": "tool", "text": log},
+        {"id": "a3", "turn": 3, "role": "assistant", "text": "The rounding in invoice.py uses floats."},
+        {"id": "u4", "turn": 4, "role": "user", "text": "Please fix the invoice total."}]}
+    plan = pager.plan_pass(history, pager.Params(budget=60))
+    actions = {d.block: d.action for d in plan.decisions}
+    assert actions == {"u1": "retain", "t2": "evict", "a3": "retain", "u4": "retain"}
+    assert not plan.ranges and plan.tokens_after == sum(d.tokens for d in plan.decisions if d.action == "retain")
+    # where the blocks do not fit even without a line, the range page stays (never an eviction for room)
+    tight = pager.plan_pass(history, pager.Params(budget=12))
+    assert {d.block: d.action for d in tight.decisions}["u1"] == "page" and tight.ranges
