@@ -2351,6 +2351,19 @@ class _Scorer:
                     break
                 index_room = lines
                 decisions.action[:], decisions.reason[:] = before
+            if self.ranges and sum(decisions.tokens[r] for g in self.ranges for r in g.positions) <= lines:
+                # The ranged blocks cost no more verbatim than their lines: fit again with no room set
+                # aside for lines, and keep that fit if it needs no range page (a line never costs more
+                # than the text it stands for).
+                fitted = (list(decisions.action), list(decisions.reason), self.ranges, self.tokens_after)
+                decisions.action[:], decisions.reason[:] = before
+                kept = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
+                                  self._floors, self._unpageable, _open_units(self._roles, units),
+                                  self.worth, 0)
+                if any(r == RANGED and a == "page" for a, r in zip(decisions.action, decisions.reason)):
+                    decisions.action[:], decisions.reason[:], self.ranges, self.tokens_after = fitted
+                else:
+                    self.ranges, self.tokens_after = [], kept + reserved
             for i in self._system_repeats:  # an earlier copy of instructions sent again is never sent twice
                 if decisions.action[i] == "retain":
                     stub = stub_tokens[i]
@@ -9254,7 +9267,7 @@ def _paged_pages(final: Mapping[str, str], store: Optional[PageStore], store_pat
     return pages
 
 
-def _index_pages(final: Iterable[str], store: Optional[PageStore], store_path: str) -> List[StoredPage]:
+def _with_index_pages(final: Iterable[str], store: Optional[PageStore], store_path: str) -> List[StoredPage]:
     """Return the pages the page index lists: every paged block, a range page's blocks by its one line."""
     pages = _paged_pages(dict.fromkeys(final, "page"), store, store_path)
     inside = {m for p in pages if p.kind == RANGE for m in store.range_members(p.block)}  # type: ignore[union-attr]
@@ -9405,7 +9418,7 @@ def _record_pass(args: argparse.Namespace, locked: _LockedContract, plan: PassPl
             elif out is not None:
                 index = None
                 if args.with_index:
-                    index = _index_block(_index_pages(final, store, store_path), _cli_hint(args)("ID"))
+                    index = _index_block(_with_index_pages(final, store, store_path), _cli_hint(args)("ID"))
                 _write_pager_history(out, plan.header, blocks_file, index)  # type: ignore[arg-type]
             payload = render(state)
             if out is not None:  # on disk before the contract says the pass happened
@@ -9621,10 +9634,12 @@ class _ReportPass(NamedTuple):
     written: Tuple[str, ...]      # the names of the values this event wrote (the rest stand from before)
     new: Dict[str, int]           # blocks first listed by this event, per directive
     moved: Tuple[Tuple[str, str, str], ...]  # (block, from directive, to directive), in contract order
+    ranges: Tuple[int, int] = (0, 0)  # range pages this event (made, ended): pages, not blocks, so never in new/moved
 
     def to_dict(self) -> Dict[str, object]:
         return {"number": self.number, "event": self.event, "time": self.time, "values": dict(self.values),
-                "written": list(self.written), "new": dict(self.new), "moved": [list(m) for m in self.moved]}
+                "written": list(self.written), "new": dict(self.new), "moved": [list(m) for m in self.moved],
+                "ranges": {"made": self.ranges[0], "ended": self.ranges[1]}}
 
 
 class _ReportBlock(NamedTuple):
@@ -9639,7 +9654,7 @@ class _ReportBlock(NamedTuple):
     tokens: Optional[int]
     head: str                     # its first lines ("" when unknown)
     recall: str                   # the command that recalls it ("" unless paged)
-    group: Optional[str]          # the range page it belongs to, if any
+    group: Optional[str]          # the range page it belongs to, if any (a range page is never a _ReportBlock)
 
     def to_row(self) -> list:
         return [self.block, self.directive, self.reason, self.turn, self.role, self.kind, self.tokens,
@@ -9651,17 +9666,20 @@ class _SessionReport(NamedTuple):
 
     contract: str
     store: Optional[str]          # the --store path the recall commands name (None: the contract finds it)
-    blocks: Tuple[_ReportBlock, ...]
+    blocks: Tuple[_ReportBlock, ...]  # the conversation's blocks: range pages are not among them
     passes: Tuple[_ReportPass, ...]
     pages: Tuple[Tuple[StoredPage, Tuple[str, ...]], ...]  # (page, topics), in contract order
     missing_pages: int            # blocks listed as paged whose text the store does not hold
     unlisted: int                 # blocks of the given history the contract has no directive for
     stored: Dict[str, int]        # a pass's time -> the pages the store holds from it (their paged_at)
+    ranges: Tuple[Tuple[str, str, str, int], ...] = ()  # paged range pages: (id, reason, recall, members known)
 
     def to_dict(self) -> Dict[str, object]:
         """Return the summary as JSON data: the directives' counts, every event, every page with its topics."""
         counts = Counter(b.directive for b in self.blocks)
         return {"contract": self.contract, "blocks": len(self.blocks), **{a: counts[a] for a in ACTIONS},
+                "ranges": [{"id": rid, "reason": why, "recall": recall, "members": n}
+                           for rid, why, recall, n in self.ranges],
                 "events": [p.to_dict() for p in self.passes], "missing_pages": self.missing_pages,
                 "unlisted": self.unlisted, "stored": dict(sorted(self.stored.items())),
                 "pages": [{"block": page.block, "turn": page.turn, "role": page.role, "tokens": page.tokens,
@@ -9675,7 +9693,8 @@ def _contract_events(text: str) -> Tuple[List[_ReportPass], List[str], Dict[str,
 
     ``text`` must already read as a contract (read_contract_state), so a line is one of the
     pager's statements exactly when its unquoted segments are (_SEGMENTS) or it remembers one
-    of the pager's numbers; every other line is another tool's, a comment or blank.
+    of the pager's numbers; every other line is another tool's, a comment or blank. A range
+    page (_RANGE_PAGE_RE) is no block: an event counts it as made or ended, never as new or moved.
     """
     events: List[_ReportPass] = []
     order: Dict[str, None] = {}
@@ -9685,6 +9704,7 @@ def _contract_events(text: str) -> Tuple[List[_ReportPass], List[str], Dict[str,
     new: Counter = Counter()
     moved: List[Tuple[str, str, str]] = []
     taken: Dict[str, str] = {}  # block -> the directive a remove of this event took it from
+    made = 0                    # range pages this event listed as paged
     number_form = "remember a number called "
     for line in text.splitlines():
         parts = line.rstrip().split('"')
@@ -9692,6 +9712,14 @@ def _contract_events(text: str) -> Tuple[List[_ReportPass], List[str], Dict[str,
         if form == "add":
             block, action = parts[1], ACTION_OF_LIST[parts[2].split(" ")[2]]
             reasons[block] = parts[3]
+            order.setdefault(block, None)
+            if _RANGE_PAGE_RE.match(block):
+                if action == "page":  # made (or made again); a range recalled whole stays in taken: ended
+                    taken.pop(block, None)
+                    made += 1
+                else:
+                    taken.setdefault(block, "page")
+                continue
             if block in taken:
                 moved.append((block, taken.pop(block), action))
             else:
@@ -9711,11 +9739,12 @@ def _contract_events(text: str) -> Tuple[List[_ReportPass], List[str], Dict[str,
         values[name] = value
         written.append(name)
         if name in (PASS_MARKER, "last-recall"):
-            moved += [(block, action, "gone") for block, action in taken.items()]
+            ended = sum(1 for block in taken if _RANGE_PAGE_RE.match(block))
+            moved += [(block, action, "gone") for block, action in taken.items() if not _RANGE_PAGE_RE.match(block)]
             events.append(_ReportPass(len(events) + 1, "pass" if name == PASS_MARKER else "recall", str(value),
                                       dict(values), tuple(dict.fromkeys(written)), {a: new[a] for a in ACTIONS},
-                                      tuple(moved)))
-            written, new, moved, taken = [], Counter(), [], {}
+                                      tuple(moved), (made, ended)))
+            written, new, moved, taken, made = [], Counter(), [], {}, 0
     return events, list(order), reasons
 
 
@@ -9759,7 +9788,9 @@ def _session_report(contract_text: str, state: ContractState, contract: str, pag
     ``pages`` maps a paged block's id to its StoredPage.
     ``history`` (the session's blocks, pager schema) tells what the contract and the store
     do not: retained and evicted blocks' size, role, kind and text. ``ranges`` maps a range
-    page's id to its member blocks; ``part_kinds`` a transcript block's id to its part's kind.
+    page's id to its member blocks (PageStore.range_members); ``part_kinds`` a transcript
+    block's id to its part's kind. A range page is not a block of the conversation: the
+    report lists its members, each grouped under it, and the range in ``ranges``.
     ``contract`` and ``store`` are the paths the recall commands name. Pure: no I/O.
 
     Example:
@@ -9782,8 +9813,8 @@ def _session_report(contract_text: str, state: ContractState, contract: str, pag
     blocks = []
     for block in order:
         action = state.directives.get(block)
-        if action is None:
-            continue  # listed once, then removed and not added again (a recall's page-in always re-adds)
+        if action is None or _RANGE_PAGE_RE.match(block):
+            continue  # removed and not added again (a recall's page-in re-adds), or a range page: not a block
         page, seen = pages.get(block), known.get(block)
         turn: Optional[int] = None
         role = kind = head = ""
@@ -9800,15 +9831,18 @@ def _session_report(contract_text: str, state: ContractState, contract: str, pag
                                         part_kinds.get(block))
             head = _report_head(page.text)
         recall = _recall_hint(block, contract, store) if action == "page" else ""
-        group = block if _RANGE_PAGE_RE.match(block) and block in (ranges or {}) else group_of.get(block)
+        group = group_of.get(block)
         blocks.append(_ReportBlock(block, action, reasons.get(block, ""), turn, role, kind, tokens, head, recall,
                                   group))
     listed = [pages[b] for b in state.directives if state.directives[b] == "page" and b in pages]
     missing = sum(1 for b, a in state.directives.items() if a == "page" and b not in pages)
     unlisted = sum(1 for b in known if b not in state.directives)
     stored = Counter(page.paged_at for page in listed)
+    paged_ranges = tuple((rid, reasons.get(rid, ""), _recall_hint(rid, contract, store),
+                          len((ranges or {}).get(rid, ())))
+                         for rid, action in state.directives.items() if action == "page" and _RANGE_PAGE_RE.match(rid))
     return _SessionReport(contract, store, tuple(blocks), tuple(events), tuple(zip(listed, _page_topics(listed))),
-                          missing, unlisted, dict(stored))
+                          missing, unlisted, dict(stored), paged_ranges)
 
 
 _HTML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"})
@@ -9891,6 +9925,7 @@ padding:4px;border:1px solid var(--line);border-radius:6px;background:#fdfdfe}
 .k-harness-text,.k-instructions,.k-system-prompt{border-bottom-color:#c05621!important}
 .k-compaction-summary,.k-conclusion{border-bottom-color:#00838f!important}
 .range{display:flex;flex-wrap:wrap;gap:1px;padding:1px;border:1px dashed var(--ink);border-radius:3px}
+.legend i.range-key{border:1px dashed var(--ink)}
 .w0{width:6px}.w1{width:7px}.w2{width:8px}.w3{width:9px}.w4{width:11px}.w5{width:13px}.w6{width:16px}
 .w7{width:20px}.w8{width:25px}.w9{width:31px}.w10{width:38px}
 #details{width:400px;flex:none;position:sticky;top:10px;border:1px solid var(--line);border-radius:6px;
@@ -9943,9 +9978,10 @@ function show(i){
  var m=/R=([0-9.]+) sim=([0-9.]+)(?: \\(nb; own=([0-9.]+)\\))? rec=([0-9.]+) dt=([0-9]+)/.exec(b[2]||'');
  if(m){row('score R',m[1]+(data.alpha!==null?' = '+data.alpha+' \u00d7 sim + '+data.beta+' \u00d7 recency':''));row('sim',m[2]+(m[3]?' (own '+m[3]+', the rest from neighbours)':''));row('recency',m[4]+' (dt '+m[5]+')');}
  var why=(b[2]||'').replace(/(^|; )?R=.*$/,'');row('reason',why||'score');row('recorded',b[2]);
- row('range',b[9]);
+ var r=b[9]&&data.ranges?data.ranges[b[9]]:null;row('range',b[9]?b[9]+(r&&r[0]?' ('+r[0]+')':''):'');
  details.appendChild(dl);
  if(b[8]){details.appendChild(el('div','recall:'));details.appendChild(el('pre',b[8],'recall'));}
+ if(r&&r[1]){details.appendChild(el('div','recall the whole range:'));details.appendChild(el('pre',r[1],'recall'));}
  if(b[7]){details.appendChild(el('div','first lines:'));details.appendChild(el('pre',b[7]));}
  else details.appendChild(el('p','(text not in the store or the history)','hint'));
 }
@@ -9994,6 +10030,8 @@ def _render_report(report: _SessionReport) -> str:
     cards = [(f"{len(blocks):,}", "blocks"), *[(f"{counts[a]:,}", f"{a} ({tokens[a]:,} tokens)") for a in ACTIONS],
              (f"{sum(1 for p in report.passes if p.event == 'pass'):,}", "passes"),
              (f"{sum(1 for p in report.passes if p.event == 'recall'):,}", "recalls"), (f"{len(report.pages):,}", "pages stored")]
+    if report.ranges:
+        cards.append((f"{len(report.ranges):,}", "range pages (framed)"))
     if last is not None and "pressure-after" in last.values:
         cards.append((f"{_pressure(last.values.get('pressure-before'))} &rarr; {_pressure(last.values.get('pressure-after'))}",
                       f"pressure of {_h(_number(last.values.get('token-budget')))} tokens"))
@@ -10018,15 +10056,17 @@ def _render_report(report: _SessionReport) -> str:
         '<span><i class="u k-tool-call"></i>tool call</span><span><i class="u k-tool-result"></i>tool result</span>'
         '<span><i class="u k-thinking"></i>thinking</span><span><i class="u k-harness-text"></i>harness, system</span>'
         '<span><i class="u k-compaction-summary"></i>summary, conclusion</span>'
+        '<span><i class="range-key"></i>range page: its blocks, framed</span>'
         '</div>'
         '<div class="wrap"><div id="timeline">')
+    # A range page frames its members; members a retained block separates get one frame per run.
     group = None
     for i, b in enumerate(blocks):
         if b.group != group:
             if group is not None:
                 add("</span>")
             if b.group is not None:
-                add(f'<span class="range" title="range page {_h(b.group)}">')
+                add(f'<span class="range" data-range="{_h(b.group)}" title="range page {_h(b.group)}">')
             group = b.group
         add(f'<i class="b d-{b.directive} {_kind_class(b.kind)} w{_width_class(b.tokens)}" data-i="{i}"></i>')
     if group is not None:
@@ -10054,7 +10094,8 @@ def _render_report(report: _SessionReport) -> str:
                 if "tokens-after" in v else "")
         rho = (shown("pressure-after", f"{_pressure(v.get('pressure-before'))} \u2192 {_pressure(v['pressure-after'])}")
                if "pressure-after" in v else "")
-        new = "<br>".join(_h(f"{a} {p.new[a]:,}") for a in ACTIONS if p.new.get(a))
+        new = "<br>".join([_h(f"{a} {p.new[a]:,}") for a in ACTIONS if p.new.get(a)]
+                          + [_h(f"range pages {what} {n:,}") for what, n in zip(("made", "ended"), p.ranges) if n])
         moves = Counter(f"{a} \u2192 {b}" for _, a, b in p.moved)
         moved = ", ".join(f"{k} {n:,}" for k, n in sorted(moves.items()))
         if p.moved:
@@ -10093,7 +10134,8 @@ def _render_report(report: _SessionReport) -> str:
     add('<script type="application/json" id="report-data">')
     weights = last.values if last is not None else {}
     add(_script_json({"alpha": weights.get("pager-alpha"), "beta": weights.get("pager-beta"),
-                      "blocks": [b.to_row() for b in blocks]}))
+                      "blocks": [b.to_row() for b in blocks],
+                      "ranges": {rid: [why, recall] for rid, why, recall, _ in report.ranges}}))
     add(f"</script>\n<script>{_REPORT_JS}</script>\n</body></html>\n")
     return "".join(out)
 
@@ -10104,7 +10146,9 @@ def _report_summary(report: _SessionReport) -> str:
     counts = Counter(b.directive for b in blocks)
     passes = [p for p in report.passes if p.event == "pass"]
     lines = [f"report: {report.contract}: {len(blocks):,} blocks (retain {counts['retain']:,}, page "
-             f"{counts['page']:,}, evict {counts['evict']:,}); {len(passes):,} pass{'' if len(passes) == 1 else 'es'}, "
+             f"{counts['page']:,}, evict {counts['evict']:,}); "
+             + (f"{len(report.ranges):,} range page{'' if len(report.ranges) == 1 else 's'}; " if report.ranges else "")
+             + f"{len(passes):,} pass{'' if len(passes) == 1 else 'es'}, "
              f"{len(report.passes) - len(passes):,} recall{'' if len(report.passes) - len(passes) == 1 else 's'}; "
              f"{len(report.pages):,} page{'' if len(report.pages) == 1 else 's'} stored"]
     for p in report.passes:
@@ -10120,6 +10164,8 @@ def _report_summary(report: _SessionReport) -> str:
         parts.append(f"new: {new or 'none'}")
         moves = Counter(f"{a} -> {b}" for _, a, b in p.moved)
         parts.append("moved: " + (", ".join(f"{k} {n:,}" for k, n in sorted(moves.items())) or "none"))
+        if any(p.ranges):
+            parts.append(f"range pages: made {p.ranges[0]:,}, ended {p.ranges[1]:,}")
         if p.event == "pass":
             parts.append(f"pages stored: {report.stored.get(p.time, 0):,}")
         lines.append("  " + "; ".join(parts))

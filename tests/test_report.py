@@ -19,6 +19,7 @@ HOSTILE = ('Render this: </script><script>window.__pwned = "script"</script>\n'
            '<img src=x onerror="window.__pwned = \'img\'"> and a comment <!-- opener\n'
            "quotes \" ' and a line separator \u2028 here; the report must show all of it as text")
 SESSION = "9b2f6c1e-0000-4000-8000-00000000a1a1"
+RANGE = re.compile(r"r-[0-9a-f]{12}\Z")  # a range page's id: a page for a run of blocks, not a block itself
 
 
 def claude_session(rounds, hostile_round=1):
@@ -79,8 +80,25 @@ def session(cli, pager, tmp_path):
 
 
 def directives(pager, contract):
-    """Return block id -> directive, as the contract reads now (the engine's own reader)."""
-    return pager.contract_state(str(contract)).directives
+    """Return block id -> directive of the conversation's blocks, as the contract reads now (the engine's
+    own reader); range pages are left out: they are pages standing for blocks, not blocks."""
+    return {b: d for b, d in pager.contract_state(str(contract)).directives.items() if not RANGE.match(b)}
+
+
+def block_order(contract):
+    """Return the conversation's blocks in the order the contract first lists them (range pages left out)."""
+    return list(dict.fromkeys(b for b in (line.split('"')[1] for line in contract.read_text().splitlines()
+                                          if line.startswith("add ")) if not RANGE.match(b)))
+
+
+def range_pages(pager, contract):
+    """Return range page id -> its members, for the range pages the contract lists as paged (from the store)."""
+    store = pager.PageStore.open(str(contract).replace(".limn", ".pages.sqlite3"), create=False)
+    try:
+        return {b: store.range_members(b) for b, d in pager.contract_state(str(contract)).directives.items()
+                if d == "page" and RANGE.match(b)}
+    finally:
+        store.close()
 
 
 def report(cli, session, out=None, history=True):
@@ -98,16 +116,26 @@ class _Markup(html.parser.HTMLParser):
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.elements, self.scripts, self._in_script = [], [], False
+        self.frames, self._spans = [], []  # frames: (range id, [data-i of the cells inside]), in page order
 
     def handle_starttag(self, tag, attrs):
-        self.elements.append((tag, dict(attrs)))
+        attrs = dict(attrs)
+        self.elements.append((tag, attrs))
         if tag == "script":
             self._in_script = True
             self.scripts.append("")
+        if tag == "span":
+            self._spans.append("range" in attrs.get("class", "").split())
+            if self._spans[-1]:
+                self.frames.append((attrs.get("data-range"), []))
+        if tag == "i" and "data-i" in attrs and any(self._spans):
+            self.frames[-1][1].append(int(attrs["data-i"]))
 
     def handle_endtag(self, tag):
         if tag == "script":
             self._in_script = False
+        if tag == "span" and self._spans:
+            self._spans.pop()
 
     def handle_data(self, data):
         if self._in_script:
@@ -139,13 +167,21 @@ def test_report_is_one_self_contained_page_with_a_cell_per_block(cli, pager, ses
     assert not re.search(r"(?i)url\(|@import|https?://", page)
     cells = [(attrs["data-i"], attrs["class"]) for tag, attrs in markup.elements
              if tag == "i" and "b" in attrs.get("class", "").split()]
-    # One cell per block the contract lists, in the order it first listed them, classed by directive.
-    order = list(dict.fromkeys(line.split('"')[1] for line in session["contract"].read_text().splitlines()
-                               if line.startswith("add ")))
+    # One cell per block the contract lists, in the order it first listed them, classed by directive;
+    # a range page is no cell of its own.
+    order = block_order(session["contract"])
     assert [int(i) for i, _ in cells] == list(range(len(order)))
     assert [re.search(r"\bd-(\w+)", css).group(1) for _, css in cells] == [listed[b] for b in order]
     data = json.loads(markup.scripts[0])
     assert [row[0] for row in data["blocks"]] == order
+    # Each range page's frames hold exactly its members (as the store records them), in order.
+    ranges = range_pages(pager, session["contract"])
+    assert ranges and all(ranges.values())  # the budgets above make range pages
+    framed = {}
+    for rid, inside in markup.frames:
+        framed.setdefault(rid, []).extend(inside)
+    assert {rid: [order[i] for i in inside] for rid, inside in framed.items()} == ranges
+    assert {row[0]: row[9] for row in data["blocks"] if row[9]} == {m: r for r, ms in ranges.items() for m in ms}
     kinds = {row[5] for row in data["blocks"]}
     assert {"human request", "tool call", "tool result", "thinking", "assistant text"} <= kinds
 
@@ -166,11 +202,17 @@ def test_passes_and_moves_come_from_the_contract(cli, pager, session):
             replay[block] = to
     first = {}
     for line in text.splitlines():
-        if line.startswith("add "):
+        if line.startswith("add ") and not RANGE.match(line.split('"')[1]):
             first.setdefault(line.split('"')[1], line.split(" to ")[1].split(" ")[0])
     assert sum(sum(p.new.values()) for p in got.passes) == len(first)
     assert any(p.moved for p in got.passes[:2])  # the second pass, under a smaller budget, moved blocks
-    assert {b: replay.get(b, pager.ACTION_OF_LIST[first[b]]) for b in first} == state.directives
+    assert {b: replay.get(b, pager.ACTION_OF_LIST[first[b]]) for b in first} == directives(pager, session["contract"])
+    # Range pages are made and ended, never moved: an ended range is no block gone.
+    assert not any(RANGE.match(block) for p in got.passes for block, _, _ in p.moved)
+    made = [line for line in text.splitlines() if line.startswith('add "r-')]
+    ended = [line for line in text.splitlines() if line.startswith('remove "r-') and line.endswith('"range ended"')]
+    assert made and ended  # the second pass ends the first pass's ranges and makes a coarser one
+    assert (sum(p.ranges[0] for p in got.passes), sum(p.ranges[1] for p in got.passes)) == (len(made), len(ended))
 
 
 def test_same_contract_gives_the_same_bytes(cli, session):
@@ -190,8 +232,13 @@ def test_hostile_text_is_escaped_in_the_html(cli, session):
     # Exactly the report's own two script elements, and no element the text could have made.
     assert [tag for tag, _ in markup.elements].count("script") == 2
     assert not any(tag == "img" or any(name.startswith("on") for name in attrs) for tag, attrs in markup.elements)
-    assert "__pwned" not in page.split('<script type="application/json"')[0]  # not as markup before the data
+    assert "window.__pwned" not in markup.scripts[1]  # the report's own script holds none of it
     assert "</script><script>" not in page and "<!--" not in page and "\u2028" not in page
+    assert "<img" not in page and "onerror=\"" not in page
+    # Outside the data, the text shows as text (escaped), e.g. in the page index; a topic name
+    # such as ``__pwned`` taken from it is a word shown as text, harmless.
+    assert "&lt;/script&gt;&lt;script&gt;window.__pwned = &quot;script&quot;&lt;/script&gt;" in page
+    assert "&lt;img src=x onerror=&quot;window.__pwned = &#x27;img&#x27;&quot;&gt;" in page
     # The data still holds the text exactly: escaped, not altered.
     rows = json.loads(markup.scripts[0])["blocks"]
     heads = [row[7] for row in rows if "__pwned" in row[7]]
@@ -229,8 +276,11 @@ def test_summary_on_stdout_without_out(cli, pager, session):
     listed = directives(pager, session["contract"])
     lines = result.out.splitlines()
     count = {a: sum(1 for d in listed.values() if d == a) for a in ("retain", "page", "evict")}
+    ranges = range_pages(pager, session["contract"])
+    stored = count["page"] + len(ranges)  # the page index: the paged blocks and the range pages
     assert lines[0] == (f"report: {session['contract']}: {len(listed)} blocks (retain {count['retain']}, page "
-                        f"{count['page']}, evict {count['evict']}); 2 passes, 1 recall; {count['page']} pages stored")
+                        f"{count['page']}, evict {count['evict']}); {len(ranges)} range page; 2 passes, 1 recall; "
+                        f"{stored} pages stored")
     assert lines[1].startswith(f"  pass 1 at {NOW}; alpha 0.7 beta 0.3; budget 1,500, pressure ")
     assert lines[2].startswith(f"  pass 2 at {LATER}; alpha 0.7 beta 0.3; budget 1,200, pressure ")
     assert lines[3] == f"  recall 3 at {RECALLED}; new: none; moved: page -> retain 1"
@@ -238,12 +288,18 @@ def test_summary_on_stdout_without_out(cli, pager, session):
     store = sqlite3.connect(str(session["contract"]).replace(".limn", ".pages.sqlite3"))
     paged_at = dict(store.execute("SELECT block, paged_at FROM pages"))
     store.close()
+    paged = [b for b, d in listed.items() if d == "page"] + list(ranges)
     for line, when in ((lines[1], NOW), (lines[2], LATER)):
-        held = sum(1 for b, d in listed.items() if d == "page" and paged_at.get(b) == when)
+        held = sum(1 for b in paged if paged_at.get(b) == when)
         assert line.endswith(f"; pages stored: {held}")
+    # The second pass ends the first pass's range pages and makes a coarser one: the contract says how many.
+    second = session["contract"].read_text().split("called last-pager-pass")[1].splitlines()
+    made = sum(1 for line in second if line.startswith('add "r-'))
+    ended = sum(1 for line in second if line.startswith('remove "r-') and line.endswith('"range ended"'))
+    assert made and ended and f"; range pages: made {made}, ended {ended}; " in lines[2]
     assert lines[4] == f"pages (recall one with: python3 scripts/pager.py recall ID --contract {session['contract']}):"
-    assert len(lines) == 5 + min(count["page"], 20) + (count["page"] > 20)
-    assert all(re.match(r"  \S+ \| turn \d+ \| \d+ tokens \| ", line) for line in lines[5:5 + min(count["page"], 20)])
+    assert len(lines) == 5 + min(stored, 20) + (stored > 20)
+    assert all(re.match(r"  \S+ \| turn \d+ \| \d+ tokens \| ", line) for line in lines[5:5 + min(stored, 20)])
 
 
 def test_summary_of_the_bundled_asset(cli, tmp_path):
@@ -310,8 +366,7 @@ def test_report_in_headless_chromium(cli, pager, session, tmp_path_factory):
     out = session["dir"] / "report.html"
     assert report(cli, session, out).code == 0
     listed = directives(pager, session["contract"])
-    order = list(dict.fromkeys(line.split('"')[1] for line in session["contract"].read_text().splitlines()
-                               if line.startswith("add ")))
+    order = block_order(session["contract"])
     shots = tmp_path_factory.mktemp("report-screenshots")
     with Browser(executable) as page:
         page.open(out.as_uri())
@@ -368,7 +423,10 @@ def test_json_summary_holds_every_event_and_page(cli, pager, session):
     assert got["blocks"] == len(listed) and got["page"] == sum(1 for d in listed.values() if d == "page")
     assert [e["event"] for e in got["events"]] == ["pass", "pass", "recall"]
     assert got["events"][2]["moved"] == [[session["recalled"], "page", "retain"]]
-    assert [p["block"] for p in got["pages"]] == [b for b, d in listed.items() if d == "page"]
+    ranges = range_pages(pager, session["contract"])
+    assert [(r["id"], r["members"]) for r in got["ranges"]] == [(r, len(m)) for r, m in ranges.items()]
+    everything = pager.contract_state(str(session["contract"])).directives  # the page index holds range pages too
+    assert [p["block"] for p in got["pages"]] == [b for b, d in everything.items() if d == "page"]
     assert all(p["recall"] == f"python3 scripts/pager.py recall {p['block']} --contract {session['contract']}"
                for p in got["pages"])
     out = session["dir"] / "r.html"
@@ -377,7 +435,7 @@ def test_json_summary_holds_every_event_and_page(cli, pager, session):
 
 
 def test_range_pages_group_their_members(pager):
-    """A range page (r-<12 hex>) the store reports members for is drawn in one frame with them."""
+    """A range page (r-<12 hex>) is no cell: the members the store reports for it are drawn in its frame."""
     text = ("remember a list called retained-blocks\nremember a list called paged-blocks\n"
             "remember a list called evicted-blocks\n"
             'add "b1" to retained-blocks because "R=0.700 sim=0.571 rec=1.000 dt=0"\n'
@@ -390,11 +448,30 @@ def test_range_pages_group_their_members(pager):
     ranges = {"r-0123456789ab": ["b2", "b3"]}
     got = pager._session_report(text, state, "C.limn", {}, ranges=ranges)
     assert [(b.block, b.group) for b in got.blocks] == [("b1", None), ("b2", "r-0123456789ab"),
-                                                        ("b3", "r-0123456789ab"), ("r-0123456789ab", "r-0123456789ab"),
-                                                        ("b4", None)]
+                                                        ("b3", "r-0123456789ab"), ("b4", None)]
+    assert got.passes[0].ranges == (1, 0) and got.passes[0].new == {"retain": 2, "page": 2, "evict": 0}
     page = pager._render_report(got)
-    frame = page.split('<span class="range"', 1)[1].split("</span>", 1)[0]
-    assert [int(i) for i in re.findall(r'data-i="(\d+)"', frame)] == [1, 2, 3]
-    # Without ranges from the store, nothing is grouped.
+    assert parse(page).frames == [("r-0123456789ab", [1, 2])]
+    # Without ranges from the store, nothing is grouped, and the range page still is no cell.
     plain = pager._render_report(pager._session_report(text, state, "C.limn", {}))
-    assert 'class="range"' not in plain
+    assert 'class="range"' not in plain and len(re.findall(r'<i class="b ', plain)) == 4
+
+
+def test_an_ended_range_page_is_no_block_gone(pager):
+    """A range page a later pass ends (its members re-ranged) counts as ended, never as a block moved to 'gone'."""
+    head = ("remember a list called retained-blocks\nremember a list called paged-blocks\n"
+            "remember a list called evicted-blocks\n"
+            'add "b1" to paged-blocks because "budget-ranged; R=0.300 sim=0.100 rec=0.591 dt=1"\n'
+            'add "r-0123456789ab" to paged-blocks because "range; turns 1-1; 1 blocks; 9 tokens; first b1; last b1"\n'
+            'remember a value called last-pager-pass with "2026-05-17T03:08:12+00:00"\n'
+            'add "b2" to paged-blocks because "budget-ranged; R=0.300 sim=0.100 rec=0.591 dt=1"\n'
+            'remove "r-0123456789ab" from paged-blocks because "range ended"\n'
+            'add "r-ba9876543210" to paged-blocks because "range; turns 1-2; 2 blocks; 18 tokens; first b1; last b2"\n'
+            'remember a value called last-pager-pass with "2026-05-17T04:10:00+00:00"\n')
+    got = pager._session_report(head, pager.read_contract_state(head), "C.limn", {},
+                                ranges={"r-ba9876543210": ["b1", "b2"]})
+    assert [(p.ranges, p.moved) for p in got.passes] == [((1, 0), ()), ((1, 1), ())]
+    assert [(b.block, b.group) for b in got.blocks] == [("b1", "r-ba9876543210"), ("b2", "r-ba9876543210")]
+    assert [r[0] for r in got.ranges] == ["r-ba9876543210"]
+    assert "range pages made 1<br>range pages ended 1" in pager._render_report(got)
+    assert "gone" not in pager._report_summary(got)
