@@ -874,20 +874,25 @@ def pooled_shares(per_session, policies, budgets):
     return shares
 
 
-def measure_coding(folder, budgets=CODING_BUDGETS, variants=(), max_cuts=0, cache_budget=CACHE_BUDGET):
-    """Return the coding figures of every session under ``folder`` (see the module docstring)."""
+def measure_coding(folder, budgets=CODING_BUDGETS, variants=(), max_cuts=0, cache_budget=CACHE_BUDGET, cache=True):
+    """Return the coding figures of every session under ``folder`` (see the module docstring).
+
+    ``cache=False`` leaves out the cache-stability replay (every step of every session: most of the
+    run's time), so its figures are absent.
+    """
     sessions, skipped = coding_sessions(folder)
     if not sessions:
         raise SystemExit(f"benchmark-quality: no transcript of {MIN_SESSION_BLOCKS}+ blocks under {folder}")
     policies = coding_policies(variants)
-    per_session, cache = {}, {}
+    per_session, caches = {}, {}
     with tempfile.TemporaryDirectory() as workdir:
         for name, blocks, kind in sessions:
             figures = measure_session(blocks, budgets, variants, max_cuts, workdir)
             replays = {policy: by_budget[cache_budget] for policy, by_budget in figures.pop("replays").items()
                        if cache_budget in by_budget}
             per_session[name] = dict(figures, blocks=len(blocks), kind=kind)
-            cache[name] = measure_cache(blocks, cache_budget, variants, workdir, replays)
+            if cache:
+                caches[name] = measure_cache(blocks, cache_budget, variants, workdir, replays)
     everything = pooled_shares(list(per_session.values()), policies, budgets)
     kinds = {}
     for kind in [*SESSION_KINDS.values(), OTHER_KIND]:
@@ -901,7 +906,7 @@ def measure_coding(folder, budgets=CODING_BUDGETS, variants=(), max_cuts=0, cach
             "findable": everything["findable"], "kinds": kinds,
             "recall_mean": {p: {b: sum(s["kept"][p][b] / s["needed"] for s in scored) / len(scored) if scored else 0.0
                                 for b in budgets} for p in policies},
-            "cache_budget": cache_budget, "cache": cache, "cache_total": cache_totals(cache)}
+            "cache_budget": cache_budget, "cache": caches, "cache_total": cache_totals(caches) if caches else {}}
 
 
 def coding_targets(shares, budgets, policy="pager"):
@@ -985,6 +990,9 @@ def print_coding(figures, max_cuts):
             overruns = sum(n for s in figures["sessions"].values() for n in s["over"][p].values())
             passes = sum(s["passes"] for s in figures["sessions"].values()) * len(budgets)
             print(f"{p} passes over budget: {overruns} of {passes}")
+    if not figures["cache"]:
+        print("Cache stability: not measured (--no-cache)")
+        return
     print(f"Cache stability at {figures['cache_budget']} tokens, each session replayed step by step: share of "
           "passes keeping the previous emitted blocks byte-identical (all passes after the first; those whose "
           "history is over the budget), tokens resent uncached (of which new blocks), tokens sent")
@@ -1421,7 +1429,8 @@ def parse_variant(text):
 def run_coding(args):
     """Measure the coding transcripts as ``args`` say, print the tables; return 0."""
     start = time.perf_counter()
-    figures = measure_coding(args.coding, CODING_BUDGETS, args.variant, args.max_cuts, args.cache_budget)
+    figures = measure_coding(args.coding, CODING_BUDGETS, args.variant, args.max_cuts, args.cache_budget,
+                             not args.no_cache)
     print_coding(figures, args.max_cuts)
     print(f"({time.perf_counter() - start:.1f} s)")
     if args.json:
@@ -1451,6 +1460,8 @@ def main(argv=None):
                         help="with --coding: at most N cut points a session, evenly spaced (default: all)")
     parser.add_argument("--variant", type=parse_variant, action="append", default=[], metavar="NAME=FLAGS",
                         help="with --coding: also measure the pager run with these extra flags (repeatable)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="with --coding, leave out the cache-stability replay of every step (most of the time)")
     parser.add_argument("--cache-budget", type=int, default=CACHE_BUDGET, metavar="TOKENS",
                         help=f"with --coding: budget of the cache replay (default {CACHE_BUDGET})")
     args = parser.parse_args(argv)

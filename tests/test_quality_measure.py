@@ -249,6 +249,13 @@ def test_coding_cli_reads_a_folder_and_skips_short_files(bq, tmp_path, capsys):
         assert figures["recall"]["window"][b] == figures["findable"]["window"][b] == figures["reachable"]["window"][b]
     assert list(figures["kinds"]) == ["other"] and figures["kinds"]["other"]["needed"] == 4
     assert "by session kind" in printed and "issue 31 targets" in printed and "all at 8000: recall >= window" in printed
+    assert figures["cache"] and "Cache stability at" in printed
+    quick = tmp_path / "quick.json"
+    assert bq.main(["--coding", str(folder), "--json", str(quick), "--no-cache"]) == 0
+    printed = capsys.readouterr().out
+    assert "Cache stability: not measured (--no-cache)" in printed and "Cache stability at" not in printed
+    fast = json.loads(quick.read_text())
+    assert fast["cache"] == {} and fast["recall"]["pager"] == figures["recall"]["pager"]  # the recall is the same
     with pytest.raises(SystemExit) as exc:
         bq.main(["--coding", str(folder), str(folder)])
     assert exc.value.code == 2
