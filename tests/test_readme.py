@@ -17,7 +17,7 @@ REFERENCES = ROOT / "references"
 MAX_LINES = 350  # the README is read in the first hour: what it does, how to run it, where the rest is
 CLONE = "/home/me/prosecode-context-pager"  # where the README's outputs say the clone is
 # Pages other branches write (issues 27, 30, 31, 32): linked already, checked once they exist.
-PENDING = {"formats.md", "budget.md", "compaction.md", "report.md"}
+PENDING: set = set()  # reference pages linked before they exist (none now)
 
 
 def _text(path=README):
