@@ -1670,10 +1670,25 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
 
     ranges = [build(members) for members in runs]
     total = sum(r.cost for r in ranges)
-    while total > room and len(ranges) > 1:
-        merged = build(list(ranges[0].positions + ranges[1].positions))
-        total += merged.cost - ranges[0].cost - ranges[1].cost
-        ranges[:2] = [merged]
+    if total > room and len(ranges) > 1:
+        # Merging the two oldest ranges until the lines fit makes one range of the oldest j + 1: find
+        # the least such j by halving (a build reads every block it holds, so merging one range at a
+        # time read the oldest blocks again for each merge: quadratic in a long session).
+        after = [0] * (len(ranges) + 1)  # after[k]: what the lines of ranges[k:] cost
+        for k in range(len(ranges) - 1, -1, -1):
+            after[k] = after[k + 1] + ranges[k].cost
+        low, high, found = 1, len(ranges) - 1, None
+        while low <= high:
+            middle = (low + high) // 2
+            merged = build([i for r in ranges[:middle + 1] for i in r.positions])
+            if merged.cost + after[middle + 1] <= room:
+                found, high = (middle, merged), middle - 1
+            else:
+                low = middle + 1
+        last = len(ranges) - 1
+        j, merged = found if found is not None else (last, build([i for r in ranges for i in r.positions]))
+        total = merged.cost + after[j + 1]
+        ranges[:j + 1] = [merged]
     if total > room:  # one range left, its line too long: fewer topics (none at worst)
         last = ranges[0]
         for topics in range(RANGE_TOPICS - 1, -1, -1):
