@@ -950,106 +950,120 @@ def index_lines(pages: Iterable["StoredPage"]) -> List[str]:
 
 INDEX_TOKENS = 2000         # the injected index's size by default (index --tokens)
 INDEX_SCAN_TOKENS = 250_000  # the index reads the newest pages' text up to about this many tokens
-INDEX_COMMON_PER_PAGES = 20  # a name held by more than one in this many of those pages is too common to list
-INDEX_PAGE_NAMES = 12       # names a page contributes to the index at most
-INDEX_GROUP_PAGES = 8       # pages of one turn that share an index line at most...
-INDEX_LINE_IDS = 1          # ...of which the line shows this many ids, then "..." (search finds the others by name)
-STRONG_NAME_CHARS = 8       # a name this long (or holding a digit or "_") is listed before shorter words
+INDEX_WORD_CHARS = 7        # a name of letters alone is shown from this many letters (a shorter one is common English)
+INDEX_LINE_NAMES = 20       # an index line holds the names of consecutive pages until it has this many
+# What a name's pages say of it, the likeliest needed first (see _index_names):
+TIER_AGENT = 0              # the agent wrote it: its messages, or a path its tool calls named (a file it read, edited, ran)
+TIER_CALL = 1               # another name of its tool calls' arguments (code it wrote, a command's words)
+TIER_READ = 2               # it only read it: tool output, attachments, the human's and the harness's text
+_INDEX_CODE = re.compile(r"[0-9_./:-]")  # a name holding one of these is an identifier, a path or a number
 
 
-class _IndexPage(NamedTuple):
-    """A paged block as the injected index weighs it."""
+class _IndexName(NamedTuple):
+    """A distinctive name of the pages before a compaction, as the injected index ranks it."""
 
-    block: str
-    turn: int
-    kind: Optional[str]
-    hits: int                # intent keywords its text holds
-    names: Tuple[str, ...]   # its distinctive names, rare ones first, strongest first within each
-    rare: Optional[int] = None  # how many of the names are rare (None: all of them)
-
-
-def _strength(name: str) -> Tuple[bool, int, str]:
-    """Sort key of a name, strongest first: an identifier or a number or a long word, then by length."""
-    return (not ("_" in name or any(c.isdigit() or c in "./:-" for c in name) or len(name) >= STRONG_NAME_CHARS),
-            -len(name), name)
+    name: str
+    tier: int    # TIER_AGENT, TIER_CALL or TIER_READ: the best of its pages'
+    age: int     # its newest page's place among the pages read, 0 the newest
+    block: str   # that page's id...
+    turn: int    # ...and turn
 
 
-def _index_pages(rows: Sequence[Tuple[str, int, Optional[str], str]], keywords: Sequence[str],
-                 known: Container[str] = ()) -> List[_IndexPage]:
-    """Return the index's view of pages ``rows`` (block, turn, kind, text), newest first.
+def _index_names(rows: Sequence[Tuple[str, int, str, Optional[str], str]],
+                 known: Container[str] = ()) -> List[_IndexName]:
+    """Return the names the injected index may show, the likeliest needed first, from ``rows``:
+    (block, turn, role, kind, text) of the pages read, newest first (the order they were stored).
 
-    A page's distinctive names are its _names_of, rare ones (held by at most RARE_HOLDERS of
-    the pages) first, then the strongest; a name held by more than one page in
-    INDEX_COMMON_PER_PAGES tells nothing and is left out, and so are ``known`` names (the intent
-    already says them: the model reads them in the summary). ``hits`` counts the intent
-    ``keywords`` among its names.
-    """
-    names = [_names_of(text, compounds=True) for _, _, _, text in rows]
-    holders = Counter(chain.from_iterable(names))
-    common = max(RARE_HOLDERS, len(rows) // INDEX_COMMON_PER_PAGES)
-    wanted = frozenset(keywords)
-    pages = []
-    for (block, turn, kind, text), own in zip(rows, names):
-        kept = [n for n in own if holders[n] <= common and n not in known and n.strip("_")]
-        covered = {part for n in kept if _COMPOUND_BREAK.search(n) for part in _COMPOUND_BREAK.split(n)}
-        kept = [n for n in kept if n not in covered]  # "totals" is shown in src/billing/totals.py
-        kept.sort(key=lambda n: (holders[n] > RARE_HOLDERS,) + _strength(n))
-        kept = kept[:INDEX_PAGE_NAMES]
-        rare = sum(1 for n in kept if holders[n] <= RARE_HOLDERS)
-        pages.append(_IndexPage(block, turn, kind, len(wanted.intersection(own)), tuple(kept), rare))
-    pages.sort(key=lambda p: -p.turn)
-    return pages
-
-
-def compaction_index(pages: Sequence[_IndexPage], head: str, tokens: int = INDEX_TOKENS) -> str:
-    """Return the index to inject after a compaction: ``head``, then lines naming pages, within ``tokens``.
-
-    Pages holding the intent's keywords come first (most keywords first, then the newest),
-    then the rest, newest first. The pages' rare names are listed first, all pages over, then
-    their other names while there is room. Up to INDEX_GROUP_PAGES pages of one turn in that
-    order share a line, which shows the first one's id (``turn T: id ...: names``: ids are long,
-    and search finds a page by any of its names); a name is listed once, at its first page; a page with no name left to
-    show is not listed (search finds it). Lines are added while the whole text fits.
+    A name is one of a page's _names_of (paths and dotted names whole) that is distinctive: an
+    identifier, a path or a number, or a word of INDEX_WORD_CHARS letters or more; rare: held by
+    at most RARE_HOLDERS of the pages (a name many blocks hold is not one a model searches by, and
+    the summary likely says it); and not ``known`` (the intent says it: the model reads it there).
+    The parts of a path shown whole are not shown again. Order: by tier (TIER_AGENT, TIER_CALL,
+    TIER_READ: what the agent wrote and the files it acted on are what it takes up again), then
+    the newest page first. A tool call is an assistant page whose result (``ID:result``) is a page.
 
     Example:
-        >>> pages = [_IndexPage("m-2", 5, None, 0, ("line_total", "1042")), _IndexPage("m-1", 4, None, 1, ("totals",))]
-        >>> print(compaction_index(pages, "HEAD"))
-        HEAD
-        turn 4: m-1: totals
-        turn 5: m-2: line_total 1042
+        >>> rows = [("c1", 2, "assistant", None, "Edit src/totals.py: quantize"),
+        ...         ("c1:result", 2, "tool", None, "Edited; see docs/rounding.md"),
+        ...         ("m-1", 1, "assistant", None, "The fix goes in line_total.")]
+        >>> [(n.name, n.tier) for n in _index_names(rows)]
+        [('src/totals.py', 0), ('line_total', 0), ('quantize', 1), ('docs/rounding.md', 2)]
     """
-    ranked = sorted(pages, key=lambda p: (-p.hits, -p.turn)) if any(p.hits for p in pages) else list(pages)
-    seen: Dict[str, None] = {}
-    groups: List[Tuple[int, List[str], List[str]]] = []
-    # Rare names first, from every page in that order; then, with room left, the others.
-    for part in (lambda p: p.names[:p.rare], lambda p: p.names[p.rare:] if p.rare is not None else ()):
-        run = len(groups)
-        for page in ranked:
-            fresh = [n for n in part(page) if n not in seen]
-            if not fresh:
-                continue
-            seen.update(dict.fromkeys(fresh))
-            seen.update(dict.fromkeys(p for n in fresh if _COMPOUND_BREAK.search(n) for p in _COMPOUND_BREAK.split(n)))
-            if len(groups) > run and groups[-1][0] == page.turn and len(groups[-1][1]) < INDEX_GROUP_PAGES:
-                groups[-1][1].append(page.block)
-                groups[-1][2].extend(fresh)
-            else:
-                groups.append((page.turn, [page.block], fresh))
-    text = head
-    used = estimate_tokens(head)
-    listed: set = set()  # ids on a line already: a page's other names may come on a later line
-    for turn, blocks, names in groups:
-        fresh = [b for b in blocks if b not in listed][:INDEX_LINE_IDS]
-        shown = fresh + (["..."] if len(blocks) > len(fresh) else [])
-        line = f"\nturn {turn}: {' '.join(shown)}: {' '.join(names)}"
-        cost = estimate_tokens(line)
-        if used + cost > tokens:
-            break  # (estimates are not additive: the whole is checked below)
-        text, used = text + line, used + cost
-        listed.update(fresh)
-    while estimate_tokens(text) > tokens and "\n" in text:
-        text = text[:text.rindex("\n")]
-    return text
+    ids = {row[0] for row in rows}
+    holders: Dict[str, List[int]] = {}
+    tiers: Dict[str, int] = {}
+    for age, (block, _, role, _, text) in enumerate(rows):
+        call = role == "assistant" and block + ":result" in ids
+        for name in _names_of(text, compounds=True):
+            held = holders.setdefault(name, [])
+            if len(held) <= RARE_HOLDERS:  # past that a name is out: its holders are not counted further
+                held.append(age)
+            tier = TIER_READ if role != "assistant" else TIER_AGENT if not call or "/" in name else TIER_CALL
+            if tier < tiers.get(name, TIER_READ + 1):
+                tiers[name] = tier
+    ranked = sorted((tiers[name], held[0], name) for name, held in holders.items()
+                    if len(held) <= RARE_HOLDERS and name not in known and name.strip("_")
+                    and (_INDEX_CODE.search(name) or len(name) >= INDEX_WORD_CHARS))
+    shown: set = set()
+    names = []
+    for tier, age, name in ranked:
+        if name in shown:
+            continue
+        shown.add(name)
+        if _COMPOUND_BREAK.search(name):  # "totals" is said by src/billing/totals.py
+            shown.update(_COMPOUND_BREAK.split(name))
+        names.append(_IndexName(name, tier, age, rows[age][0], rows[age][1]))
+    return names
+
+
+def _index_lines(names: Sequence[_IndexName]) -> List[str]:
+    """Return the index lines showing ``names``: their pages newest first, each line the names of
+    consecutive pages until it holds INDEX_LINE_NAMES, as ``turn T: ID ...: names`` (the first
+    page's turn and id; "..." when more pages share the line: a search of a name finds its page).
+    """
+    pages: Dict[int, List[_IndexName]] = {}
+    for name in names:
+        pages.setdefault(name.age, []).append(name)
+    lines, run = [], []  # type: List[str], List[_IndexName]
+    for age in sorted(pages):
+        if run and len(run) >= INDEX_LINE_NAMES:
+            lines.append(run)  # type: ignore[arg-type]
+            run = []
+        run.extend(pages[age])
+    if run:
+        lines.append(run)  # type: ignore[arg-type]
+    out = []
+    for held in lines:
+        first = held[0]  # type: ignore[index]
+        more = " ..." if any(n.age != first.age for n in held) else ""  # type: ignore[union-attr]
+        out.append(f"turn {first.turn}: {first.block}{more}: " + " ".join(n.name for n in held))  # type: ignore
+    return out
+
+
+def compaction_index(names: Sequence[_IndexName], head: str, tokens: int = INDEX_TOKENS) -> str:
+    """Return the index to inject after a compaction: ``head``, then lines showing the first of
+    ``names`` (ranked by _index_names) that fit, within ``tokens`` (the whole text's estimate).
+
+    Example:
+        >>> names = [_IndexName("line_total", 0, 1, "m-2", 5), _IndexName("src/totals.py", 0, 0, "c1", 6),
+        ...          _IndexName("docs/rounding.md", 2, 3, "m-1", 4)]
+        >>> print(compaction_index(names, "HEAD"))
+        HEAD
+        turn 6: c1 ...: src/totals.py line_total docs/rounding.md
+        >>> compaction_index(names, "HEAD", 12)
+        'HEAD\\nturn 6: c1 ...: src/totals.py line_total'
+    """
+    def text(count: int) -> str:
+        return "\n".join([head] + _index_lines(names[:count]))
+
+    low, high = 0, len(names)  # the most names that fit: estimates are not additive, so halve on the whole
+    while low < high:
+        middle = (low + high + 1) // 2
+        if estimate_tokens(text(middle)) <= tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return text(low)
 
 
 # ===== Scoring and decisions =====
@@ -8575,6 +8589,28 @@ class PageStore:
                                      % ",".join("?" * len(part)), part).fetchall()
         return rows
 
+    def newest(self, tokens: int, among: Container[str]) -> List[Tuple[str, int, str, Optional[str], str]]:
+        """Return (block, turn, role, kind, text) of the pages of blocks ``among``, newest first, until their
+        tokens reach ``tokens`` (range pages left out).
+
+        Newest is the order the passes stored them, which is the session's order (a pass stores its
+        pages in the history's order; a page stored again moves to the end).
+        """
+        rows: List[Tuple[str, int, str, Optional[str], str]] = []
+        read = 0
+        try:
+            cursor = self._db.execute("SELECT block, turn, role, kind, tokens, text FROM pages WHERE kind IS NOT ? "
+                                      "ORDER BY rowid DESC", (RANGE,))
+            for block, turn, role, kind, size, text in cursor:
+                if read >= tokens:
+                    break
+                if block in among:
+                    rows.append((block, turn, role, kind, text))
+                    read += size
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc, "reading") from None
+        return rows
+
     def range_members(self, range_id: str) -> List[str]:
         """Return the ids of the blocks the range page ``range_id`` holds, in order ([] if it is none).
 
@@ -11329,22 +11365,12 @@ def _injected_index(contract: str, store: Optional[str], intent: Optional[str], 
             opened.close()
         return compaction_index([], head, tokens)
     try:
-        listed = set(paged)
-        sizes = [(turn, block, size) for block, turn, size in opened.sizes() if block in listed]
-        sizes.sort(reverse=True)
-        chosen, read = [], 0
-        for turn, block, size in sizes:
-            if read >= INDEX_SCAN_TOKENS:
-                break
-            chosen.append(block)
-            read += size
-        rows = opened.texts(chosen)
+        rows = opened.newest(INDEX_SCAN_TOKENS, set(paged))
     finally:
         opened.close()
-    words = intent or ""
-    keywords = intent_keywords([words]) if words else []
-    known = frozenset(_NAME_RE.findall(_unescaped_breaks(words).lower()))
-    return compaction_index(_index_pages(rows, keywords, known), head, tokens)
+    words = _unescaped_breaks(intent or "").lower()
+    known = frozenset(_NAME_RE.findall(words)).union(_names_of(words, compounds=True))
+    return compaction_index(_index_names(rows, known), head, tokens)
 
 
 def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
