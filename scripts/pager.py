@@ -1001,12 +1001,13 @@ def _index_names(rows: Sequence[Tuple[str, int, str, Optional[str], str]],
             tier = TIER_READ if role != "assistant" else TIER_AGENT if not call or "/" in name else TIER_CALL
             if tier < tiers.get(name, TIER_READ + 1):
                 tiers[name] = tier
-    ranked = sorted((tiers[name], held[0], name) for name, held in holders.items()
+    # A page's paths and dotted names before its words: the whole name shows its parts.
+    ranked = sorted((tiers[name], held[0], not _COMPOUND_BREAK.search(name), name) for name, held in holders.items()
                     if len(held) <= RARE_HOLDERS and name not in known and name.strip("_")
                     and (_INDEX_CODE.search(name) or len(name) >= INDEX_WORD_CHARS))
     shown: set = set()
     names = []
-    for tier, age, name in ranked:
+    for tier, age, _, name in ranked:
         if name in shown:
             continue
         shown.add(name)
@@ -9202,7 +9203,6 @@ class _Materializer:
         listed = {m: json.dumps(list(m)) for m in set(map(matched.__getitem__, pages))}
         sha256 = hashlib.sha256
         rows: List[tuple] = []
-        missing: List[int] = []
 
         def put(k: int, text: str) -> None:
             nonlocal rows
@@ -9217,15 +9217,12 @@ class _Materializer:
                 self._put_rows(rows)
                 rows = []
 
+        missing = [k for k in pages if kept is None or kept[k] is None]
+        # Not kept by the first read (a bound there was loose): read again first, so that the pages are
+        # stored in the history's order (the injected index reads the newest from that order).
+        again = {k: raw["text"] for k, raw in self._raws(source, missing).items()} if missing else {}
         for k in pages:  # one text at a time: never every page's text at once
-            text = kept[k] if kept is not None else None
-            if text is None:
-                missing.append(k)
-            else:
-                put(k, text)
-        if missing:  # not kept by the first read (a bound there was loose): read them again
-            for k, raw in self._raws(source, missing).items():
-                put(k, raw["text"])  # type: ignore[arg-type]
+            put(k, again.pop(k) if k in again else kept[k])  # type: ignore[index]
         self._put_rows(rows)
 
     def _put_rows(self, rows: List[tuple]) -> None:
