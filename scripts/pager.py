@@ -11290,14 +11290,15 @@ def _build_recall_parser() -> argparse.ArgumentParser:
 def _build_index_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py index``."""
     parser = _Parser(prog=f"{_prog()} index", description="List every paged block, one line each; with --tokens "
-                     "or --intent, print the index to inject after a compaction instead: the pages most likely "
-                     "needed first, each line naming their distinctive names, within a token cap.")
+                     "or --intent, print the index to inject after a compaction instead: the distinctive names "
+                     "most likely needed next (what the agent wrote and the files its tool calls named first, "
+                     "newest first), each line with the id of a page, within a token cap.")
     _store_flags(parser)
     parser.add_argument("--tokens", type=_count_flag("--tokens"), metavar="N",
                         help=f"the injected index's cap in tokens (default {INDEX_TOKENS} with --intent)")
     parser.add_argument("--intent", metavar="TEXT",
                         help="what the agent does after the compaction (the summary's pending task, the human's "
-                             "last request): pages holding its words come first, names it already says are left out")
+                             "last request): the names it already says are left out")
     return parser
 
 
