@@ -975,12 +975,13 @@ def _index_names(rows: Sequence[Tuple[str, int, str, Optional[str], str]],
     (block, turn, role, kind, text) of the pages read, newest first (the order they were stored).
 
     A name is one of a page's _names_of (paths and dotted names whole) that is distinctive: an
-    identifier, a path or a number, or a word of INDEX_WORD_CHARS letters or more; rare: held by
-    at most RARE_HOLDERS of the pages (a name many blocks hold is not one a model searches by, and
-    the summary likely says it); and not ``known`` (the intent says it: the model reads it there).
-    The parts of a path shown whole are not shown again. Order: by tier (TIER_AGENT, TIER_CALL,
-    TIER_READ: what the agent wrote and the files it acted on are what it takes up again), then
-    the newest page first. A tool call is an assistant page whose result (``ID:result``) is a page.
+    identifier, a path or a number, or a word of INDEX_WORD_CHARS letters or more; and not ``known``
+    (the intent says it: the model reads it there). The parts of a path shown whole are not shown
+    again. Order: the rare names (held by at most RARE_HOLDERS of the pages) first, then the others
+    (a name many blocks hold is no pointer to one, and the summary likely says it: they fill what
+    room is left); within each, by tier (TIER_AGENT, TIER_CALL, TIER_READ: what the agent wrote and
+    the files it acted on are what it takes up again), then the newest page first. A tool call is
+    an assistant page whose result (``ID:result``) is a page.
 
     Example:
         >>> rows = [("c1", 2, "assistant", None, "Edit src/totals.py: quantize"),
@@ -1001,13 +1002,13 @@ def _index_names(rows: Sequence[Tuple[str, int, str, Optional[str], str]],
             tier = TIER_READ if role != "assistant" else TIER_AGENT if not call or "/" in name else TIER_CALL
             if tier < tiers.get(name, TIER_READ + 1):
                 tiers[name] = tier
-    # A page's paths and dotted names before its words: the whole name shows its parts.
-    ranked = sorted((tiers[name], held[0], not _COMPOUND_BREAK.search(name), name) for name, held in holders.items()
-                    if len(held) <= RARE_HOLDERS and name not in known and name.strip("_")
-                    and (_INDEX_CODE.search(name) or len(name) >= INDEX_WORD_CHARS))
+    # Rare names first; a page's paths and dotted names before its words: the whole name shows its parts.
+    ranked = sorted((len(held) > RARE_HOLDERS, tiers[name], held[0], not _COMPOUND_BREAK.search(name), name)
+                    for name, held in holders.items()
+                    if name not in known and name.strip("_") and (_INDEX_CODE.search(name) or len(name) >= INDEX_WORD_CHARS))
     shown: set = set()
     names = []
-    for tier, age, _, name in ranked:
+    for _, tier, age, _, name in ranked:
         if name in shown:
             continue
         shown.add(name)
