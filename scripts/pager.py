@@ -2362,8 +2362,14 @@ class _Scorer:
                 self.ranges = self._make_ranges(decisions, min(index_room, max(room - kept, 0)))
                 lines = sum(r.cost for r in self.ranges)
                 self.tokens_after = kept + lines + reserved
-                if attempt or index_room - lines < (self._least_range_line() if self.ranges else 1):
+                if attempt:
+                    if kept + lines > room and first[3] <= room + reserved:
+                        # the room given back let blocks be ranged whose lines no longer fit: the first fit stands
+                        decisions.action[:], decisions.reason[:], self.ranges, self.tokens_after = first
                     break
+                if index_room - lines < (self._least_range_line() if self.ranges else 1):
+                    break
+                first = (list(decisions.action), list(decisions.reason), self.ranges, self.tokens_after)
                 index_room = lines
                 decisions.action[:], decisions.reason[:] = before
             if self.ranges and sum(decisions.tokens[r] for g in self.ranges for r in g.positions) <= lines:
@@ -11285,8 +11291,23 @@ def _check_records_path(args: argparse.Namespace, store_path: str) -> None:
             raise PagerError(f"{path}: --records and {what} name the same file; give each its own")
 
 
-def _emit_records(args: argparse.Namespace, stderr, decisions: Sequence[Decision]) -> None:
-    """Write the per-block records where the flags say: stderr (default), --records FILE, or nowhere (--quiet)."""
+def _range_records(decisions: Sequence[Decision], ranges: Sequence[RangePage]) -> List[Decision]:
+    """Return a record for each range page, after the blocks' own: kind and role RANGE, action
+    ``page``, reason RANGE, its members' turns (the first) and tokens, stub true (its line stands in
+    the request). A pass over the emitted request reads the line back as a block of that id, so the
+    records of both passes name the same ids."""
+    if not ranges or not decisions:
+        return []
+    now = decisions[0].turn + decisions[0].delta_t
+    return [Decision(r.id, r.first_turn, RANGE, RANGE, r.tokens, (), 0.0, 0.0, 0.0, 0.0, now - r.first_turn, 0.0,
+                     "page", RANGE, True) for r in ranges]
+
+
+def _emit_records(args: argparse.Namespace, stderr, decisions: Sequence[Decision],
+                  ranges: Sequence[RangePage] = ()) -> None:
+    """Write the per-block records where the flags say: stderr (default), --records FILE, or nowhere
+    (--quiet); then one for each range page (_range_records)."""
+    decisions = chain(decisions, _range_records(decisions, ranges))  # type: ignore[assignment]
     if args.records is not None:
         try:
             with _file_beside(args.records) as out:
@@ -11451,7 +11472,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
             store.close()
     lead = 1 if state.needs_newline else 0  # the line end owed to an unterminated last line
     changes = _count_changes(plan, state)
-    _emit_records(args, stderr, plan.decisions)
+    _emit_records(args, stderr, plan.decisions, plan.ranges)
     counts = plan.counts()
     if args.dry_run:
         stdout.write(payload.tobytes()[lead:].decode("utf-8"))
