@@ -49,6 +49,7 @@ import datetime
 import errno
 import gc
 import hashlib
+import heapq
 import io
 import json
 import marshal
@@ -62,6 +63,7 @@ import tempfile
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from contextlib import contextmanager
+from functools import lru_cache
 from itertools import chain, compress, islice, repeat
 from typing import (Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn,
                     Optional, Sequence, Tuple, Union)
@@ -657,8 +659,10 @@ _NAMES: Dict[str, str] = {}  # one copy of each name: a session repeats its name
 _COMPOUND_RE = re.compile(r"\w+(?:[./:-]\w+)+")  # a path, a dotted or hyphenated name: words joined by . / : -
 _COMPOUND_BREAK = re.compile(r"[./:-]")
 COMPOUND_MAX_CHARS = 80  # a longer path or dotted name is left to its parts
+NAMES_CACHED = 16384     # texts whose names are remembered (range planning asks for the same blocks' names on every fit)
 
 
+@lru_cache(maxsize=NAMES_CACHED)
 def _names_of(text: str, compounds: bool = False) -> Tuple[str, ...]:
     """Return the names of ``text`` whose rarity the scorer counts: its distinct word tokens of
     NAME_MIN_CHARS or more characters (paths and identifiers split at ``/``, ``.`` and ``-``,
@@ -1600,7 +1604,7 @@ def _range_topics(names: Iterable[str], shown: Container[str], held: Mapping[str
     path or a qualified name says more than a word), then alphabetically; RANGE_TOPICS at most.
     """
     fresh = {name for name in names if name not in shown}
-    return sorted(fresh, key=lambda name: (held.get(name, 1), -len(name), name))[:RANGE_TOPICS]
+    return heapq.nsmallest(RANGE_TOPICS, fresh, key=lambda name: (held.get(name, 1), -len(name), name))
 
 
 def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[["StoredPage"], int],
