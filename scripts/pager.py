@@ -49,6 +49,7 @@ import datetime
 import errno
 import gc
 import hashlib
+import heapq
 import io
 import json
 import marshal
@@ -62,6 +63,7 @@ import tempfile
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from contextlib import contextmanager
+from functools import lru_cache
 from itertools import chain, compress, islice, repeat
 from typing import (Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn,
                     Optional, Sequence, Tuple, Union)
@@ -657,8 +659,10 @@ _NAMES: Dict[str, str] = {}  # one copy of each name: a session repeats its name
 _COMPOUND_RE = re.compile(r"\w+(?:[./:-]\w+)+")  # a path, a dotted or hyphenated name: words joined by . / : -
 _COMPOUND_BREAK = re.compile(r"[./:-]")
 COMPOUND_MAX_CHARS = 80  # a longer path or dotted name is left to its parts
+NAMES_CACHED = 16384     # texts whose names are remembered (range planning asks for the same blocks' names on every fit)
 
 
+@lru_cache(maxsize=NAMES_CACHED)
 def _names_of(text: str, compounds: bool = False) -> Tuple[str, ...]:
     """Return the names of ``text`` whose rarity the scorer counts: its distinct word tokens of
     NAME_MIN_CHARS or more characters (paths and identifiers split at ``/``, ``.`` and ``-``,
@@ -1616,7 +1620,7 @@ def _range_topics(names: Iterable[str], shown: Container[str], held: Mapping[str
     path or a qualified name says more than a word), then alphabetically; RANGE_TOPICS at most.
     """
     fresh = {name for name in names if name not in shown}
-    return sorted(fresh, key=lambda name: (held.get(name, 1), -len(name), name))[:RANGE_TOPICS]
+    return heapq.nsmallest(RANGE_TOPICS, fresh, key=lambda name: (held.get(name, 1), -len(name), name))
 
 
 def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[["StoredPage"], int],
@@ -2378,8 +2382,14 @@ class _Scorer:
                 self.ranges = self._make_ranges(decisions, min(index_room, max(room - kept, 0)))
                 lines = sum(r.cost for r in self.ranges)
                 self.tokens_after = kept + lines + reserved
-                if attempt or index_room - lines < (self._least_range_line() if self.ranges else 1):
+                if attempt:
+                    if kept + lines > room and first[3] <= room + reserved:
+                        # the room given back let blocks be ranged whose lines no longer fit: the first fit stands
+                        decisions.action[:], decisions.reason[:], self.ranges, self.tokens_after = first
                     break
+                if index_room - lines < (self._least_range_line() if self.ranges else 1):
+                    break
+                first = (list(decisions.action), list(decisions.reason), self.ranges, self.tokens_after)
                 index_room = lines
                 decisions.action[:], decisions.reason[:] = before
             if self.ranges and sum(decisions.tokens[r] for g in self.ranges for r in g.positions) <= lines:
@@ -11320,8 +11330,23 @@ def _check_records_path(args: argparse.Namespace, store_path: str) -> None:
             raise PagerError(f"{path}: --records and {what} name the same file; give each its own")
 
 
-def _emit_records(args: argparse.Namespace, stderr, decisions: Sequence[Decision]) -> None:
-    """Write the per-block records where the flags say: stderr (default), --records FILE, or nowhere (--quiet)."""
+def _range_records(decisions: Sequence[Decision], ranges: Sequence[RangePage]) -> List[Decision]:
+    """Return a record for each range page, after the blocks' own: kind and role RANGE, action
+    ``page``, reason RANGE, its members' turns (the first) and tokens, stub true (its line stands in
+    the request). A pass over the emitted request reads the line back as a block of that id, so the
+    records of both passes name the same ids."""
+    if not ranges or not decisions:
+        return []
+    now = decisions[0].turn + decisions[0].delta_t
+    return [Decision(r.id, r.first_turn, RANGE, RANGE, r.tokens, (), 0.0, 0.0, 0.0, 0.0, now - r.first_turn, 0.0,
+                     "page", RANGE, True) for r in ranges]
+
+
+def _emit_records(args: argparse.Namespace, stderr, decisions: Sequence[Decision],
+                  ranges: Sequence[RangePage] = ()) -> None:
+    """Write the per-block records where the flags say: stderr (default), --records FILE, or nowhere
+    (--quiet); then one for each range page (_range_records)."""
+    decisions = chain(decisions, _range_records(decisions, ranges))  # type: ignore[assignment]
     if args.records is not None:
         try:
             with _file_beside(args.records) as out:
@@ -11476,7 +11501,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
             store.close()
     lead = 1 if state.needs_newline else 0  # the line end owed to an unterminated last line
     changes = _count_changes(plan, state)
-    _emit_records(args, stderr, plan.decisions)
+    _emit_records(args, stderr, plan.decisions, plan.ranges)
     counts = plan.counts()
     if args.dry_run:
         stdout.write(payload.tobytes()[lead:].decode("utf-8"))
