@@ -657,7 +657,7 @@ def _unescaped_breaks(text: str) -> str:
 
 
 _NAMES: Dict[str, str] = {}  # one copy of each name: a session repeats its names in many blocks
-_COMPOUND_RE = re.compile(r"\w+(?:[./:-]\w+)+")  # a path, a dotted or hyphenated name: words joined by . / : -
+_COMPOUND_RE = re.compile(r"\w+(?:[./-]\w+)+")  # a path, a dotted or hyphenated name: words joined by . / -; a ":" ends one (file:line, a URL scheme)
 _COMPOUND_BREAK = re.compile(r"[./:-]")
 COMPOUND_MAX_CHARS = 80  # a longer path or dotted name is left to its parts
 NAMES_CACHED = 16384     # texts whose names are remembered (range planning asks for the same blocks' names on every fit)
@@ -974,42 +974,63 @@ class _IndexName(NamedTuple):
     turn: int    # ...and turn
 
 
-def _index_names(rows: Sequence[Tuple[str, int, str, Optional[str], str]],
-                 known: Container[str] = ()) -> List[_IndexName]:
-    """Return the names the injected index may show, the likeliest needed first, from ``rows``:
-    (block, turn, role, kind, text) of the pages read, newest first (the order they were stored).
-
-    A name is one of a page's _names_of (paths and dotted names whole) that is distinctive: an
-    identifier, a path or a number, or a word of INDEX_WORD_CHARS letters or more; and not ``known``
-    (the intent says it: the model reads it there). The parts of a path shown whole are not shown
-    again. Order: the rare names (held by at most RARE_HOLDERS of the pages) first, then the others
-    (a name many blocks hold is no pointer to one, and the summary likely says it: they fill what
-    room is left); within each, by tier (TIER_AGENT, TIER_CALL, TIER_READ: what the agent wrote and
-    the files it acted on are what it takes up again), then the newest page first. A tool call is
-    an assistant page whose result (``ID:result``) is a page.
+def _name_tier(role: str, call: bool, name: str) -> int:
+    """Return what a block says of ``name``, one of its names: TIER_AGENT when the agent wrote it (an
+    assistant message, or a path a tool call named), TIER_CALL for a tool call's other names,
+    else TIER_READ. ``call``: the block is a tool call.
 
     Example:
-        >>> rows = [("c1", 2, "assistant", None, "Edit src/totals.py: quantize"),
-        ...         ("c1:result", 2, "tool", None, "Edited; see docs/rounding.md"),
-        ...         ("m-1", 1, "assistant", None, "The fix goes in line_total.")]
-        >>> [(n.name, n.tier) for n in _index_names(rows)]
-        [('src/totals.py', 0), ('line_total', 0), ('quantize', 1), ('docs/rounding.md', 2)]
+        >>> _name_tier("assistant", True, "src/totals.py"), _name_tier("assistant", True, "quantize")
+        (0, 1)
     """
-    ids = {row[0] for row in rows}
+    if role != "assistant":
+        return TIER_READ
+    return TIER_AGENT if not call or "/" in name else TIER_CALL
+
+
+def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Container[str] = (),
+                  held: Optional[Mapping[str, int]] = None) -> List[Tuple[str, int, int]]:
+    """Return (name, tier, age) of the distinctive names of ``rows``, the likeliest needed first: the
+    one ranking of names to show (the injected index, a range page's topics).
+
+    ``rows``: (role, is a tool call, names) of blocks, newest first (age: a row's place, 0 the
+    newest); names are _names_of with compounds. A name is distinctive when it is an identifier, a
+    path or a number, or a word of INDEX_WORD_CHARS letters or more; and not ``known`` (the model
+    reads it elsewhere). Order: the rare names (held by at most RARE_HOLDERS blocks: of ``held``,
+    the whole history's count, when given, a compound counted as its rarest part; else of the rows)
+    first, then the others (a name many blocks hold is no pointer to one: they fill what room is
+    left); within each, by tier (_name_tier: what the agent wrote and the files it acted on are what
+    it takes up again), then the newest row first, a path or dotted name before a word, then
+    alphabetically. A part of a compound ranked earlier is not ranked again (the whole shows it).
+
+    Example:
+        >>> _ranked_names([("tool", False, ("docs/rounding.md", "rounding")),
+        ...                ("assistant", True, ("src/totals.py", "totals", "quantize"))])
+        [('src/totals.py', 0, 1), ('quantize', 1, 1), ('docs/rounding.md', 2, 0)]
+    """
     holders: Dict[str, List[int]] = {}
     tiers: Dict[str, int] = {}
-    for age, (block, _, role, _, text) in enumerate(rows):
-        call = role == "assistant" and block + ":result" in ids
-        for name in _names_of(text, compounds=True):
-            held = holders.setdefault(name, [])
-            if len(held) <= RARE_HOLDERS:  # past that a name is out: its holders are not counted further
-                held.append(age)
-            tier = TIER_READ if role != "assistant" else TIER_AGENT if not call or "/" in name else TIER_CALL
+    for age, (role, call, found) in enumerate(rows):
+        for name in found:
+            ages = holders.setdefault(name, [])
+            if len(ages) <= RARE_HOLDERS:  # past that a name is out: its holders are not counted further
+                ages.append(age)
+            tier = _name_tier(role, call, name)
             if tier < tiers.get(name, TIER_READ + 1):
                 tiers[name] = tier
+
+    def common(name: str, ages: List[int]) -> bool:
+        if held is None:
+            return len(ages) > RARE_HOLDERS
+        count = held.get(name)
+        if count is None:  # a compound: held by no more blocks than its rarest part
+            parts = [held[part] for part in _COMPOUND_BREAK.split(name) if part in held]
+            count = min(parts) if parts else len(ages)
+        return count > RARE_HOLDERS
+
     # Rare names first; a page's paths and dotted names before its words: the whole name shows its parts.
-    ranked = sorted((len(held) > RARE_HOLDERS, tiers[name], held[0], not _COMPOUND_BREAK.search(name), name)
-                    for name, held in holders.items()
+    ranked = sorted((common(name, ages), tiers[name], ages[0], not _COMPOUND_BREAK.search(name), name)
+                    for name, ages in holders.items()
                     if name not in known and name.strip("_") and (_INDEX_CODE.search(name) or len(name) >= INDEX_WORD_CHARS))
     shown: set = set()
     names = []
@@ -1019,8 +1040,28 @@ def _index_names(rows: Sequence[Tuple[str, int, str, Optional[str], str]],
         shown.add(name)
         if _COMPOUND_BREAK.search(name):  # "totals" is said by src/billing/totals.py
             shown.update(_COMPOUND_BREAK.split(name))
-        names.append(_IndexName(name, tier, age, rows[age][0], rows[age][1]))
+        names.append((name, tier, age))
     return names
+
+
+def _index_names(rows: Sequence[Tuple[str, int, str, Optional[str], str]],
+                 known: Container[str] = ()) -> List[_IndexName]:
+    """Return the names the injected index may show, the likeliest needed first (_ranked_names), from
+    ``rows``: (block, turn, role, kind, text) of the pages read, newest first (the order they were
+    stored). A tool call is an assistant page whose result (``ID:result``) is a page.
+
+    Example:
+        >>> rows = [("c1", 2, "assistant", None, "Edit src/totals.py: quantize"),
+        ...         ("c1:result", 2, "tool", None, "Edited; see docs/rounding.md"),
+        ...         ("m-1", 1, "assistant", None, "The fix goes in line_total.")]
+        >>> [(n.name, n.tier) for n in _index_names(rows)]
+        [('src/totals.py', 0), ('line_total', 0), ('quantize', 1), ('docs/rounding.md', 2)]
+    """
+    ids = {row[0] for row in rows}
+    said = [(role, role == "assistant" and block + ":result" in ids, _names_of(text, compounds=True))
+            for block, _, role, _, text in rows]
+    return [_IndexName(name, tier, age, rows[age][0], rows[age][1])
+            for name, tier, age in _ranked_names(said, known)]
 
 
 def _index_lines(names: Sequence[_IndexName]) -> List[str]:
@@ -1652,14 +1693,19 @@ def _previous_actions(decisions: List[Decision], stub_tokens: List[int],
     return chosen, kept
 
 
-def _range_topics(names: Iterable[str], shown: Container[str], held: Mapping[str, int]) -> List[str]:
-    """Return a range page's topics: its names the kept context does not show, most distinctive first.
+def _range_topics(rows: Sequence[Tuple[str, bool, Iterable[str]]], shown: Container[str],
+                  held: Mapping[str, int]) -> List[str]:
+    """Return a range page's topics: the names of its blocks the kept context does not show, the
+    likeliest needed first (_ranked_names: rare in the history, ``held``; what the agent wrote and
+    the paths its tool calls named before its calls' other names, before what it only read);
+    RANGE_TOPICS at most. ``rows``: (role, is a tool call, names) of its blocks, newest first.
 
-    Most distinctive: held by the fewest blocks of the history (``held``), then the longest (a
-    path or a qualified name says more than a word), then alphabetically; RANGE_TOPICS at most.
+    Example:
+        >>> _range_topics([("tool", False, ("rounding_mode",)), ("assistant", True, ("src/totals.py", "totals"))],
+        ...               shown={"decimal"}, held={"rounding_mode": 1, "totals": 2})
+        ['src/totals.py', 'rounding_mode']
     """
-    fresh = {name for name in names if name not in shown}
-    return heapq.nsmallest(RANGE_TOPICS, fresh, key=lambda name: (held.get(name, 1), -len(name), name))
+    return [name for name, _, _ in _ranked_names(rows, shown, held)[:RANGE_TOPICS]]
 
 
 def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[["StoredPage"], int],
@@ -1675,13 +1721,14 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
     a block or a whole tool unit: ``units``), so recent work gets the finest lines and the index
     fills its room. Each range costs its line (``line_cost`` of its RangePage.page()); while the lines cost more
     than ``room``, the two oldest ranges merge into one (the index stays bounded; the newest
-    runs keep the finest lines), and a last range that alone does not fit lists fewer topics.
+    runs keep the finest lines), and a last range that alone does not fit lists fewer topics
+    (its last ones: _range_topics ranks them). ``names_of`` gives a block's names, compounds included.
     ``known`` maps range ids to the summary an earlier pass gave them: a range with the same
     blocks keeps its line, so the request's prefix stays the same between passes.  A run that is
     one range page read back from an earlier request (kind RANGE) stays that range page.
     """
     blocks, turns, actions, reasons = (_column(decisions, n) for n in ("block", "turn", "action", "reason"))
-    tokens, kinds = _column(decisions, "tokens"), _column(decisions, "kind")
+    tokens, kinds, roles = _column(decisions, "tokens"), _column(decisions, "kind"), _column(decisions, "role")
     runs: List[List[int]] = []
     run: List[int] = []
     for i, reason in enumerate(reasons):
@@ -1720,7 +1767,10 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
         rid = ids[0] if one else range_id(ids)
         summary = known.get(rid)
         if summary is None or topics is not None:
-            names = _range_topics(chain.from_iterable(names_of(i) for i in members), shown, counts)
+            said = [(roles[i], roles[i] == "assistant" and bool(units) and units[i] is not None,  # type: ignore[index]
+                     names_of(i))
+                    for i in reversed(members)]  # newest first
+            names = _range_topics(said, shown, counts)
             summary = range_summary(min(turns[i] for i in members), max(turns[i] for i in members), len(members),
                                     sum(tokens[i] for i in members), names[:topics] if topics is not None else names)
         page = RangePage(rid, ids, tuple(members), turns[members[0]], max(turns[i] for i in members),
@@ -2528,7 +2578,7 @@ class _Scorer:
                 if text is None and self.pages is not None and i in self._stubs:
                     page = self.pages(decisions.block[i])
                     text = page.text if page is not None else None
-                found = cache[i] = _names_of(text) if text else ()
+                found = cache[i] = _names_of(text, compounds=True) if text else ()  # a path shown whole
             return found
 
         shown = set()
