@@ -60,6 +60,33 @@ def test_plan_ranges_collapses_runs_bounds_the_index_and_merges_the_oldest(pager
     assert "parser_39" not in shown[-1].summary and "topics: parser_38" in shown[-2].summary
 
 
+def test_a_range_line_lists_the_path_a_tool_call_named_before_a_word_only_read(pager):
+    texts = ["Read src/billing/ledger_totals.py to find the rounding",  # the agent's tool call
+             "class Ledger: quarterly reconciliation, carried forward"]  # its result: only read
+    blocks = [{"id": "c1", "turn": 1, "role": "assistant", "text": texts[0], "unit": "u1"},
+              {"id": "c1:result", "turn": 1, "role": "tool", "text": texts[1], "unit": "u1"}]
+    decisions = pager.plan_pass({"intent_ir": ["nothing"], "blocks": blocks}, pager.Params(budget=100_000)).decisions
+    table = pager._DecisionTable(*decisions.columns())
+    table.action, table.reason = ["page"] * 2, [pager.RANGED] * 2
+    names = lambda i: pager._names_of(texts[i], compounds=True)  # noqa: E731
+    cost = lambda page: len(page.summary) // 4  # noqa: E731
+    [line] = pager._plan_ranges(table, 10_000, cost, names, units=["u1", "u1"])
+    topics = line.summary.split("topics: ")[1].split(", ")
+    # the path whole, first (its parts are not repeated); the words only read after it
+    assert topics[0] == "src/billing/ledger_totals.py" and "ledger_totals" not in topics
+    assert topics.index("reconciliation") > 0 and "rounding" in topics
+    # a line that must shrink loses its last topics: the path stays
+    [short] = pager._plan_ranges(table, cost(line.page()) - 4, cost, names, units=["u1", "u1"])
+    assert short.summary.split("topics: ")[1].split(", ")[0] == "src/billing/ledger_totals.py"
+    assert len(short.summary) < len(line.summary) and "reconciliation" not in short.summary
+
+
+def test_a_path_with_a_line_number_is_named_as_the_path(pager):
+    compounds = [n for n in pager._names_of("src/app/route.ts:15: import x; src/app/route.ts:73", compounds=True)
+                 if "/" in n]
+    assert compounds == ["src/app/route.ts"]
+
+
 def test_budget_pages_what_does_not_fit_and_never_evicts_a_human(pager):
     blocks = [{"id": f"h{i}", "turn": i, "role": "user", "text": f"request {i}: " + "words " * 60,
                "protected": "human"} for i in range(1, 60)]
