@@ -657,7 +657,8 @@ def _unescaped_breaks(text: str) -> str:
 
 
 _NAMES: Dict[str, str] = {}  # one copy of each name: a session repeats its names in many blocks
-_COMPOUND_RE = re.compile(r"\w+(?:[./-]\w+)+")  # a path, a dotted or hyphenated name: words joined by . / -; a ":" ends one (file:line, a URL scheme)
+# A path, a dotted or hyphenated name: words joined by . / -; a ":" ends one (grep's file:line, a URL scheme).
+_COMPOUND_RE = re.compile(r"\w+(?:[./-]\w+)+")
 _COMPOUND_BREAK = re.compile(r"[./:-]")
 COMPOUND_MAX_CHARS = 80  # a longer path or dotted name is left to its parts
 NAMES_CACHED = 16384     # texts whose names are remembered (range planning asks for the same blocks' names on every fit)
