@@ -81,6 +81,16 @@ def test_a_range_line_lists_the_path_a_tool_call_named_before_a_word_only_read(p
     assert len(short.summary) < len(line.summary) and "reconciliation" not in short.summary
 
 
+def test_a_compacted_lists_range_lines_naming_the_paths_its_calls_named_first(pager):
+    msgs = pager.compact(_chat(120), budget=2000).messages
+    lines = [m["content"] for m in msgs if isinstance(m.get("content"), str) and m["content"].startswith("[paged r-")]
+    units = [line for line in lines if "| 2 blocks |" in line]  # one call and its result
+    assert units
+    for line in units:
+        step = re.search(r"src/mod_(\d+)\.py", line).group(1)
+        assert f"topics: src/mod_{step}.py, helper_{step}" in line  # the path before the call's other names
+
+
 def test_a_path_with_a_line_number_is_named_as_the_path(pager):
     compounds = [n for n in pager._names_of("src/app/route.ts:15: import x; src/app/route.ts:73", compounds=True)
                  if "/" in n]
