@@ -2033,6 +2033,8 @@ class _Scorer:
             self._last_lender = position
         if matched or near or unit is not None or not self._evicted_by_age(turn):
             return text
+        if self.params.budget is not None:
+            return text  # under a budget a history with tool work pages what the score would evict (_decide)
         # a system block is never evicted, and under a budget one that does not fit is paged
         return text if self._guards.get(position) == "system" else None
 
