@@ -1104,6 +1104,20 @@ def event_sides(text, line, next_line=None):
     return before, after, "\n".join(summaries)
 
 
+def json_records(lines, holding=()):
+    """Yield the JSON objects of ``lines`` (a transcript's lines), passing over lines that are not
+    one; with ``holding``, only lines holding one of those strings are parsed."""
+    for line in lines:
+        if holding and not any(mark in line for mark in holding):
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            yield record
+
+
 def thinking_texts(text):
     """Return the texts of a transcript's thinking parts (Claude Code ``thinking``, Codex reasoning summaries).
 
@@ -1111,15 +1125,7 @@ def thinking_texts(text):
     arguments); an assistant block whose text is one of these is its thinking, left out.
     """
     found = set()
-    for line in text.splitlines():
-        if '"thinking"' not in line and '"reasoning"' not in line:
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(record, dict):
-            continue
+    for record in json_records(text.splitlines(), ('"thinking"', '"reasoning"')):
         message = record.get("message") if isinstance(record.get("message"), dict) else {}
         payload = record.get("payload") if isinstance(record.get("payload"), dict) else {}
         parts = message.get("content") if isinstance(message.get("content"), list) else []
@@ -1154,13 +1160,7 @@ def reattached(text, line):
     The lines up to the first assistant record are read.
     """
     found = []
-    for raw in text.splitlines()[line + 1:]:
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            continue
-        if not isinstance(record, dict):
-            continue
+    for record in json_records(text.splitlines()[line + 1:]):
         if record.get("type") == "assistant":
             break
         if record.get("type") == "attachment":
