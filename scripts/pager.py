@@ -11965,6 +11965,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         stderr.write(f"pager: error: out of memory while paging; blocks may hold at most {MAX_BLOCK_CHARS:,} "
                      "characters (see the README's limits)\n")
         return EXIT_INPUT
+    except BrokenPipeError:  # the reader left (``index | head``): what it asked for is printed, files written first
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stdout.fileno())  # so the interpreter's last flush at exit finds no pipe
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+        return EXIT_OK
 
 
 if __name__ == "__main__":
