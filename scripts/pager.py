@@ -2341,13 +2341,10 @@ class _Scorer:
         actions = ["retain" if r >= retain_cut else "evict" if r < evict_cut else "page" for r in rs]
         reasons = ["score"] * n
         if self.params.budget is not None and self._units and "evict" in actions:
-            # Under a budget, in a history with tool work, what the agent did and read is never noise
-            # for its score alone: it is paged (a range page costs the index a share of a line); the
-            # harness's own text under the evict cut still goes.
-            kinds = self._kinds
-            for i in compress(range(n), map("evict".__eq__, actions)):
-                if kinds[i] != HARNESS:
-                    actions[i] = "page"
+            # Under a budget, in a history with tool work, nothing is noise for its score alone: what
+            # the agent did and read, and what its harness sent (a skill's body, a reminder), is paged
+            # (a range page costs the index a share of a line); an agent may use any of it again.
+            actions = ["page" if action == "evict" else action for action in actions]
         if self.repeated:
             members: Dict[str, List[int]] = {}
             for i, unit in self._units.items():
