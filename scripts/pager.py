@@ -1880,6 +1880,7 @@ class _Scorer:
         self._names: List[Tuple[str, ...]] = []  # then each block's names (_names_of)
         self.worth: Dict[int, float] = {}  # position -> what its R per token is worth under a budget (_rare_names)
         self._held: Optional[Counter] = None  # name -> blocks holding it, when names were read (_rare_names)
+        self._range_names: Dict[int, Tuple[str, ...]] = {}  # position -> its names, once a range plan read them
         # Range pages an earlier pass made (id -> (its blocks, its summary)): with the watermarks a
         # range's blocks stay in it between compactions, and a range of the same blocks keeps its line.
         self.previous_ranges: Mapping[str, Tuple[Tuple[str, ...], str]] = {}
@@ -2446,7 +2447,7 @@ class _Scorer:
         """Return the range pages of this pass's blocks paged without a stub (see _plan_ranges)."""
         if RANGED not in decisions.reason:
             return []
-        cache: Dict[int, Tuple[str, ...]] = {}
+        cache = self._range_names  # a pass plans ranges more than once (a trial, then the ranges): read once
 
         def names_of(i: int) -> Tuple[str, ...]:
             found = cache.get(i)
@@ -2455,7 +2456,7 @@ class _Scorer:
                 if text is None and self.pages is not None and i in self._stubs:
                     page = self.pages(decisions.block[i])
                     text = page.text if page is not None else None
-                found = cache[i] = _names_of(text) if text else ()
+                found = cache[i] = self._text_names(text) if text else ()
             return found
 
         shown = set()
@@ -2466,6 +2467,10 @@ class _Scorer:
         known.update(self._range_summaries)
         units = [self._units.get(i) for i in range(len(decisions))] if self._units else None
         return _plan_ranges(decisions, room, self._range_line_cost, names_of, shown, self._held, known, units)
+
+    def _text_names(self, text: str) -> Tuple[str, ...]:
+        """Return the names of a block's text a range page's topics are chosen from (``_names_of``)."""
+        return _names_of(text)
 
     def _range_line_cost(self, page: "StoredPage") -> int:
         """Return what a range page's line costs in the request (and in the page index, with --with-index)."""
@@ -10362,10 +10367,19 @@ class _CachedScorer(_Scorer):
     """
 
     def __init__(self, cache: Dict[tuple, tuple], counter: Optional[Callable[[str], int]],
-                 *args: Any, **kwargs: Any) -> None:
+                 *args: Any, names: Optional[Dict[str, Tuple[str, ...]]] = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.cache, self.fresh, self.hits = cache, {}, 0
         self.counter = counter
+        # A text's names (_text_names) depend on the text alone: keyed by it, an edited text is read afresh.
+        self.names, self.fresh_names = names if names is not None else {}, {}
+
+    def _text_names(self, text: str) -> Tuple[str, ...]:
+        found = self.names.get(text)
+        if found is None:
+            found = _names_of(text)
+        self.fresh_names[text] = found
+        return found
 
     def add_all(self, first: int, batch: List[object]) -> None:
         """Record ``batch``: runs of blocks seen before a column at a time, the others one by one."""
@@ -10635,6 +10649,7 @@ class Pager:
         self._ranges: Dict[str, Tuple[Tuple[str, ...], str]] = {}  # range page -> (its blocks, its summary)
         self._cache: Dict[tuple, tuple] = {}
         self._cache_key: Optional[tuple] = None
+        self._names: Dict[str, Tuple[str, ...]] = {}  # text -> its names, for range pages' topics (_text_names)
         self._intent: Optional[Intent] = None  # the last call's intent: a call with no user message keeps it
         # The last call's messages as read: (format, held, their fingerprint, the Conversation).
         self._read: Optional[Tuple[str, bool, bytes, Conversation]] = None
@@ -10776,7 +10791,8 @@ class Pager:
                 self._cache, self._cache_key = {}, settings
             definitions = conv.definitions_tokens if conv is not None else 0
             scorer = _CachedScorer(self._cache, self.token_counter, intent.keywords, params, pages, stub_text,
-                                   False, (lambda seen: definitions) if definitions else None, current)
+                                   False, (lambda seen: definitions) if definitions else None, current,
+                                   names=self._names)
             scorer.previous = self._actions  # the last pass's directives: with params.target they stand
             scorer.previous_ranges = self._ranges
             scorer.use_work(intent.work)
@@ -10785,6 +10801,7 @@ class Pager:
         except PagerError as exc:
             raise PagerError(f"messages: {exc}") from None
         self._cache = scorer.fresh  # only blocks of this conversation: a dropped one is forgotten
+        self._names = scorer.fresh_names
         self._intent = self._intent if kept else intent
         plan = PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                         params, header, scorer.tokens_before, scorer.tokens_after, intent.source,
