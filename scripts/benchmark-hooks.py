@@ -11,6 +11,12 @@ each hook's wall time (best and median of --repeats), the pass summary, and the 
 injected context. Claude Code's default command-hook timeout is 600 s; the plugin sets 120 s
 for PreCompact and 30 s for SessionStart.
 
+Python caches the compiled engine (about 0.25 s to compile) after its first run wherever it may
+write its bytecode, as in a plugin installed under the user's home; the hooks run so here (the
+cache in the temporary folder, warmed once before timing), whatever PYTHONDONTWRITEBYTECODE
+says.  --no-bytecode-cache runs them under the environment as it is (in a sandbox that forbids
+the cache, every run compiles the engine again).
+
 Examples:
     python3 scripts/benchmark-hooks.py
     python3 scripts/benchmark-hooks.py --messages 5000 --repeats 1
@@ -129,9 +135,19 @@ def hook_commands() -> dict:
     return {event: groups[0]["hooks"][0]["command"] for event, groups in spec.items()}
 
 
-def run_hook(command: str, event: dict, project: Path) -> tuple:
-    """Run one hook command as Claude Code does (shell, JSON on stdin, project cwd); return (seconds, proc)."""
+def hook_env(project: Path, pycache) -> dict:
+    """Return the environment a hook runs in: the plugin's variables, and Python's bytecode cache at
+    ``pycache`` (None: the environment's own setting)."""
     env = dict(os.environ, CLAUDE_PLUGIN_ROOT=str(ROOT), CLAUDE_PROJECT_DIR=str(project))
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
+
+
+def run_hook(command: str, event: dict, project: Path, pycache=None) -> tuple:
+    """Run one hook command as Claude Code does (shell, JSON on stdin, project cwd); return (seconds, proc)."""
+    env = hook_env(project, pycache)
     started = time.perf_counter()
     proc = subprocess.run(["/bin/sh", "-c", command], input=json.dumps(event), capture_output=True,
                           text=True, cwd=project, env=env)
@@ -142,6 +158,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=50_000, help="messages in the generated session")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each hook (fresh contract each time)")
+    parser.add_argument("--no-bytecode-cache", action="store_true",
+                        help="run the hooks under the environment as it is (no warmed bytecode cache)")
     args = parser.parse_args(argv)
     commands = hook_commands()
     with tempfile.TemporaryDirectory() as tmp:
@@ -150,15 +168,21 @@ def main(argv=None) -> int:
         transcript = Path(tmp) / f"{SESSION_ID}.jsonl"
         size = write_session(transcript, args.messages)
         print(f"session: {args.messages} messages, {size / 1e6:.1f} MB ({transcript.name})")
+        pycache = None if args.no_bytecode_cache else Path(tmp) / "pycache"
+        if pycache is not None:  # compile the hooks' modules once, as their first run would
+            subprocess.run(["python3", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import claude_hooks",
+                            str(ROOT / "scripts")], check=True, env=hook_env(project, pycache))
+        print(f"bytecode cache: {'warm (' + str(pycache.name) + ' in the temporary folder)' if pycache else 'as the environment says'}"
+              f" (PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r} here)")
         common = {"session_id": SESSION_ID, "transcript_path": str(transcript), "cwd": str(project)}
         times = {"PreCompact": [], "SessionStart": []}
         for _ in range(args.repeats):
             shutil.rmtree(project / ".prosecode", ignore_errors=True)
             seconds, pre = run_hook(commands["PreCompact"], dict(common, hook_event_name="PreCompact",
-                                                               trigger="auto", custom_instructions=None), project)
+                                                               trigger="auto", custom_instructions=None), project, pycache)
             times["PreCompact"].append(seconds)
             seconds, start = run_hook(commands["SessionStart"], dict(common, hook_event_name="SessionStart",
-                                                                   source="compact"), project)
+                                                                   source="compact"), project, pycache)
             times["SessionStart"].append(seconds)
             if pre.returncode or start.returncode or not start.stdout.strip():
                 log = project / ".prosecode" / "hooks.log"

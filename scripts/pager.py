@@ -11327,8 +11327,10 @@ def _injected_index(contract: str, store: Optional[str], intent: Optional[str], 
     store_path = store or _default_store_path(contract)
     _check_paths(None, contract, store_path, None)
     opened = PageStore.open(store_path, create=False)
+    stored = None  # (block, turn, tokens) of every page, when read: one query serves both uses
     if opened is not None and opened.matches(_contract_stamp(contract)):
-        paged = [block for block, _, _ in opened.sizes()]  # a pass left them so: nothing since
+        stored = opened.sizes()
+        paged = [block for block, _, _ in stored]  # a pass left them so: nothing since
     else:  # a recall or an older pager since: the contract says which blocks are paged
         if opened is not None:
             opened.close()
@@ -11347,7 +11349,8 @@ def _injected_index(contract: str, store: Optional[str], intent: Optional[str], 
         return compaction_index([], head, tokens)
     try:
         listed = set(paged)
-        sizes = [(turn, block, size) for block, turn, size in opened.sizes() if block in listed]
+        sizes = [(turn, block, size) for block, turn, size in (stored if stored is not None else opened.sizes())
+                 if block in listed]
         sizes.sort(reverse=True)
         chosen, read = [], 0
         for turn, block, size in sizes:
