@@ -2841,7 +2841,8 @@ class _LastRequest:
 
     def __init__(self, pages: Optional[Callable[[str], Optional["StoredPage"]]] = None) -> None:
         self.pages = pages
-        self.human: Optional[Tuple[str, str, int]] = None  # (text, block id, turn)
+        # (text, block id, turn): the text as the block holds it; its request_words are read for the one that wins
+        self.human: Optional[Tuple[str, str, int]] = None
         self.archived: Optional[Tuple[str, str, int]] = None  # the last human block before a boundary
         self.user: Optional[Tuple[str, str, int]] = None
 
@@ -2852,7 +2853,7 @@ class _LastRequest:
         protected = raw.get("protected")
         if protected == ARCHIVED:
             if raw.get("kind") in FLOORED:  # a human's text, before a compaction boundary (turn 0)
-                self.archived = (_MARKUP.request_words(raw["text"]), str(raw.get("id")), 0)
+                self.archived = (raw["text"], str(raw.get("id")), 0)
             return
         if raw.get("kind") in UNPAGEABLE_KINDS:
             return  # not text anybody wrote: a picture's or carried part's label
@@ -2862,7 +2863,6 @@ class _LastRequest:
             text = page.text if page is not None else None
         if text is None:
             return
-        text = _MARKUP.request_words(text)  # a slash command's words, not its tags; no IDE's open tabs
         found = (text, str(raw.get("id")), raw.get("turn") if _is_int(raw.get("turn")) else 0)
         if _human_text(protected, raw.get("kind")):
             self.human = found
@@ -2870,15 +2870,17 @@ class _LastRequest:
 
     def intent(self) -> Optional[Intent]:
         """Return the Intent of the message found, or None."""
+        # A slash command's words, not its tags; no IDE's open tabs (read for the one message that wins).
         if self.human is not None:
             text, block, turn = self.human
-            return Intent(intent_keywords([text]), "last human message", block=block, turn=turn)
+            return Intent(intent_keywords([_MARKUP.request_words(text)]), "last human message", block=block, turn=turn)
         if self.archived is not None:
             text, block, turn = self.archived
-            return Intent(intent_keywords([text]), "last human message (before the compaction boundary)",
-                          block=block, turn=turn)
+            return Intent(intent_keywords([_MARKUP.request_words(text)]),
+                          "last human message (before the compaction boundary)", block=block, turn=turn)
         if self.user is not None:
             text, block, turn = self.user
+            text = _MARKUP.request_words(text)
             if _MARKUP_TAG.match(text.lstrip()):
                 text = _MARKUP_TAG.sub(" ", text)
             return Intent(intent_keywords([text]), "last user message", block=block, turn=turn)
