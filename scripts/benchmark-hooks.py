@@ -152,7 +152,10 @@ def _children_cpu() -> float:
 
 
 def run_hook(command: str, event: dict, project: Path, pycache=None) -> tuple:
-    """Run one hook command as Claude Code does (shell, JSON on stdin, project cwd); return (seconds, proc, CPU seconds)."""
+    """Run one hook command as Claude Code does (shell, JSON on stdin, project cwd).
+
+    Return (wall seconds, the finished process, its CPU seconds).
+    """
     env = hook_env(project, pycache)
     started, cpu = time.perf_counter(), _children_cpu()
     proc = subprocess.run(["/bin/sh", "-c", command], input=json.dumps(event), capture_output=True,
@@ -178,15 +181,15 @@ def main(argv=None) -> int:
         if pycache is not None:  # compile the hooks' modules once, as their first run would
             subprocess.run(["python3", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import claude_hooks",
                             str(ROOT / "scripts")], check=True, env=hook_env(project, pycache))
-        print(f"bytecode cache: {'warm (' + str(pycache.name) + ' in the temporary folder)' if pycache else 'as the environment says'}"
-              f" (PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r} here)")
+        cache = "warm (in the temporary folder)" if pycache is not None else "as the environment says"
+        print(f"bytecode cache: {cache} (PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r} here)")
         common = {"session_id": SESSION_ID, "transcript_path": str(transcript), "cwd": str(project)}
         times = {"PreCompact": [], "SessionStart": []}
-        cpus = {"PreCompact": [], "SessionStart": []}  # the hook's CPU time: what another process's load disturbs least
+        cpus = {"PreCompact": [], "SessionStart": []}  # CPU time: what other processes' load disturbs least
         for _ in range(args.repeats):
             shutil.rmtree(project / ".prosecode", ignore_errors=True)
-            seconds, pre, cpu = run_hook(commands["PreCompact"], dict(common, hook_event_name="PreCompact",
-                                                               trigger="auto", custom_instructions=None), project, pycache)
+            pre_event = dict(common, hook_event_name="PreCompact", trigger="auto", custom_instructions=None)
+            seconds, pre, cpu = run_hook(commands["PreCompact"], pre_event, project, pycache)
             times["PreCompact"].append(seconds)
             cpus["PreCompact"].append(cpu)
             seconds, start, cpu = run_hook(commands["SessionStart"], dict(common, hook_event_name="SessionStart",

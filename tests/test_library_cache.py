@@ -156,7 +156,7 @@ def _coding_list(reads_count):
 
 
 def test_a_range_pages_topics_follow_a_text_edited_in_place(monkeypatch):
-    """The Pager keeps each text's names for range topics between calls, keyed by the text: an edited one is read again."""
+    """The Pager keeps each text's names (range topics) between calls, keyed by the text: an edited one is read anew."""
     def steps():
         messages = _coding_list(30)
 
