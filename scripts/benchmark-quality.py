@@ -59,7 +59,7 @@ policy: the pager gets that figure as each block's ``tokens``.
   enforced: recall at least the window's; reachable 1.0; findable at least the window's recall
   + 0.15 (at most 1.0) at 4,000 and 8,000.
 
-Policies at each budget B in CODING_BUDGETS (system blocks are kept by every policy, as every
+Policies at each budget B in CODING_BUDGETS, or the budgets --budgets names (system blocks are kept by every policy, as every
 agent keeps its instructions, and count against B):
   window      the most recent blocks that fit B, stopping at the first that does not.
   masking     SWE-agent's last-N-observations: tool results older than the last
@@ -71,7 +71,8 @@ agent keeps its instructions, and count against B):
               at a cut point, kept verbatim = that pass's records with action ``retain``.
               Passes over budget are counted (every pass of the replay).
   refit       the same with ``--target none``: no watermarks, the whole budget fitted anew
-              on every pass (what the pager did before the watermarks became its default).
+              on every pass (what the pager did before the watermarks became its default);
+              left out with --no-refit (half the run's time).
   <variant>   the same with extra pager flags: --variant NAME="--flag value ..." (repeatable),
               for engine features to compare without changing the measure.
   upper       the needed blocks alone, smallest first, as many as fit B.
@@ -599,9 +600,12 @@ def coding_sessions(folder):
     return sessions, skipped
 
 
+REFIT = ("refit", ("--target", "none"))  # the pager without watermarks: a variant measured unless --no-refit
+
+
 def pager_policies(variants):
-    """Return {policy: extra pager flags}: the pager, the pager without watermarks, the variants."""
-    return {"pager": [], "refit": ["--target", "none"], **{name: list(f) for name, f in variants}}
+    """Return {policy: extra pager flags}: the pager, then the variants (REFIT first, as main adds it)."""
+    return {"pager": [], **{name: list(f) for name, f in variants}}
 
 
 def coding_policies(variants):
@@ -1426,10 +1430,22 @@ def parse_variant(text):
     return name, tuple(shlex.split(flags))
 
 
+def parse_budgets(text):
+    """Return the budgets of a --budgets value: positive whole numbers, comma-separated, ascending."""
+    try:
+        budgets = tuple(int(b) for b in text.split(","))
+    except ValueError:
+        budgets = ()
+    if not budgets or any(b < 1 for b in budgets) or list(budgets) != sorted(set(budgets)):
+        raise argparse.ArgumentTypeError(f"--budgets wants whole numbers, ascending, comma-separated (got {text!r})")
+    return budgets
+
+
 def run_coding(args):
     """Measure the coding transcripts as ``args`` say, print the tables; return 0."""
     start = time.perf_counter()
-    figures = measure_coding(args.coding, CODING_BUDGETS, args.variant, args.max_cuts, args.cache_budget,
+    variants = ([] if args.no_refit else [REFIT]) + args.variant
+    figures = measure_coding(args.coding, args.budgets, variants, args.max_cuts, args.cache_budget,
                              not args.no_cache)
     print_coding(figures, args.max_cuts)
     print(f"({time.perf_counter() - start:.1f} s)")
@@ -1439,7 +1455,7 @@ def run_coding(args):
 
         kinds = {kind: dict(shares, **{m: rounded(shares[m]) for m in ("recall", "reachable", "findable")})
                  for kind, shares in figures["kinds"].items()}
-        figures = dict(figures, variants={name: list(flags) for name, flags in args.variant}, kinds=kinds,
+        figures = dict(figures, variants={name: list(flags) for name, flags in variants}, kinds=kinds,
                        reachable=rounded(figures["reachable"]), findable=rounded(figures["findable"]),
                        recall={p: {str(b): round(v, 4) for b, v in r.items()} for p, r in figures["recall"].items()},
                        recall_mean={p: {str(b): round(v, 4) for b, v in r.items()}
@@ -1462,6 +1478,11 @@ def main(argv=None):
                         help="with --coding: also measure the pager run with these extra flags (repeatable)")
     parser.add_argument("--no-cache", action="store_true",
                         help="with --coding, leave out the cache-stability replay of every step (most of the time)")
+    parser.add_argument("--budgets", type=parse_budgets, default=CODING_BUDGETS, metavar="B,B,...",
+                        help="with --coding: the budgets measured (default "
+                             + ",".join(map(str, CODING_BUDGETS)) + ")")
+    parser.add_argument("--no-refit", action="store_true",
+                        help="with --coding, leave out the refit policy (the pager with --target none)")
     parser.add_argument("--cache-budget", type=int, default=CACHE_BUDGET, metavar="TOKENS",
                         help=f"with --coding: budget of the cache replay (default {CACHE_BUDGET})")
     args = parser.parse_args(argv)

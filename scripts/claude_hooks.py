@@ -11,8 +11,9 @@ before Claude Code summarizes it: every block the compaction takes out of the mo
 stored verbatim, whatever its score, and stays searchable and recallable. ``session-start`` runs
 right after the compaction and returns, as ``additionalContext``, the task statement and the last
 request verbatim, then the injected index (``pager.py index --tokens --intent``): how to search and
-recall in one line, and the pages most likely needed next (for the summary's pending work and the
-last request), each line naming their distinctive names, within a token cap.
+recall in one line, and the distinctive names most likely needed next (what the agent wrote and the
+files its tool calls named first; the names the summary's pending work and the last request say are
+left out), each line with a page id, within a token cap.
 
 Files, one set per session, under the project (the hook's ``cwd``):
 

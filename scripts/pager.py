@@ -49,6 +49,7 @@ import datetime
 import errno
 import gc
 import hashlib
+import heapq
 import io
 import json
 import marshal
@@ -62,6 +63,7 @@ import tempfile
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from contextlib import contextmanager
+from functools import lru_cache
 from itertools import chain, compress, islice, repeat
 from typing import (Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn,
                     Optional, Sequence, Tuple, Union)
@@ -657,8 +659,10 @@ _NAMES: Dict[str, str] = {}  # one copy of each name: a session repeats its name
 _COMPOUND_RE = re.compile(r"\w+(?:[./:-]\w+)+")  # a path, a dotted or hyphenated name: words joined by . / : -
 _COMPOUND_BREAK = re.compile(r"[./:-]")
 COMPOUND_MAX_CHARS = 80  # a longer path or dotted name is left to its parts
+NAMES_CACHED = 16384     # texts whose names are remembered (range planning asks for the same blocks' names on every fit)
 
 
+@lru_cache(maxsize=NAMES_CACHED)
 def _names_of(text: str, compounds: bool = False) -> Tuple[str, ...]:
     """Return the names of ``text`` whose rarity the scorer counts: its distinct word tokens of
     NAME_MIN_CHARS or more characters (paths and identifiers split at ``/``, ``.`` and ``-``,
@@ -950,106 +954,122 @@ def index_lines(pages: Iterable["StoredPage"]) -> List[str]:
 
 INDEX_TOKENS = 2000         # the injected index's size by default (index --tokens)
 INDEX_SCAN_TOKENS = 250_000  # the index reads the newest pages' text up to about this many tokens
-INDEX_COMMON_PER_PAGES = 20  # a name held by more than one in this many of those pages is too common to list
-INDEX_PAGE_NAMES = 12       # names a page contributes to the index at most
-INDEX_GROUP_PAGES = 8       # pages of one turn that share an index line at most...
-INDEX_LINE_IDS = 1          # ...of which the line shows this many ids, then "..." (search finds the others by name)
-STRONG_NAME_CHARS = 8       # a name this long (or holding a digit or "_") is listed before shorter words
+INDEX_WORD_CHARS = 7        # a name of letters alone is shown from this many letters (a shorter one is common English)
+INDEX_LINE_NAMES = 20       # an index line holds the names of consecutive pages until it has this many
+# What a name's pages say of it, the likeliest needed first (see _index_names):
+TIER_AGENT = 0              # the agent wrote it: its messages, or a path its tool calls named (a file it read, edited, ran)
+TIER_CALL = 1               # another name of its tool calls' arguments (code it wrote, a command's words)
+TIER_READ = 2               # it only read it: tool output, attachments, the human's and the harness's text
+_INDEX_CODE = re.compile(r"[0-9_./:-]")  # a name holding one of these is an identifier, a path or a number
 
 
-class _IndexPage(NamedTuple):
-    """A paged block as the injected index weighs it."""
+class _IndexName(NamedTuple):
+    """A distinctive name of the pages before a compaction, as the injected index ranks it."""
 
-    block: str
-    turn: int
-    kind: Optional[str]
-    hits: int                # intent keywords its text holds
-    names: Tuple[str, ...]   # its distinctive names, rare ones first, strongest first within each
-    rare: Optional[int] = None  # how many of the names are rare (None: all of them)
-
-
-def _strength(name: str) -> Tuple[bool, int, str]:
-    """Sort key of a name, strongest first: an identifier or a number or a long word, then by length."""
-    return (not ("_" in name or any(c.isdigit() or c in "./:-" for c in name) or len(name) >= STRONG_NAME_CHARS),
-            -len(name), name)
+    name: str
+    tier: int    # TIER_AGENT, TIER_CALL or TIER_READ: the best of its pages'
+    age: int     # its newest page's place among the pages read, 0 the newest
+    block: str   # that page's id...
+    turn: int    # ...and turn
 
 
-def _index_pages(rows: Sequence[Tuple[str, int, Optional[str], str]], keywords: Sequence[str],
-                 known: Container[str] = ()) -> List[_IndexPage]:
-    """Return the index's view of pages ``rows`` (block, turn, kind, text), newest first.
+def _index_names(rows: Sequence[Tuple[str, int, str, Optional[str], str]],
+                 known: Container[str] = ()) -> List[_IndexName]:
+    """Return the names the injected index may show, the likeliest needed first, from ``rows``:
+    (block, turn, role, kind, text) of the pages read, newest first (the order they were stored).
 
-    A page's distinctive names are its _names_of, rare ones (held by at most RARE_HOLDERS of
-    the pages) first, then the strongest; a name held by more than one page in
-    INDEX_COMMON_PER_PAGES tells nothing and is left out, and so are ``known`` names (the intent
-    already says them: the model reads them in the summary). ``hits`` counts the intent
-    ``keywords`` among its names.
-    """
-    names = [_names_of(text, compounds=True) for _, _, _, text in rows]
-    holders = Counter(chain.from_iterable(names))
-    common = max(RARE_HOLDERS, len(rows) // INDEX_COMMON_PER_PAGES)
-    wanted = frozenset(keywords)
-    pages = []
-    for (block, turn, kind, text), own in zip(rows, names):
-        kept = [n for n in own if holders[n] <= common and n not in known and n.strip("_")]
-        covered = {part for n in kept if _COMPOUND_BREAK.search(n) for part in _COMPOUND_BREAK.split(n)}
-        kept = [n for n in kept if n not in covered]  # "totals" is shown in src/billing/totals.py
-        kept.sort(key=lambda n: (holders[n] > RARE_HOLDERS,) + _strength(n))
-        kept = kept[:INDEX_PAGE_NAMES]
-        rare = sum(1 for n in kept if holders[n] <= RARE_HOLDERS)
-        pages.append(_IndexPage(block, turn, kind, len(wanted.intersection(own)), tuple(kept), rare))
-    pages.sort(key=lambda p: -p.turn)
-    return pages
-
-
-def compaction_index(pages: Sequence[_IndexPage], head: str, tokens: int = INDEX_TOKENS) -> str:
-    """Return the index to inject after a compaction: ``head``, then lines naming pages, within ``tokens``.
-
-    Pages holding the intent's keywords come first (most keywords first, then the newest),
-    then the rest, newest first. The pages' rare names are listed first, all pages over, then
-    their other names while there is room. Up to INDEX_GROUP_PAGES pages of one turn in that
-    order share a line, which shows the first one's id (``turn T: id ...: names``: ids are long,
-    and search finds a page by any of its names); a name is listed once, at its first page; a page with no name left to
-    show is not listed (search finds it). Lines are added while the whole text fits.
+    A name is one of a page's _names_of (paths and dotted names whole) that is distinctive: an
+    identifier, a path or a number, or a word of INDEX_WORD_CHARS letters or more; and not ``known``
+    (the intent says it: the model reads it there). The parts of a path shown whole are not shown
+    again. Order: the rare names (held by at most RARE_HOLDERS of the pages) first, then the others
+    (a name many blocks hold is no pointer to one, and the summary likely says it: they fill what
+    room is left); within each, by tier (TIER_AGENT, TIER_CALL, TIER_READ: what the agent wrote and
+    the files it acted on are what it takes up again), then the newest page first. A tool call is
+    an assistant page whose result (``ID:result``) is a page.
 
     Example:
-        >>> pages = [_IndexPage("m-2", 5, None, 0, ("line_total", "1042")), _IndexPage("m-1", 4, None, 1, ("totals",))]
-        >>> print(compaction_index(pages, "HEAD"))
-        HEAD
-        turn 4: m-1: totals
-        turn 5: m-2: line_total 1042
+        >>> rows = [("c1", 2, "assistant", None, "Edit src/totals.py: quantize"),
+        ...         ("c1:result", 2, "tool", None, "Edited; see docs/rounding.md"),
+        ...         ("m-1", 1, "assistant", None, "The fix goes in line_total.")]
+        >>> [(n.name, n.tier) for n in _index_names(rows)]
+        [('src/totals.py', 0), ('line_total', 0), ('quantize', 1), ('docs/rounding.md', 2)]
     """
-    ranked = sorted(pages, key=lambda p: (-p.hits, -p.turn)) if any(p.hits for p in pages) else list(pages)
-    seen: Dict[str, None] = {}
-    groups: List[Tuple[int, List[str], List[str]]] = []
-    # Rare names first, from every page in that order; then, with room left, the others.
-    for part in (lambda p: p.names[:p.rare], lambda p: p.names[p.rare:] if p.rare is not None else ()):
-        run = len(groups)
-        for page in ranked:
-            fresh = [n for n in part(page) if n not in seen]
-            if not fresh:
-                continue
-            seen.update(dict.fromkeys(fresh))
-            seen.update(dict.fromkeys(p for n in fresh if _COMPOUND_BREAK.search(n) for p in _COMPOUND_BREAK.split(n)))
-            if len(groups) > run and groups[-1][0] == page.turn and len(groups[-1][1]) < INDEX_GROUP_PAGES:
-                groups[-1][1].append(page.block)
-                groups[-1][2].extend(fresh)
-            else:
-                groups.append((page.turn, [page.block], fresh))
-    text = head
-    used = estimate_tokens(head)
-    listed: set = set()  # ids on a line already: a page's other names may come on a later line
-    for turn, blocks, names in groups:
-        fresh = [b for b in blocks if b not in listed][:INDEX_LINE_IDS]
-        shown = fresh + (["..."] if len(blocks) > len(fresh) else [])
-        line = f"\nturn {turn}: {' '.join(shown)}: {' '.join(names)}"
-        cost = estimate_tokens(line)
-        if used + cost > tokens:
-            break  # (estimates are not additive: the whole is checked below)
-        text, used = text + line, used + cost
-        listed.update(fresh)
-    while estimate_tokens(text) > tokens and "\n" in text:
-        text = text[:text.rindex("\n")]
-    return text
+    ids = {row[0] for row in rows}
+    holders: Dict[str, List[int]] = {}
+    tiers: Dict[str, int] = {}
+    for age, (block, _, role, _, text) in enumerate(rows):
+        call = role == "assistant" and block + ":result" in ids
+        for name in _names_of(text, compounds=True):
+            held = holders.setdefault(name, [])
+            if len(held) <= RARE_HOLDERS:  # past that a name is out: its holders are not counted further
+                held.append(age)
+            tier = TIER_READ if role != "assistant" else TIER_AGENT if not call or "/" in name else TIER_CALL
+            if tier < tiers.get(name, TIER_READ + 1):
+                tiers[name] = tier
+    # Rare names first; a page's paths and dotted names before its words: the whole name shows its parts.
+    ranked = sorted((len(held) > RARE_HOLDERS, tiers[name], held[0], not _COMPOUND_BREAK.search(name), name)
+                    for name, held in holders.items()
+                    if name not in known and name.strip("_") and (_INDEX_CODE.search(name) or len(name) >= INDEX_WORD_CHARS))
+    shown: set = set()
+    names = []
+    for _, tier, age, _, name in ranked:
+        if name in shown:
+            continue
+        shown.add(name)
+        if _COMPOUND_BREAK.search(name):  # "totals" is said by src/billing/totals.py
+            shown.update(_COMPOUND_BREAK.split(name))
+        names.append(_IndexName(name, tier, age, rows[age][0], rows[age][1]))
+    return names
+
+
+def _index_lines(names: Sequence[_IndexName]) -> List[str]:
+    """Return the index lines showing ``names``: their pages newest first, each line the names of
+    consecutive pages until it holds INDEX_LINE_NAMES, as ``turn T: ID ...: names`` (the first
+    page's turn and id; "..." when more pages share the line: a search of a name finds its page).
+    """
+    pages: Dict[int, List[_IndexName]] = {}
+    for name in names:
+        pages.setdefault(name.age, []).append(name)
+    lines, run = [], []  # type: List[str], List[_IndexName]
+    for age in sorted(pages):
+        if run and len(run) >= INDEX_LINE_NAMES:
+            lines.append(run)  # type: ignore[arg-type]
+            run = []
+        run.extend(pages[age])
+    if run:
+        lines.append(run)  # type: ignore[arg-type]
+    out = []
+    for held in lines:
+        first = held[0]  # type: ignore[index]
+        more = " ..." if any(n.age != first.age for n in held) else ""  # type: ignore[union-attr]
+        out.append(f"turn {first.turn}: {first.block}{more}: " + " ".join(n.name for n in held))  # type: ignore
+    return out
+
+
+def compaction_index(names: Sequence[_IndexName], head: str, tokens: int = INDEX_TOKENS) -> str:
+    """Return the index to inject after a compaction: ``head``, then lines showing the first of
+    ``names`` (ranked by _index_names) that fit, within ``tokens`` (the whole text's estimate).
+
+    Example:
+        >>> names = [_IndexName("line_total", 0, 1, "m-2", 5), _IndexName("src/totals.py", 0, 0, "c1", 6),
+        ...          _IndexName("docs/rounding.md", 2, 3, "m-1", 4)]
+        >>> print(compaction_index(names, "HEAD"))
+        HEAD
+        turn 6: c1 ...: src/totals.py line_total docs/rounding.md
+        >>> compaction_index(names, "HEAD", 12)
+        'HEAD\\nturn 6: c1 ...: src/totals.py line_total'
+    """
+    def text(count: int) -> str:
+        return "\n".join([head] + _index_lines(names[:count]))
+
+    low, high = 0, len(names)  # the most names that fit: estimates are not additive, so halve on the whole
+    while low < high:
+        middle = (low + high + 1) // 2
+        if estimate_tokens(text(middle)) <= tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return text(low)
 
 
 # ===== Scoring and decisions =====
@@ -1600,7 +1620,7 @@ def _range_topics(names: Iterable[str], shown: Container[str], held: Mapping[str
     path or a qualified name says more than a word), then alphabetically; RANGE_TOPICS at most.
     """
     fresh = {name for name in names if name not in shown}
-    return sorted(fresh, key=lambda name: (held.get(name, 1), -len(name), name))[:RANGE_TOPICS]
+    return heapq.nsmallest(RANGE_TOPICS, fresh, key=lambda name: (held.get(name, 1), -len(name), name))
 
 
 def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[["StoredPage"], int],
@@ -1880,7 +1900,6 @@ class _Scorer:
         self._names: List[Tuple[str, ...]] = []  # then each block's names (_names_of)
         self.worth: Dict[int, float] = {}  # position -> what its R per token is worth under a budget (_rare_names)
         self._held: Optional[Counter] = None  # name -> blocks holding it, when names were read (_rare_names)
-        self._range_names: Dict[int, Tuple[str, ...]] = {}  # position -> its names, once a range plan read them
         # Range pages an earlier pass made (id -> (its blocks, its summary)): with the watermarks a
         # range's blocks stay in it between compactions, and a range of the same blocks keeps its line.
         self.previous_ranges: Mapping[str, Tuple[Tuple[str, ...], str]] = {}
@@ -2363,8 +2382,14 @@ class _Scorer:
                 self.ranges = self._make_ranges(decisions, min(index_room, max(room - kept, 0)))
                 lines = sum(r.cost for r in self.ranges)
                 self.tokens_after = kept + lines + reserved
-                if attempt or index_room - lines < (self._least_range_line() if self.ranges else 1):
+                if attempt:
+                    if kept + lines > room and first[3] <= room + reserved:
+                        # the room given back let blocks be ranged whose lines no longer fit: the first fit stands
+                        decisions.action[:], decisions.reason[:], self.ranges, self.tokens_after = first
                     break
+                if index_room - lines < (self._least_range_line() if self.ranges else 1):
+                    break
+                first = (list(decisions.action), list(decisions.reason), self.ranges, self.tokens_after)
                 index_room = lines
                 decisions.action[:], decisions.reason[:] = before
             if self.ranges and sum(decisions.tokens[r] for g in self.ranges for r in g.positions) <= lines:
@@ -2447,7 +2472,7 @@ class _Scorer:
         """Return the range pages of this pass's blocks paged without a stub (see _plan_ranges)."""
         if RANGED not in decisions.reason:
             return []
-        cache = self._range_names  # a pass plans ranges more than once (a trial, then the ranges): read once
+        cache: Dict[int, Tuple[str, ...]] = {}
 
         def names_of(i: int) -> Tuple[str, ...]:
             found = cache.get(i)
@@ -2456,7 +2481,7 @@ class _Scorer:
                 if text is None and self.pages is not None and i in self._stubs:
                     page = self.pages(decisions.block[i])
                     text = page.text if page is not None else None
-                found = cache[i] = self._text_names(text) if text else ()
+                found = cache[i] = _names_of(text) if text else ()
             return found
 
         shown = set()
@@ -2467,10 +2492,6 @@ class _Scorer:
         known.update(self._range_summaries)
         units = [self._units.get(i) for i in range(len(decisions))] if self._units else None
         return _plan_ranges(decisions, room, self._range_line_cost, names_of, shown, self._held, known, units)
-
-    def _text_names(self, text: str) -> Tuple[str, ...]:
-        """Return the names of a block's text a range page's topics are chosen from (``_names_of``)."""
-        return _names_of(text)
 
     def _range_line_cost(self, page: "StoredPage") -> int:
         """Return what a range page's line costs in the request (and in the page index, with --with-index)."""
@@ -8582,6 +8603,36 @@ class PageStore:
                                      % ",".join("?" * len(part)), part).fetchall()
         return rows
 
+    def count(self) -> int:
+        """Return how many pages the store holds (range pages' rows left out), in one query."""
+        try:
+            return self._db.execute("SELECT count(*) FROM pages WHERE kind IS NOT ?", (RANGE,)).fetchone()[0]
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc, "reading") from None
+
+    def newest(self, tokens: int, among: Optional[Container[str]] = None
+               ) -> List[Tuple[str, int, str, Optional[str], str]]:
+        """Return (block, turn, role, kind, text) of the pages of blocks ``among`` (None: every page), newest
+        first, until their tokens reach ``tokens`` (range pages left out).
+
+        Newest is the order the passes stored them, which is the session's order (a pass stores its
+        pages in the history's order; a page stored again moves to the end).
+        """
+        rows: List[Tuple[str, int, str, Optional[str], str]] = []
+        read = 0
+        try:
+            cursor = self._db.execute("SELECT block, turn, role, kind, tokens, text FROM pages WHERE kind IS NOT ? "
+                                      "ORDER BY rowid DESC", (RANGE,))
+            for block, turn, role, kind, size, text in cursor:
+                if read >= tokens:
+                    break
+                if among is None or block in among:
+                    rows.append((block, turn, role, kind, text))
+                    read += size
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc, "reading") from None
+        return rows
+
     def range_members(self, range_id: str) -> List[str]:
         """Return the ids of the blocks the range page ``range_id`` holds, in order ([] if it is none).
 
@@ -9173,7 +9224,6 @@ class _Materializer:
         listed = {m: json.dumps(list(m)) for m in set(map(matched.__getitem__, pages))}
         sha256 = hashlib.sha256
         rows: List[tuple] = []
-        missing: List[int] = []
 
         def put(k: int, text: str) -> None:
             nonlocal rows
@@ -9188,15 +9238,12 @@ class _Materializer:
                 self._put_rows(rows)
                 rows = []
 
+        missing = [k for k in pages if kept is None or kept[k] is None]
+        # Not kept by the first read (a bound there was loose): read again first, so that the pages are
+        # stored in the history's order (the injected index reads the newest from that order).
+        again = {k: raw["text"] for k, raw in self._raws(source, missing).items()} if missing else {}
         for k in pages:  # one text at a time: never every page's text at once
-            text = kept[k] if kept is not None else None
-            if text is None:
-                missing.append(k)
-            else:
-                put(k, text)
-        if missing:  # not kept by the first read (a bound there was loose): read them again
-            for k, raw in self._raws(source, missing).items():
-                put(k, raw["text"])  # type: ignore[arg-type]
+            put(k, again.pop(k) if k in again else kept[k])  # type: ignore[index]
         self._put_rows(rows)
 
     def _put_rows(self, rows: List[tuple]) -> None:
@@ -10369,19 +10416,10 @@ class _CachedScorer(_Scorer):
     """
 
     def __init__(self, cache: Dict[tuple, tuple], counter: Optional[Callable[[str], int]],
-                 *args: Any, names: Optional[Dict[str, Tuple[str, ...]]] = None, **kwargs: Any) -> None:
+                 *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.cache, self.fresh, self.hits = cache, {}, 0
         self.counter = counter
-        # A text's names (_text_names) depend on the text alone: keyed by it, an edited text is read afresh.
-        self.names, self.fresh_names = names if names is not None else {}, {}
-
-    def _text_names(self, text: str) -> Tuple[str, ...]:
-        found = self.names.get(text)
-        if found is None:
-            found = _names_of(text)
-        self.fresh_names[text] = found
-        return found
 
     def add_all(self, first: int, batch: List[object]) -> None:
         """Record ``batch``: runs of blocks seen before a column at a time, the others one by one."""
@@ -10651,7 +10689,6 @@ class Pager:
         self._ranges: Dict[str, Tuple[Tuple[str, ...], str]] = {}  # range page -> (its blocks, its summary)
         self._cache: Dict[tuple, tuple] = {}
         self._cache_key: Optional[tuple] = None
-        self._names: Dict[str, Tuple[str, ...]] = {}  # text -> its names, for range pages' topics (_text_names)
         self._intent: Optional[Intent] = None  # the last call's intent: a call with no user message keeps it
         # The last call's messages as read: (format, held, their fingerprint, the Conversation).
         self._read: Optional[Tuple[str, bool, bytes, Conversation]] = None
@@ -10793,8 +10830,7 @@ class Pager:
                 self._cache, self._cache_key = {}, settings
             definitions = conv.definitions_tokens if conv is not None else 0
             scorer = _CachedScorer(self._cache, self.token_counter, intent.keywords, params, pages, stub_text,
-                                   False, (lambda seen: definitions) if definitions else None, current,
-                                   names=self._names)
+                                   False, (lambda seen: definitions) if definitions else None, current)
             scorer.previous = self._actions  # the last pass's directives: with params.target they stand
             scorer.previous_ranges = self._ranges
             scorer.use_work(intent.work)
@@ -10803,7 +10839,6 @@ class Pager:
         except PagerError as exc:
             raise PagerError(f"messages: {exc}") from None
         self._cache = scorer.fresh  # only blocks of this conversation: a dropped one is forgotten
-        self._names = scorer.fresh_names
         self._intent = self._intent if kept else intent
         plan = PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                         params, header, scorer.tokens_before, scorer.tokens_after, intent.source,
@@ -11276,14 +11311,15 @@ def _build_recall_parser() -> argparse.ArgumentParser:
 def _build_index_parser() -> argparse.ArgumentParser:
     """Return the parser of ``pager.py index``."""
     parser = _Parser(prog=f"{_prog()} index", description="List every paged block, one line each; with --tokens "
-                     "or --intent, print the index to inject after a compaction instead: the pages most likely "
-                     "needed first, each line naming their distinctive names, within a token cap.")
+                     "or --intent, print the index to inject after a compaction instead: the distinctive names "
+                     "most likely needed next (what the agent wrote and the files its tool calls named first, "
+                     "newest first), each line with the id of a page, within a token cap.")
     _store_flags(parser)
     parser.add_argument("--tokens", type=_count_flag("--tokens"), metavar="N",
                         help=f"the injected index's cap in tokens (default {INDEX_TOKENS} with --intent)")
     parser.add_argument("--intent", metavar="TEXT",
                         help="what the agent does after the compaction (the summary's pending task, the human's "
-                             "last request): pages holding its words come first, names it already says are left out")
+                             "last request): the names it already says are left out")
     return parser
 
 
@@ -11304,8 +11340,23 @@ def _check_records_path(args: argparse.Namespace, store_path: str) -> None:
             raise PagerError(f"{path}: --records and {what} name the same file; give each its own")
 
 
-def _emit_records(args: argparse.Namespace, stderr, decisions: Sequence[Decision]) -> None:
-    """Write the per-block records where the flags say: stderr (default), --records FILE, or nowhere (--quiet)."""
+def _range_records(decisions: Sequence[Decision], ranges: Sequence[RangePage]) -> List[Decision]:
+    """Return a record for each range page, after the blocks' own: kind and role RANGE, action
+    ``page``, reason RANGE, its members' turns (the first) and tokens, stub true (its line stands in
+    the request). A pass over the emitted request reads the line back as a block of that id, so the
+    records of both passes name the same ids."""
+    if not ranges or not decisions:
+        return []
+    now = decisions[0].turn + decisions[0].delta_t
+    return [Decision(r.id, r.first_turn, RANGE, RANGE, r.tokens, (), 0.0, 0.0, 0.0, 0.0, now - r.first_turn, 0.0,
+                     "page", RANGE, True) for r in ranges]
+
+
+def _emit_records(args: argparse.Namespace, stderr, decisions: Sequence[Decision],
+                  ranges: Sequence[RangePage] = ()) -> None:
+    """Write the per-block records where the flags say: stderr (default), --records FILE, or nowhere
+    (--quiet); then one for each range page (_range_records)."""
+    decisions = chain(decisions, _range_records(decisions, ranges))  # type: ignore[assignment]
     if args.records is not None:
         try:
             with _file_beside(args.records) as out:
@@ -11320,8 +11371,10 @@ def _emit_records(args: argparse.Namespace, stderr, decisions: Sequence[Decision
 def _injected_index(contract: str, store: Optional[str], intent: Optional[str], tokens: int) -> str:
     """Return the index to inject after a compaction (see compaction_index), read from the contract and store.
 
-    The contract is read once; the store gives every page's turn and size in one query and the
-    text of the newest pages (up to INDEX_SCAN_TOKENS), whose names the index weighs.
+    The store says whether the last pass left it (its stamp): then every page in it is a paged
+    block, counted in one query, and the contract is not read; else the contract says which blocks
+    are paged. Then the text of the newest pages (up to INDEX_SCAN_TOKENS), whose names the index
+    weighs, in one query read until that much.
     """
     _refuse_link(contract, "contract")
     if not os.path.exists(contract):
@@ -11329,44 +11382,33 @@ def _injected_index(contract: str, store: Optional[str], intent: Optional[str], 
     store_path = store or _default_store_path(contract)
     _check_paths(None, contract, store_path, None)
     opened = PageStore.open(store_path, create=False)
-    stored = None  # (block, turn, tokens) of every page, when read: one query serves both uses
+    among: Optional[Container[str]] = None  # the paged blocks, when not every page in the store is one
     if opened is not None and opened.matches(_contract_stamp(contract)):
-        stored = opened.sizes()
-        paged = [block for block, _, _ in stored]  # a pass left them so: nothing since
+        count = opened.count()  # a pass left them so: nothing since
     else:  # a recall or an older pager since: the contract says which blocks are paged
         if opened is not None:
             opened.close()
         state = contract_state(contract)
         store_path = _resolve_store(contract, store, state)
         _check_paths(None, contract, store_path, None)
-        paged = [block for block, action in state.directives.items() if action == "page"]
-        opened = PageStore.open(store_path, create=False) if paged else None
+        among = {block for block, action in state.directives.items() if action == "page"}
+        count = len(among)
+        opened = PageStore.open(store_path, create=False) if among else None
     hint = _recall_hint("ID", os.path.abspath(contract), os.path.abspath(store) if store else None)
     find = hint.replace(" recall ID ", ' search "NAME" ', 1)
-    head = (f"[prosecode context pager] {len(paged)} blocks from before the compaction are stored verbatim. "
+    head = (f"[prosecode context pager] {count} blocks from before the compaction are stored verbatim. "
             f"Find one by a name below or any word: {find} ; read it: {hint}. Lines: turn: page ids: names.")
-    if opened is None or not paged:
+    if opened is None or not count:
         if opened is not None:
             opened.close()
         return compaction_index([], head, tokens)
     try:
-        listed = set(paged)
-        sizes = [(turn, block, size) for block, turn, size in (stored if stored is not None else opened.sizes())
-                 if block in listed]
-        sizes.sort(reverse=True)
-        chosen, read = [], 0
-        for turn, block, size in sizes:
-            if read >= INDEX_SCAN_TOKENS:
-                break
-            chosen.append(block)
-            read += size
-        rows = opened.texts(chosen)
+        rows = opened.newest(INDEX_SCAN_TOKENS, among)
     finally:
         opened.close()
-    words = intent or ""
-    keywords = intent_keywords([words]) if words else []
-    known = frozenset(_NAME_RE.findall(_unescaped_breaks(words).lower()))
-    return compaction_index(_index_pages(rows, keywords, known), head, tokens)
+    words = _unescaped_breaks(intent or "").lower()
+    known = frozenset(_NAME_RE.findall(words)).union(_names_of(words, compounds=True))
+    return compaction_index(_index_names(rows, known), head, tokens)
 
 
 def _flag_intent(args: argparse.Namespace) -> Optional[Intent]:
@@ -11473,7 +11515,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
             store.close()
     lead = 1 if state.needs_newline else 0  # the line end owed to an unterminated last line
     changes = _count_changes(plan, state)
-    _emit_records(args, stderr, plan.decisions)
+    _emit_records(args, stderr, plan.decisions, plan.ranges)
     counts = plan.counts()
     if args.dry_run:
         stdout.write(payload.tobytes()[lead:].decode("utf-8"))

@@ -225,9 +225,11 @@ def test_protected_blocks_over_budget_warn_and_complete(cli, tmp_path):
     assert warning == [f"pager: warning: fixed costs and floors take {45 + line} tokens, over the budget of 3 "
                        f"by {42 + line}; everything else was paged"]
     assert summary["over_budget"] is True
-    assert {r["block"]: (r["action"], r["reason"]) for r in result.records} == {
+    *blocks, ranged = result.records  # the range page holding the three paged blocks: its record comes last
+    assert {r["block"]: (r["action"], r["reason"]) for r in blocks} == {
         "sys": ("retain", "pinned"), "old": ("page", "budget-ranged"), "mid": ("page", "budget-ranged"),
         "noise": ("page", "budget-ranged"), "now": ("retain", "recent")}
+    assert (ranged["kind"], ranged["action"], ranged["reason"]) == ("range", "page", "range")
 
 
 def test_pressure_in_summary_json_and_contract(cli, tmp_path, monkeypatch):

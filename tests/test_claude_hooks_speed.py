@@ -1,4 +1,4 @@
-"""What the Claude Code hooks skip to be quick (issue 28 item 1): no per-block records, one read of the page sizes."""
+"""What the Claude Code hooks skip to be quick (issue 28 item 1): no per-block records; the store counted, not listed."""
 
 import shutil
 
@@ -33,10 +33,10 @@ def test_pre_compact_writes_no_per_block_records(event, monkeypatch):
     assert paged > 0  # the pass itself ran and stored its pages
 
 
-def test_session_start_reads_the_page_sizes_once(event, monkeypatch):
+def test_session_start_counts_the_pages_and_reads_only_the_newest(event, monkeypatch):
     claude_hooks.pre_compact(dict(event, trigger="auto"))
-    statements = []
-    real_open = engine.PageStore.open
+    statements, parsed = [], []
+    real_open, real_state = engine.PageStore.open, engine.contract_state
 
     def traced(*args, **kwargs):
         store = real_open(*args, **kwargs)
@@ -45,9 +45,10 @@ def test_session_start_reads_the_page_sizes_once(event, monkeypatch):
         return store
 
     monkeypatch.setattr(engine.PageStore, "open", staticmethod(traced))
+    monkeypatch.setattr(engine, "contract_state", lambda *a, **k: parsed.append(a) or real_state(*a, **k))
     output = claude_hooks.session_start(dict(event, source="compact"))
     assert "[prosecode context pager]" in output["hookSpecificOutput"]["additionalContext"]
-    scans = [s for s in statements if s.startswith("SELECT") and " FROM pages" in s and " IN (" not in s]
-    assert len(scans) == 1, scans  # every page's turn and size, once; then the listed pages' texts
-    assert any(" FROM pages WHERE block IN (" in s for s in statements)
-
+    reads = [s for s in statements if s.lstrip().upper().startswith("SELECT") and " FROM pages" in s]
+    assert len(reads) == 2, reads  # how many pages (a count), then the newest pages' texts until enough
+    assert "count(*)" in reads[0] and "ORDER BY rowid DESC" in reads[1]
+    assert parsed == []  # the store says the last pass left it: the contract is not parsed

@@ -74,43 +74,112 @@ def test_before_compaction_in_the_library(pager):
 
 # --- item 2: the injected index ---
 
-def _page(pager, block, turn, hits, names):
-    return pager._IndexPage(block, turn, None, hits, tuple(names))
+def _row(block, text, role="assistant", turn=1, kind=None):
+    return (block, turn, role, kind, text)
 
 
-def test_the_index_puts_pages_holding_the_intent_first_and_lists_each_name_once(pager):
-    pages = [_page(pager, "m-9", 9, 0, ["newest_name", "shared"]),
-             _page(pager, "m-2", 2, 2, ["line_total", "shared"]),
-             _page(pager, "m-3", 3, 1, ["totals", "shared"])]
-    lines = pager.compaction_index(pages, "HEAD").splitlines()
-    assert lines == ["HEAD", "turn 2: m-2: line_total shared", "turn 3: m-3: totals", "turn 9: m-9: newest_name"]
+def _ranked(pager, rows, known=()):
+    return [(n.name, n.tier) for n in pager._index_names(rows, frozenset(known))]
 
 
-def test_the_index_groups_pages_of_a_turn_and_skips_pages_with_nothing_new(pager):
-    pages = [_page(pager, f"m-{k}", 4, 0, [f"name_{k}"]) for k in range(10)] + [_page(pager, "m-x", 3, 0, ["name_0"])]
-    lines = pager.compaction_index(pages, "HEAD").splitlines()
-    # INDEX_GROUP_PAGES pages a line, the first one's id shown (search finds the others by name)
-    assert lines[1] == "turn 4: m-0 ...: " + " ".join(f"name_{k}" for k in range(8))
-    assert lines[2] == "turn 4: m-8 ...: name_8 name_9" and len(lines) == 3  # m-x adds no name
+def test_the_index_ranks_what_the_agent_wrote_before_its_calls_other_names_and_what_it_only_read(pager):
+    # newest first: a tool result, its call, then an older message of the agent
+    rows = [_row("c1:result", "Traceback: ValueError in ledger/export_rows.py", role="tool", turn=3),
+            _row("c1", "Bash: pytest tests/test_ledger.py -k rounding_mode", turn=3),
+            _row("m-1", "The ledger exporter rounds half-even; quantize_cents is wrong.", turn=2)]
+    ranked = _ranked(pager, rows)
+    tiers = dict(ranked)
+    assert tiers["tests/test_ledger.py"] == pager.TIER_AGENT   # a path its call named: a file it ran
+    assert tiers["quantize_cents"] == tiers["exporter"] == pager.TIER_AGENT  # its own words
+    assert tiers["rounding_mode"] == pager.TIER_CALL           # another argument of its call
+    assert tiers["ledger/export_rows.py"] == tiers["valueerror"] == pager.TIER_READ  # only read
+    assert [t for _, t in ranked] == sorted(t for _, t in ranked)
+    # ...so the newer result's names come after the older message's
+    assert ranked.index(("quantize_cents", 0)) < ranked.index(("valueerror", 2))
+
+
+def test_tool_argument_names_are_ranked_ahead_of_read_only_ones(pager):
+    rows = [_row("c2:result", "total_cents_check failed", role="tool"),
+            _row("c2", 'Edit({"file_path": "src/ledger.py", "new_string": "def round_total_cents"})'),
+            _row("c2x", "Read src/other.py")]  # an assistant page without a result: a message, not a call
+    ranked = [name for name, _ in _ranked(pager, rows)]
+    assert ranked.index("round_total_cents") < ranked.index("total_cents_check")
+    assert ranked.index("src/ledger.py") < ranked.index("round_total_cents")  # the path it edited first
+    assert dict(_ranked(pager, rows))["src/other.py"] == pager.TIER_AGENT
+
+
+def test_within_a_tier_the_newest_page_comes_first(pager):
+    rows = [_row(f"m-{k}", f"Read module_{k} again") for k in range(5)]  # newest first
+    names = pager._index_names(rows)
+    assert [n.name for n in names] == [f"module_{k}" for k in range(5)]
+    assert [(n.age, n.block) for n in names] == [(k, f"m-{k}") for k in range(5)]
+
+
+def test_the_index_puts_common_names_last_and_leaves_out_short_words_and_what_the_intent_says(pager):
+    rows = [_row(f"m-{k}", f"shared_helper step {k}: parser{k} rewritten, ticket 440{k}") for k in range(4)]
+    rows.append(_row("m-4", "step quietly"))
+    ranked = [name for name, _ in _ranked(pager, rows, known={"rewritten"})]
+    names = set(ranked)
+    # held by more than RARE_HOLDERS pages: no pointer to one page, shown only after every rare name
+    assert ranked[-1] == "shared_helper"
+    assert "step" not in names and "quietly" in names  # a plain word counts from INDEX_WORD_CHARS letters
+    assert "rewritten" not in names          # the intent says it: the model reads it there
+    assert {"parser0", "4403"} <= names      # identifiers and numbers count at any length of 4+
+
+
+def test_the_index_shows_a_path_whole_and_not_its_parts_again(pager):
+    rows = [_row("a", "Edited src/billing/totals.py and docs/rounding-rules.md.", turn=2),
+            _row("b", "The totals module is in billing; see rounding notes.", turn=1)]
+    names = [name for name, _ in _ranked(pager, rows)]
+    assert "src/billing/totals.py" in names and "docs/rounding-rules.md" in names
+    assert "totals" not in names and "billing" not in names  # the path shows them
+    text = pager.compaction_index(pager._index_names(rows), "HEAD")
+    assert text.count("totals") == 1
+
+
+def test_index_lines_group_consecutive_pages_and_show_the_first_ones_id(pager):
+    per_page = 7
+    names = [pager._IndexName(f"name_{k}_{j}", 0, k, f"m-{k}", 9 - k) for k in range(8) for j in range(per_page)]
+    lines = pager.compaction_index(names, "HEAD").splitlines()
+    assert lines[0] == "HEAD"
+    # pages newest first, a line taking pages until it holds INDEX_LINE_NAMES names
+    pages_a_line = -(-pager.INDEX_LINE_NAMES // per_page)
+    assert lines[1].startswith("turn 9: m-0 ...: name_0_0 name_0_1 ")
+    assert lines[1].split(": ", 2)[2].split() == [f"name_{k}_{j}" for k in range(pages_a_line) for j in range(per_page)]
+    assert lines[2].startswith(f"turn {9 - pages_a_line}: m-{pages_a_line} ...: ")
+    single = pager.compaction_index([pager._IndexName("only_name", 1, 0, "m-5", 4)], "HEAD")
+    assert single == "HEAD\nturn 4: m-5: only_name"  # one page: no "..."
+
+
+def test_the_index_shows_the_best_ranked_names_that_fit_in_the_newest_pages_order(pager):
+    names = [pager._IndexName("old_agent_name", 0, 5, "m-5", 1), pager._IndexName("new_read_name", 2, 0, "m-0", 2)]
+    assert pager.compaction_index(names, "HEAD") == "HEAD\nturn 2: m-0 ...: new_read_name old_agent_name"
+    assert pager.compaction_index(names, "HEAD", 12) == "HEAD\nturn 1: m-5: old_agent_name"  # the rank decides
 
 
 @pytest.mark.parametrize("tokens", [40, 120, 600])
 def test_the_index_fits_its_cap(pager, tokens):
-    pages = [_page(pager, f"m-{k:04d}", 1000 - k, k % 3, [f"ident_{k}_{j}" for j in range(5)]) for k in range(300)]
-    text = pager.compaction_index(pages, "[head] search and recall", tokens)
-    assert pager.estimate_tokens(text) <= tokens
-    assert text.count("\n") > 0 if tokens >= 40 else True
+    rows = [_row(f"m-{k:04d}", " ".join(f"ident_{k}_{j}" for j in range(5)), turn=1000 - k) for k in range(300)]
+    text = pager.compaction_index(pager._index_names(rows), "[head] search and recall", tokens)
+    assert pager.estimate_tokens(text) <= tokens < pager.estimate_tokens(text) + 30  # and fills it
+    assert text.count("\n") > 0
 
 
-def test_index_pages_reads_rare_names_and_leaves_out_what_the_intent_says(pager):
-    rows = [("a", 1, None, "Edited src/billing/totals.py: line_total now uses Decimal, see ticket 4471."),
-            ("b", 2, None, "Ran pytest: 12 passed in tests/test_totals.py."),
-            ("c", 3, None, "Read config/settings.toml and the Decimal docs.")]
-    pages = {p.block: p for p in pager._index_pages(rows, ["decimal"], known=frozenset({"pytest"}))}
-    assert "line_total" in pages["a"].names and "4471" in pages["a"].names
-    assert "pytest" not in pages["b"].names  # the intent says it already
-    assert (pages["a"].hits, pages["b"].hits, pages["c"].hits) == (1, 0, 1)
-    assert [p.block for p in pager._index_pages(rows, [])] == ["c", "b", "a"]  # newest first
+def test_the_store_gives_the_newest_pages_in_the_sessions_order(cli, tmp_path):
+    import pager as engine
+    contract = tmp_path / "c.limn"
+    _, records = _pass(cli, CLAUDE, contract, "--before-compaction")
+    order = [r["block"] for r in records if r["action"] == "page"]
+    store = engine.PageStore.open(str(tmp_path / "c.pages.sqlite3"), create=False)
+    try:
+        rows = store.newest(10 ** 9, set(order))
+        assert [row[0] for row in rows] == order[::-1]
+        assert {row[2] for row in rows} >= {"assistant", "tool", "user"}
+        few = store.newest(1, set(order))
+        assert [row[0] for row in few] == order[-1:]  # stops once the tokens are read
+        assert [row[0] for row in store.newest(10 ** 9, set(order[:2]))] == order[1::-1]  # only those asked
+    finally:
+        store.close()
 
 
 def test_index_command_prints_the_injected_index_within_its_cap(cli, tmp_path):
@@ -225,16 +294,6 @@ def test_the_hooks_drop_the_engines_records_and_keep_its_error_lines():
     assert sink.getvalue() == "pager: repair: line 3 dropped\n"
 
 
-def test_the_index_shows_a_path_whole_and_not_its_parts_again(pager):
-    rows = [("a", 2, None, "Edited src/billing/totals.py and docs/rounding-rules.md."),
-            ("b", 1, None, "The totals module is in billing; see rounding notes.")]
-    pages = {p.block: p for p in pager._index_pages(rows, [])}
-    assert "src/billing/totals.py" in pages["a"].names and "docs/rounding-rules.md" in pages["a"].names
-    assert "totals" not in pages["a"].names and "billing" not in pages["a"].names  # the path shows them
-    text = pager.compaction_index(list(pages.values()), "HEAD")
-    assert text.count("totals") == 1  # older page b's "totals" is said by newer page a's path already
-
-
 def test_attachment_lines_and_queued_input_are_stored_before_a_compaction(cli, tmp_path):
     lines = CLAUDE.read_text(encoding="utf-8").splitlines()
     last = json.loads(lines[-1])
@@ -262,10 +321,3 @@ def test_attachment_lines_and_queued_input_are_stored_before_a_compaction(cli, t
     queued = json.loads(cli("search", "LEDGER_SCHEMA_VERSION", "--contract", tmp_path / "c.limn", "--json").out)
     text = cli("recall", queued[0]["id"], "--contract", tmp_path / "c.limn", "--now", NOW).out
     assert text == "[queued input] Also bump LEDGER_SCHEMA_VERSION to 7"
-
-
-def test_a_page_id_is_shown_once_when_its_other_names_come_later(pager):
-    pages = [_page(pager, "m-1", 5, 0, ["rare_one", "common"])._replace(rare=1),
-             _page(pager, "m-2", 4, 0, ["rare_two"])]
-    lines = pager.compaction_index(pages, "HEAD").splitlines()
-    assert lines == ["HEAD", "turn 5: m-1: rare_one", "turn 4: m-2: rare_two", "turn 5: ...: common"]

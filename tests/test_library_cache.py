@@ -156,7 +156,7 @@ def _coding_list(reads_count):
 
 
 def test_a_range_pages_topics_follow_a_text_edited_in_place(monkeypatch):
-    """The Pager keeps each text's names (range topics) between calls, keyed by the text: an edited one is read anew."""
+    """A text's names (range topics) are remembered keyed by the text itself: an edited one is read anew."""
     def steps():
         messages = _coding_list(30)
 
@@ -175,5 +175,4 @@ def test_a_range_pages_topics_follow_a_text_edited_in_place(monkeypatch):
     assert any("zanzibar_4_" in line for line in ranges)  # the edited text's names, not the old ones
     assert not any("helper_4_" in line for line in ranges)
     monkeypatch.setattr(engine, "_fingerprint", lambda value: None)  # the reference: nothing kept between calls
-    monkeypatch.setattr(engine._CachedScorer, "_text_names", lambda self, text: engine._names_of(text))
     assert cached == run()

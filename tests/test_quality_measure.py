@@ -264,6 +264,28 @@ def test_coding_cli_reads_a_folder_and_skips_short_files(bq, tmp_path, capsys):
         bq.main(["--coding", str(folder), "--variant", "pager=--alpha 1"])  # a taken name
 
 
+def test_coding_budgets_and_no_refit_narrow_the_run_to_what_is_asked(bq, tmp_path, capsys):
+    """--budgets measures only the budgets named; --no-refit leaves the refit policy out (CI's sample)."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    (folder / "long.json").write_text(json.dumps({"blocks": coding_session()}))
+    whole, narrow = tmp_path / "whole.json", tmp_path / "narrow.json"
+    assert bq.main(["--coding", str(folder), "--json", str(whole), "--no-cache"]) == 0
+    capsys.readouterr()
+    assert bq.main(["--coding", str(folder), "--json", str(narrow), "--no-cache", "--budgets", "8000",
+                    "--no-refit"]) == 0
+    printed = capsys.readouterr().out
+    full, sample = json.loads(whole.read_text()), json.loads(narrow.read_text())
+    assert sample["policies"] == ["window", "masking", "pager", "upper"] and "refit" in full["policies"]
+    assert sample["budgets"] == [8000] and list(sample["recall"]["pager"]) == ["8000"]
+    assert sample["recall"]["pager"]["8000"] == full["recall"]["pager"]["8000"]  # the same passes at 8000
+    assert "all at 8000: recall >= window" in printed and "all at 4000" not in printed
+    for bad in ("8000,4000", "0", "x", "8000,8000"):
+        with pytest.raises(SystemExit) as exc:
+            bq.main(["--coding", str(folder), "--budgets", bad])
+        assert exc.value.code == 2
+
+
 # --- reachable and findable (issue 31 item 5) ---
 
 def _paged_ledger_pass(bq, tmp_path):

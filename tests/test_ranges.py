@@ -290,3 +290,21 @@ def test_no_range_page_where_the_blocks_fit_verbatim_without_its_line(pager):
     # where the blocks do not fit even without a line, the range page stays (never an eviction for room)
     tight = pager.plan_pass(history, pager.Params(budget=12))
     assert {d.block: d.action for d in tight.decisions}["u1"] == "page" and tight.ranges
+
+
+def test_range_pages_have_records_so_the_round_trip_names_no_new_ids(cli, tmp_path):
+    """Each range page gets a record after the blocks' own (kind and reason "range", its members'
+    tokens): the pass over the emitted request reads its line back as a block of that id, and before
+    this the round trip's records named 4-12 ids the first pass never had (../shared/tools/real-smoke.py)."""
+    history, contract, out, again = (tmp_path / n for n in ("chat.json", "c.limn", "out.json", "again.json"))
+    history.write_text(json.dumps(_chat(120)))
+    first = _pass(cli, history, contract, 8000, out)
+    ranges = [r for r in first.records if r["kind"] == "range"]
+    emitted = set(RANGE_ID.findall(out.read_text()))
+    assert ranges and {r["block"] for r in ranges} == emitted
+    assert all((r["role"], r["action"], r["reason"], r["stub"]) == ("range", "page", "range", True) for r in ranges)
+    paged = {r["block"]: r["tokens"] for r in first.records if r["reason"] == "budget-ranged"}
+    assert sum(r["tokens"] for r in ranges) == sum(paged.values())
+    assert first.records[-len(ranges):] == ranges  # after every block's own record
+    second = _pass(cli, out, contract, 8000, again, "2026-05-17T03:09:12+00:00")
+    assert {r["block"] for r in second.records} <= {r["block"] for r in first.records}
