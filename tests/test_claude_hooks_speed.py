@@ -52,3 +52,17 @@ def test_session_start_counts_the_pages_and_reads_only_the_newest(event, monkeyp
     assert len(reads) == 2, reads  # how many pages (a count), then the newest pages' texts until enough
     assert "count(*)" in reads[0] and "ORDER BY rowid DESC" in reads[1]
     assert parsed == []  # the store says the last pass left it: the contract is not parsed
+
+
+def test_the_store_counts_its_pages_and_lists_the_newest_without_range_rows(tmp_path):
+    store = engine.PageStore.open(str(tmp_path / "s.pages.sqlite3"), create=True)
+    try:
+        store.begin()
+        store.put_rows([(f"m-{k}", k, "tool", None, 10, "[]", "0" * 64, "t", "", f"text {k}") for k in range(5)]
+                       + [("r-000000000001", 1, engine.RANGE, engine.RANGE, 30, "[]", "0" * 64, "t", "", "m-1\nm-2")])
+        store.commit()
+        assert store.count() == 5  # the range page's row is no page of a block
+        assert [row[0] for row in store.newest(25)] == ["m-4", "m-3", "m-2"]  # newest first, until 25 tokens
+        assert [row[0] for row in store.newest(25, {"m-1", "m-3"})] == ["m-3", "m-1"]
+    finally:
+        store.close()
