@@ -66,7 +66,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from itertools import chain, compress, islice, repeat
 from typing import (Any, Callable, Container, Dict, Iterable, Iterator, List, Mapping, NamedTuple, NoReturn,
-                    Optional, Sequence, Tuple, Union)
+                    Optional, Sequence, Set, Tuple, Union)
 
 try:  # advisory locks are POSIX; elsewhere the append still happens in one write
     import fcntl
@@ -144,6 +144,7 @@ RANGE_PREFIX = "r-"        # a range page's id: this, then RANGE_DIGITS hex digi
 RANGE_DIGITS = 12
 RANGE_REASON = "range; "   # the reason recorded with a range page's id in paged-blocks
 DEFAULT_INDEX_SHARE = 0.1  # the range pages' lines may take this share of the budget
+DEFAULT_RECENT_SHARE = 0.0  # in a history with tool work, recency fills this share of the room first (fit_budget)
 RANGE_TOPICS = 8           # at most this many names (topics) a range page's line lists
 # A lone UTF-16 surrogate: valid in a JSON string ("\ud83d", where a log cut a long output inside an
 # emoji), not in UTF-8, so no page store can hold it.  A block holding one is never paged (reason
@@ -1095,6 +1096,7 @@ class Params:
     keep_small: Optional[bool] = None  # without a budget, a block its stub would not shorten stays; None: transcripts
     before_compaction: bool = False  # the harness compacts next: every block it takes out of context is paged
     index_share: float = DEFAULT_INDEX_SHARE  # under a budget, the share of it the range pages' lines may take
+    recent_share: float = DEFAULT_RECENT_SHARE  # under a budget, with tool work: the share recency fills first
 
     def validate(self) -> "Params":
         """Return self, or raise PagerError naming the first bad value."""
@@ -1122,6 +1124,9 @@ class Params:
         if not isinstance(self.index_share, (int, float)) or isinstance(self.index_share, bool) \
                 or not math.isfinite(self.index_share) or not 0.0 < self.index_share < 1.0:
             raise PagerError(f"--index-share must be a number between 0 and 1 (got {_show(self.index_share)})")
+        if not isinstance(self.recent_share, (int, float)) or isinstance(self.recent_share, bool) \
+                or not math.isfinite(self.recent_share) or not 0.0 <= self.recent_share <= 1.0:
+            raise PagerError(f"--recent-share must be a number from 0 to 1 (got {_show(self.recent_share)})")
         if self.keep_small not in (None, True, False):
             raise PagerError(f"keep_small must be true, false or None (got {_show(self.keep_small)})")
         if not _is_int(self.work_steps) or self.work_steps < 0:
@@ -1416,7 +1421,7 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
                units: Optional[List[Optional[str]]] = None, results_apart: bool = False,
                floors: Container[int] = (), unpageable: Container[int] = (),
                open_units: Container[str] = (), worth: Optional[Mapping[int, float]] = None,
-               index_room: int = 0) -> int:
+               index_room: int = 0, recent_share: float = 0.0) -> int:
     """Fit ``decisions`` (changed in place) into ``budget`` tokens; return the tokens kept.
 
     What stays costs its tokens verbatim, or its stub's tokens when paged. Pinned and
@@ -1467,6 +1472,14 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
 
     ``worth`` (position -> factor, default 1: see _Scorer._rare_names) scales a group's value
     per token by its members' highest factor.
+
+    ``recent_share`` > 0 in a history with tool work (``units``): recency fills first. After the
+    task statement and the open round trip, the pieces are taken newest first, each kept verbatim
+    while it fits in that share of the room left, until the first that does not (the sliding
+    window's rule, so what stays verbatim starts from what recency keeps); a giant (over
+    GIANT_SHARE of the budget: paged as its head and tail), a block a later one repeats (a stale
+    read) and one the score evicted (noise) are passed over, not kept, and do not stop the walk.
+    Only the room left after that goes by value per token, to older blocks.
     """
     groups = _unit_groups(len(decisions), units)
     table = isinstance(decisions, _DecisionTable)  # then _column gives its own columns, written in place below
@@ -1550,15 +1563,41 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
             pieces.append((1 if opened and first else first, -value / max(cost, 1) ** SIZE_POWER, -turns[best],
                            -best, members, cost - floored.get(members[0], 0), None, members))
     pieces.sort(key=lambda c: c[:4])
-    verbatim = set()
-    for *_, members, cost, needs, _group in pieces:
+    verbatim: Set[int] = set()
+    walked: Set[int] = set()  # the pieces (by position in ``pieces``) recency took
+
+    def keep(members: List[int], cost: int, needs: Optional[tuple]) -> bool:
+        nonlocal left
+        if members[0] in verbatim:
+            return True  # a call its results' piece already kept
         if needs is not None and needs[0][0] not in verbatim:
             cost += needs[1]
-        if cost <= left:
-            left -= cost
-            verbatim.update(members)
-            if needs is not None:
-                verbatim.update(needs[0])
+        if cost > left:
+            return False
+        left -= cost
+        verbatim.update(members)
+        if needs is not None:
+            verbatim.update(needs[0])
+        return True
+
+    walk = recent_share > 0 and units is not None and any(u is not None for u in units)
+    for n, (bucket, *_, members, cost, needs, _group) in enumerate(pieces):
+        if walk and bucket >= 2:  # the task statement and the open call are placed: recency fills next
+            walk = False
+            giant = GIANT_SHARE * budget
+            share = int(recent_share * left)
+            spare = left - share  # what recency may not take
+            left = share
+            newest = sorted((k for k in range(n, len(pieces)) if not any(
+                tokens[i] > giant or actions[i] == "evict" or reasons[i].startswith(REPEATED_BY)
+                for i in pieces[k][4])), key=lambda k: -pieces[k][4][-1])
+            for k in newest:
+                if not keep(*pieces[k][4:7]):
+                    break
+                walked.add(k)
+            left += spare
+        if n not in walked:
+            keep(members, cost, needs)
     done = set()
     for *_, members in pieces:  # best first: the best of the rest get the room left for stubs
         if members[0] in done:
@@ -2299,6 +2338,14 @@ class _Scorer:
         # Params.classify, inlined: this runs once per block
         actions = ["retain" if r >= retain_cut else "evict" if r < evict_cut else "page" for r in rs]
         reasons = ["score"] * n
+        if self.params.budget is not None and self._units and "evict" in actions:
+            # Under a budget, in a history with tool work, what the agent did and read is never noise
+            # for its score alone: it is paged (a range page costs the index a share of a line); the
+            # harness's own text under the evict cut still goes.
+            kinds = self._kinds
+            for i in compress(range(n), map("evict".__eq__, actions)):
+                if kinds[i] != HARNESS:
+                    actions[i] = "page"
         if self.repeated:
             members: Dict[str, List[int]] = {}
             for i, unit in self._units.items():
@@ -2377,7 +2424,7 @@ class _Scorer:
             for attempt in range(2):  # a second fit gives back the index room the lines left unused
                 kept = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
                                   self._floors, self._unpageable, _open_units(self._roles, units),
-                                  self.worth, index_room)
+                                  self.worth, index_room, self.params.recent_share)
                 # the lines get what the fit set aside: less when the system prompt took some of it
                 self.ranges = self._make_ranges(decisions, min(index_room, max(room - kept, 0)))
                 lines = sum(r.cost for r in self.ranges)
@@ -2400,7 +2447,7 @@ class _Scorer:
                 decisions.action[:], decisions.reason[:] = before
                 kept = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
                                   self._floors, self._unpageable, _open_units(self._roles, units),
-                                  self.worth, 0)
+                                  self.worth, 0, self.params.recent_share)
                 if any(r == RANGED and a == "page" for a, r in zip(decisions.action, decisions.reason)):
                     decisions.action[:], decisions.reason[:], self.ranges, self.tokens_after = fitted
                 else:
@@ -11254,6 +11301,10 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--index-share", type=_number_flag("--index-share"), default=DEFAULT_INDEX_SHARE,
                         metavar="SHARE", help="with --budget: the share of it the range pages' lines may take "
                         f"(default {DEFAULT_INDEX_SHARE}); the oldest ranges merge to stay within it")
+    parser.add_argument("--recent-share", type=_number_flag("--recent-share"), default=DEFAULT_RECENT_SHARE,
+                        metavar="SHARE", help="with --budget, in a history with tool calls: the share of the room "
+                        "the newest blocks fill first, kept verbatim until one does not fit "
+                        f"(default {DEFAULT_RECENT_SHARE}); value per token places older blocks in the rest")
     parser.add_argument("--page-small", action="store_true",
                         help="without --budget, page a transcript's blocks even where the stub is no shorter "
                              "(by default such a block stays, reason small); to store a session whole, as the "
@@ -11620,7 +11671,8 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
                     args.budget, args.stub_words, args.keep_recent, args.mask_results, args.trigger,
                     _cli_target(args),
                     args.work_steps, not args.no_protect_task, False if args.page_small else None,
-                    index_share=args.index_share, before_compaction=args.before_compaction).validate()
+                    index_share=args.index_share, recent_share=args.recent_share,
+                    before_compaction=args.before_compaction).validate()
     if args.alpha == 0 and args.beta == 0:
         raise PagerError("--alpha and --beta are both 0: every block would score R = 0; give similarity or "
                          "recency a positive weight")

@@ -308,3 +308,69 @@ def test_range_pages_have_records_so_the_round_trip_names_no_new_ids(cli, tmp_pa
     assert first.records[-len(ranges):] == ranges  # after every block's own record
     second = _pass(cli, out, contract, 8000, again, "2026-05-17T03:09:12+00:00")
     assert {r["block"] for r in second.records} <= {r["block"] for r in first.records}
+
+
+# --- recency fills first (issue 31 item 4) ---
+
+def _tool_session(steps, intent_word="ledger"):
+    """A request, then ``steps`` tool round trips in one turn (a coding agent's run); step 3 names the intent."""
+    blocks = [{"id": "ask", "turn": 1, "role": "user", "protected": "human",
+               "text": f"Fix the {intent_word} rounding in src/totals.py."}]
+    for k in range(steps):
+        word = intent_word if k == 3 else f"module_{k}"
+        blocks.append({"id": f"c{k}", "turn": 1, "role": "assistant", "unit": f"tool:c{k}",
+                       "text": f'Bash({{"command": "grep -n {word} src/part_{k}.py"}})'})
+        blocks.append({"id": f"c{k}:result", "turn": 1, "role": "tool", "unit": f"tool:c{k}",
+                       "text": f"src/part_{k}.py: {word} " + "line of output " * 30})
+    return blocks
+
+
+def test_recent_share_keeps_the_newest_tool_work_verbatim_first(pager):
+    """With --recent-share 1 the room left after the floors goes to the newest round trips, newest first,
+    until one does not fit; value per token alone keeps the old step that names the intent instead."""
+    blocks = _tool_session(12)
+    history = {"intent_ir": ["ledger"], "blocks": blocks}
+    by_value = pager.plan_pass(history, pager.Params(budget=900, keep_recent=0, target=None))
+    recent = pager.plan_pass(history, pager.Params(budget=900, keep_recent=0, target=None, recent_share=1.0))
+    kept = lambda plan: [d.block for d in plan.decisions if d.action == "retain"]
+    assert "c3:result" in kept(by_value) and "c3:result" not in kept(recent)
+    steps = [k for k in range(12) if f"c{k}:result" in kept(recent)]
+    assert steps == list(range(steps[0], 12)) and len(steps) >= 3  # a run of the newest steps, unbroken
+    assert recent.tokens_after <= 900 and not any(d.action == "evict" for d in recent.decisions)
+    # a history without tool work (a conversation) is placed by value alone, whatever the share
+    chat = {"intent_ir": ["ledger"], "blocks": [dict(b, unit=None) if "unit" in b else b for b in blocks]}
+    same = [pager.plan_pass(chat, pager.Params(budget=900, keep_recent=0, target=None, recent_share=s))
+            for s in (0.0, 1.0)]
+    assert [d.action for d in same[0].decisions] == [d.action for d in same[1].decisions]
+
+
+def test_recency_passes_over_a_giant_and_a_stale_read_without_stopping(pager):
+    """A giant result (paged as its head and tail) and a round trip a later one repeats (the same command
+    run again: stale) are passed over, and the walk goes on to the steps before them, which value per
+    token alone would not keep (it keeps step 3, which names the intent)."""
+    blocks = _tool_session(10)
+    blocks[-1] = dict(blocks[-1], text="huge output line\n" * 600)  # the newest result: a giant
+    blocks[-4] = dict(blocks[-4], text=blocks[-6]["text"])  # step 8 runs step 7's command again...
+    blocks[-3] = dict(blocks[-3], text=blocks[-5]["text"])  # ...and reads the same output: step 7 is stale
+    history = {"intent_ir": ["ledger"], "blocks": blocks}
+    plans = {share: pager.plan_pass(history, pager.Params(budget=800, keep_recent=0, target=None,
+                                                           recent_share=share)) for share in (0.0, 1.0)}
+    why = {share: {d.block: (d.action, d.reason) for d in plan.decisions} for share, plan in plans.items()}
+    recent = why[1.0]
+    assert recent["c9:result"][0] == recent["c7:result"][0] == recent["c7"][0] == "page"
+    assert all(recent[f"c{k}:result"][0] == "retain" for k in (8, 6, 5, 4))
+    assert recent["c3:result"][0] == "page" and why[0.0]["c3:result"][0] == "retain"
+    assert all(plan.tokens_after <= 800 for plan in plans.values())
+
+
+def test_recent_share_is_a_flag_and_bad_values_are_refused(cli, tmp_path):
+    history = tmp_path / "h.json"
+    history.write_text(json.dumps({"intent_ir": ["ledger"], "blocks": _tool_session(6)}))
+    good = cli("--history", history, "--contract", tmp_path / "c.limn", "--budget", "600", "--recent-share", "1",
+               "--json", "--now", NOW)
+    assert good.code == 0, good.err
+    for bad in ("1.5", "-0.1", "nan"):
+        result = cli("--history", history, "--contract", tmp_path / "d.limn", "--budget", "600",
+                     "--recent-share", bad, "--now", NOW)
+        assert result.code == 2 and result.err.count("\n") == 1 and "--recent-share" in result.err
+        assert not (tmp_path / "d.limn").exists()
