@@ -11691,8 +11691,9 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     earlier = _state_of(args.contract, text) if text is not None else None
     recorded = earlier.values.get("pager-format") if earlier is not None else None
     recorded = recorded if isinstance(recorded, str) else None
-    reading = _open_history(args.history, args.format, recorded, earlier.harness if earlier is not None else (),
-                            params.before_compaction)
+    with _collector_held():  # reading builds a million objects on a long log, and no cycles (see _collector_held)
+        reading = _open_history(args.history, args.format, recorded, earlier.harness if earlier is not None else (),
+                                params.before_compaction)
     if args.with_index and reading.conversation is not None:
         raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
                          "'pager.py index'")
