@@ -1982,6 +1982,8 @@ class _Scorer:
             self._last_lender = position
         if matched or near or unit is not None or not self._evicted_by_age(turn):
             return text
+        if self.params.budget is not None:
+            return text  # under a budget a history with tool work pages what the score would evict (_decide)
         # a system block is never evicted, and under a budget one that does not fit is paged
         return text if self._guards.get(position) == "system" else None
 
@@ -11978,6 +11980,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         stderr.write(f"pager: error: out of memory while paging; blocks may hold at most {MAX_BLOCK_CHARS:,} "
                      "characters (see the README's limits)\n")
         return EXIT_INPUT
+    except BrokenPipeError:  # the reader left (``index | head``): what it asked for is printed, files written first
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stdout.fileno())  # so the interpreter's last flush at exit finds no pipe
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+        return EXIT_OK
 
 
 if __name__ == "__main__":

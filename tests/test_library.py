@@ -59,7 +59,10 @@ def test_compact_makes_the_cli_decisions_and_output_on_an_openai_list(pager, cli
         ours = {d.block: d.to_dict() for d in result.report.decisions}
         assert ours == records
         assert result.messages == emitted
-        assert result.report.counts["page"] > 0 and result.report.counts["evict"] > 0
+        assert result.report.counts["page"] > 0
+        # the score evicts noise; under a budget a history with tool work loses nothing to it (all is paged)
+        assert result.report.counts["evict"] == (0 if budget else result.report.counts["evict"]) and \
+            (budget or result.report.counts["evict"] > 0)
         if budget:
             assert result.report.tokens_after <= budget < result.report.tokens_before
 
@@ -137,7 +140,7 @@ def test_the_page_index_names_the_recall_tool(pager):
 
 
 def test_a_bad_recall_call_is_an_error_result_never_an_exception(pager):
-    result = pager.compact(tool_conversation(), budget=900, intent=INTENT)
+    result = pager.compact(tool_conversation(), intent=INTENT)  # no budget: the score evicts, so one is evicted
     evicted = next(d.block for d in result.report.decisions if d.action == "evict")
     retained = next(d.block for d in result.report.decisions if d.action == "retain")
     cases = [({"ids": ["no-such-block"]}, "was never seen"), ({"ids": [evicted]}, "is evicted"),
