@@ -2908,7 +2908,8 @@ class _LastRequest:
 
     def __init__(self, pages: Optional[Callable[[str], Optional["StoredPage"]]] = None) -> None:
         self.pages = pages
-        self.human: Optional[Tuple[str, str, int]] = None  # (text, block id, turn)
+        # (text, block id, turn): the text as the block holds it; its request_words are read for the one that wins
+        self.human: Optional[Tuple[str, str, int]] = None
         self.archived: Optional[Tuple[str, str, int]] = None  # the last human block before a boundary
         self.user: Optional[Tuple[str, str, int]] = None
 
@@ -2919,7 +2920,7 @@ class _LastRequest:
         protected = raw.get("protected")
         if protected == ARCHIVED:
             if raw.get("kind") in FLOORED:  # a human's text, before a compaction boundary (turn 0)
-                self.archived = (_MARKUP.request_words(raw["text"]), str(raw.get("id")), 0)
+                self.archived = (raw["text"], str(raw.get("id")), 0)
             return
         if raw.get("kind") in UNPAGEABLE_KINDS:
             return  # not text anybody wrote: a picture's or carried part's label
@@ -2929,7 +2930,6 @@ class _LastRequest:
             text = page.text if page is not None else None
         if text is None:
             return
-        text = _MARKUP.request_words(text)  # a slash command's words, not its tags; no IDE's open tabs
         found = (text, str(raw.get("id")), raw.get("turn") if _is_int(raw.get("turn")) else 0)
         if _human_text(protected, raw.get("kind")):
             self.human = found
@@ -2937,15 +2937,17 @@ class _LastRequest:
 
     def intent(self) -> Optional[Intent]:
         """Return the Intent of the message found, or None."""
+        # A slash command's words, not its tags; no IDE's open tabs (read for the one message that wins).
         if self.human is not None:
             text, block, turn = self.human
-            return Intent(intent_keywords([text]), "last human message", block=block, turn=turn)
+            return Intent(intent_keywords([_MARKUP.request_words(text)]), "last human message", block=block, turn=turn)
         if self.archived is not None:
             text, block, turn = self.archived
-            return Intent(intent_keywords([text]), "last human message (before the compaction boundary)",
-                          block=block, turn=turn)
+            return Intent(intent_keywords([_MARKUP.request_words(text)]),
+                          "last human message (before the compaction boundary)", block=block, turn=turn)
         if self.user is not None:
             text, block, turn = self.user
+            text = _MARKUP.request_words(text)
             if _MARKUP_TAG.match(text.lstrip()):
                 text = _MARKUP_TAG.sub(" ", text)
             return Intent(intent_keywords([text]), "last user message", block=block, turn=turn)
@@ -8647,9 +8649,17 @@ class PageStore:
                                      % ",".join("?" * len(part)), part).fetchall()
         return rows
 
-    def newest(self, tokens: int, among: Container[str]) -> List[Tuple[str, int, str, Optional[str], str]]:
-        """Return (block, turn, role, kind, text) of the pages of blocks ``among``, newest first, until their
-        tokens reach ``tokens`` (range pages left out).
+    def count(self) -> int:
+        """Return how many pages the store holds (range pages' rows left out), in one query."""
+        try:
+            return self._db.execute("SELECT count(*) FROM pages WHERE kind IS NOT ?", (RANGE,)).fetchone()[0]
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc, "reading") from None
+
+    def newest(self, tokens: int, among: Optional[Container[str]] = None
+               ) -> List[Tuple[str, int, str, Optional[str], str]]:
+        """Return (block, turn, role, kind, text) of the pages of blocks ``among`` (None: every page), newest
+        first, until their tokens reach ``tokens`` (range pages left out).
 
         Newest is the order the passes stored them, which is the session's order (a pass stores its
         pages in the history's order; a page stored again moves to the end).
@@ -8662,7 +8672,7 @@ class PageStore:
             for block, turn, role, kind, size, text in cursor:
                 if read >= tokens:
                     break
-                if block in among:
+                if among is None or block in among:
                     rows.append((block, turn, role, kind, text))
                     read += size
         except sqlite3.Error as exc:
@@ -11411,8 +11421,10 @@ def _emit_records(args: argparse.Namespace, stderr, decisions: Sequence[Decision
 def _injected_index(contract: str, store: Optional[str], intent: Optional[str], tokens: int) -> str:
     """Return the index to inject after a compaction (see compaction_index), read from the contract and store.
 
-    The contract is read once; the store gives every page's turn and size in one query and the
-    text of the newest pages (up to INDEX_SCAN_TOKENS), whose names the index weighs.
+    The store says whether the last pass left it (its stamp): then every page in it is a paged
+    block, counted in one query, and the contract is not read; else the contract says which blocks
+    are paged. Then the text of the newest pages (up to INDEX_SCAN_TOKENS), whose names the index
+    weighs, in one query read until that much.
     """
     _refuse_link(contract, "contract")
     if not os.path.exists(contract):
@@ -11420,26 +11432,28 @@ def _injected_index(contract: str, store: Optional[str], intent: Optional[str], 
     store_path = store or _default_store_path(contract)
     _check_paths(None, contract, store_path, None)
     opened = PageStore.open(store_path, create=False)
+    among: Optional[Container[str]] = None  # the paged blocks, when not every page in the store is one
     if opened is not None and opened.matches(_contract_stamp(contract)):
-        paged = [block for block, _, _ in opened.sizes()]  # a pass left them so: nothing since
+        count = opened.count()  # a pass left them so: nothing since
     else:  # a recall or an older pager since: the contract says which blocks are paged
         if opened is not None:
             opened.close()
         state = contract_state(contract)
         store_path = _resolve_store(contract, store, state)
         _check_paths(None, contract, store_path, None)
-        paged = [block for block, action in state.directives.items() if action == "page"]
-        opened = PageStore.open(store_path, create=False) if paged else None
+        among = {block for block, action in state.directives.items() if action == "page"}
+        count = len(among)
+        opened = PageStore.open(store_path, create=False) if among else None
     hint = _recall_hint("ID", os.path.abspath(contract), os.path.abspath(store) if store else None)
     find = hint.replace(" recall ID ", ' search "NAME" ', 1)
-    head = (f"[prosecode context pager] {len(paged)} blocks from before the compaction are stored verbatim. "
+    head = (f"[prosecode context pager] {count} blocks from before the compaction are stored verbatim. "
             f"Find one by a name below or any word: {find} ; read it: {hint}. Lines: turn: page ids: names.")
-    if opened is None or not paged:
+    if opened is None or not count:
         if opened is not None:
             opened.close()
         return compaction_index([], head, tokens)
     try:
-        rows = opened.newest(INDEX_SCAN_TOKENS, set(paged))
+        rows = opened.newest(INDEX_SCAN_TOKENS, among)
     finally:
         opened.close()
     words = _unescaped_breaks(intent or "").lower()
@@ -11676,8 +11690,9 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     earlier = _state_of(args.contract, text) if text is not None else None
     recorded = earlier.values.get("pager-format") if earlier is not None else None
     recorded = recorded if isinstance(recorded, str) else None
-    reading = _open_history(args.history, args.format, recorded, earlier.harness if earlier is not None else (),
-                            params.before_compaction)
+    with _collector_held():  # reading builds a million objects on a long log, and no cycles (see _collector_held)
+        reading = _open_history(args.history, args.format, recorded, earlier.harness if earlier is not None else (),
+                                params.before_compaction)
     if args.with_index and reading.conversation is not None:
         raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
                          "'pager.py index'")
