@@ -1666,7 +1666,8 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
                  names_of: Callable[[int], Sequence[str]], shown: Container[str] = (),
                  held: Optional[Mapping[str, int]] = None,
                  known: Optional[Mapping[str, str]] = None,
-                 units: Optional[Sequence[Optional[str]]] = None) -> List[RangePage]:
+                 units: Optional[Sequence[Optional[str]]] = None,
+                 built: Optional[Dict[Tuple[Tuple[int, ...], Optional[int]], RangePage]] = None) -> List[RangePage]:
     """Return the range pages of the blocks ``decisions`` paged without a stub (reason RANGED).
 
     Pure. A range page is a run of such blocks: evicted blocks and pages of a compaction
@@ -1679,6 +1680,9 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
     ``known`` maps range ids to the summary an earlier pass gave them: a range with the same
     blocks keeps its line, so the request's prefix stays the same between passes.  A run that is
     one range page read back from an earlier request (kind RANGE) stays that range page.
+    ``built`` (members' positions and topics -> RangePage), when given, keeps the ranges built for
+    a caller that plans again with the same ``shown``, ``held`` and ``known`` (a pass plans its
+    ranges on each fit).
     """
     blocks, turns, actions, reasons = (_column(decisions, n) for n in ("block", "turn", "action", "reason"))
     tokens, kinds = _column(decisions, "tokens"), _column(decisions, "kind")
@@ -1715,6 +1719,15 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
         chain.from_iterable(set(names_of(i)) for members in runs for i in members))
 
     def build(members: List[int], topics: Optional[int] = None) -> RangePage:
+        if built is not None:
+            key = (tuple(members), topics)
+            page = built.get(key)
+            if page is None:
+                page = built[key] = make(members, topics)
+            return page
+        return make(members, topics)
+
+    def make(members: List[int], topics: Optional[int] = None) -> RangePage:
         ids = tuple(blocks[i] for i in members)
         one = len(members) == 1 and kinds[members[0]] == RANGE
         rid = ids[0] if one else range_id(ids)
@@ -1914,6 +1927,8 @@ class _Scorer:
         self._units: Dict[int, str] = {}      # blocks sharing a unit (a tool call and its results)
         self._stubs: set = set()              # arrived as a page stub, scored on its stored text
         self._range_summaries: Dict[str, str] = {}  # a range page that arrived as a stub -> its summary
+        # the ranges _make_ranges built in this pass, and the kept names they were built against
+        self._built: Tuple[set, Dict[Tuple[Tuple[int, ...], Optional[int]], RangePage]] = (set(), {})
         self._system_texts: Dict[bytes, int] = {}   # under a budget: digest of a system block -> its latest position
         self._system_repeats: Dict[int, str] = {}   # ...and an earlier copy's position -> the later copy's id
         # The text of each block that may end up paged, else None: a block is sure to be
@@ -2537,7 +2552,10 @@ class _Scorer:
         known = {rid: summary for rid, (_, summary) in self.previous_ranges.items()}
         known.update(self._range_summaries)
         units = [self._units.get(i) for i in range(len(decisions))] if self._units else None
-        return _plan_ranges(decisions, room, self._range_line_cost, names_of, shown, self._held, known, units)
+        if self._built[0] != shown:  # what the ranges built on a fit before say holds while the kept names do
+            self._built = (shown, {})
+        return _plan_ranges(decisions, room, self._range_line_cost, names_of, shown, self._held, known, units,
+                            self._built[1])
 
     def _range_line_cost(self, page: "StoredPage") -> int:
         """Return what a range page's line costs in the request (and in the page index, with --with-index)."""
