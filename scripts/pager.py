@@ -1740,27 +1740,38 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
                          sum(tokens[i] for i in members), summary, 0)
         return page._replace(cost=line_cost(page.page()))
 
-    ranges = [build(members) for members in runs]
-    total = sum(r.cost for r in ranges)
-    if total > room and len(ranges) > 1:
+    # The lines are built from the newest back while they fit: once the newest k cost more than the
+    # room, every older range is merged whatever it would cost alone, so it is never built alone.
+    count = len(runs)
+    built_alone: List[Optional[RangePage]] = [None] * count
+    after = [0] * (count + 1)  # after[k]: what the lines of ranges k.. cost (from k on, where built)
+    k = count
+    while k > 0:
+        k -= 1
+        page = built_alone[k] = build(runs[k])
+        after[k] = after[k + 1] + page.cost
+        if after[k] > room:
+            break
+    total = after[k]
+    if total > room and count > 1:
         # Merging the two oldest ranges until the lines fit makes one range of the oldest j + 1: find
         # the least such j by halving (a build reads every block it holds, so merging one range at a
-        # time read the oldest blocks again for each merge: quadratic in a long session).
-        after = [0] * (len(ranges) + 1)  # after[k]: what the lines of ranges[k:] cost
-        for k in range(len(ranges) - 1, -1, -1):
-            after[k] = after[k + 1] + ranges[k].cost
-        low, high, found = 1, len(ranges) - 1, None
+        # time read the oldest blocks again for each merge: quadratic in a long session). No j below
+        # k fits (the lines after it alone pass the room).
+        low, high, found = max(1, k), count - 1, None
         while low <= high:
             middle = (low + high) // 2
-            merged = build([i for r in ranges[:middle + 1] for i in r.positions])
+            merged = build([i for members in runs[:middle + 1] for i in members])
             if merged.cost + after[middle + 1] <= room:
                 found, high = (middle, merged), middle - 1
             else:
                 low = middle + 1
-        last = len(ranges) - 1
-        j, merged = found if found is not None else (last, build([i for r in ranges for i in r.positions]))
+        last = count - 1
+        j, merged = found if found is not None else (last, build([i for members in runs for i in members]))
         total = merged.cost + after[j + 1]
-        ranges[:j + 1] = [merged]
+        built_alone[:j + 1] = [merged]
+    ranges: List[RangePage] = [page for page in built_alone if page is not None]
+    assert len(ranges) == len(built_alone)
     if total > room:  # one range left, its line too long: fewer topics (none at worst)
         last = ranges[0]
         for topics in range(RANGE_TOPICS - 1, -1, -1):
