@@ -7,19 +7,31 @@ them assistant turns that call tools (Bash, Read, Edit, Grep) and get their resu
 harness lines a real log carries (system reminders, progress, file-history snapshots). Then it
 runs the plugin's PreCompact and SessionStart commands from hooks/hooks.json through the shell,
 with the hook JSON on standard input and the project folder as working directory, and prints
-each hook's wall time (best and median of --repeats), the pass summary, and the size of the
+each hook's wall time (best and median of --repeats) and CPU time (best), the pass summary, and the size of the
 injected context. Claude Code's default command-hook timeout is 600 s; the plugin sets 120 s
 for PreCompact and 30 s for SessionStart.
+
+Python caches the compiled engine (about 0.25 s to compile) after its first run wherever it may
+write its bytecode, as in a plugin installed under the user's home; the hooks run so here (the
+cache in the temporary folder, warmed once before timing), whatever PYTHONDONTWRITEBYTECODE
+says.  --no-bytecode-cache runs them under the environment as it is (in a sandbox that forbids
+the cache, every run compiles the engine again).
+
+--transcript FILE times the hooks on a real Claude Code session log instead (read in place, never
+changed); each hook's best time is printed against issue 28's targets (PreCompact at most
+PRECOMPACT_TARGET s, SessionStart at most SESSIONSTART_TARGET s), reported, not enforced.
 
 Examples:
     python3 scripts/benchmark-hooks.py
     python3 scripts/benchmark-hooks.py --messages 5000 --repeats 1
+    python3 scripts/benchmark-hooks.py --transcript ../shared/data/transcripts-dev/claude-code/planetfall-d43002f0-2manual.jsonl
 """
 
 import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -33,6 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HOOKS_JSON = ROOT / "hooks" / "hooks.json"
 SESSION_ID = "5e55104a-0000-4000-8000-00000000b0b0"
 REQUEST_EVERY = 250   # messages between two human requests
+PRECOMPACT_TARGET = 2.5    # seconds: issue 28's target for PreCompact on the 50,000-message session
+SESSIONSTART_TARGET = 0.5  # seconds: and for SessionStart
 START = 1_780_000_000  # seconds since the epoch of the first line (2026-05-28)
 
 TOPICS = ("invoice rounding", "database migration", "login rate limit", "cache invalidation",
@@ -129,37 +143,74 @@ def hook_commands() -> dict:
     return {event: groups[0]["hooks"][0]["command"] for event, groups in spec.items()}
 
 
-def run_hook(command: str, event: dict, project: Path) -> tuple:
-    """Run one hook command as Claude Code does (shell, JSON on stdin, project cwd); return (seconds, proc)."""
+def hook_env(project: Path, pycache) -> dict:
+    """Return the environment a hook runs in: the plugin's variables, and Python's bytecode cache at
+    ``pycache`` (None: the environment's own setting)."""
     env = dict(os.environ, CLAUDE_PLUGIN_ROOT=str(ROOT), CLAUDE_PROJECT_DIR=str(project))
-    started = time.perf_counter()
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_hook(command: str, event: dict, project: Path, pycache=None) -> tuple:
+    """Run one hook command as Claude Code does (shell, JSON on stdin, project cwd).
+
+    Return (wall seconds, the finished process, its CPU seconds).
+    """
+    env = hook_env(project, pycache)
+    started, cpu = time.perf_counter(), _children_cpu()
     proc = subprocess.run(["/bin/sh", "-c", command], input=json.dumps(event), capture_output=True,
                           text=True, cwd=project, env=env)
-    return time.perf_counter() - started, proc
+    return time.perf_counter() - started, proc, _children_cpu() - cpu
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=50_000, help="messages in the generated session")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each hook (fresh contract each time)")
+    parser.add_argument("--transcript", metavar="FILE", help="time the hooks on this Claude Code session log "
+                        "(read in place) instead of a generated one")
+    parser.add_argument("--no-bytecode-cache", action="store_true",
+                        help="run the hooks under the environment as it is (no warmed bytecode cache)")
     args = parser.parse_args(argv)
     commands = hook_commands()
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "project"
         project.mkdir()
-        transcript = Path(tmp) / f"{SESSION_ID}.jsonl"
-        size = write_session(transcript, args.messages)
-        print(f"session: {args.messages} messages, {size / 1e6:.1f} MB ({transcript.name})")
+        if args.transcript:
+            transcript = Path(args.transcript).resolve()
+            if not transcript.is_file():
+                parser.error(f"--transcript: {args.transcript} is not a file")
+            print(f"session: {transcript.name}, {transcript.stat().st_size / 1e6:.1f} MB (a real log, read in place)")
+        else:
+            transcript = Path(tmp) / f"{SESSION_ID}.jsonl"
+            size = write_session(transcript, args.messages)
+            print(f"session: {args.messages} messages, {size / 1e6:.1f} MB ({transcript.name})")
+        pycache = None if args.no_bytecode_cache else Path(tmp) / "pycache"
+        if pycache is not None:  # compile the hooks' modules once, as their first run would
+            subprocess.run(["python3", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import claude_hooks",
+                            str(ROOT / "scripts")], check=True, env=hook_env(project, pycache))
+        cache = "warm (in the temporary folder)" if pycache is not None else "as the environment says"
+        print(f"bytecode cache: {cache} (PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r} here)")
         common = {"session_id": SESSION_ID, "transcript_path": str(transcript), "cwd": str(project)}
         times = {"PreCompact": [], "SessionStart": []}
+        cpus = {"PreCompact": [], "SessionStart": []}  # CPU time: what other processes' load disturbs least
         for _ in range(args.repeats):
             shutil.rmtree(project / ".prosecode", ignore_errors=True)
-            seconds, pre = run_hook(commands["PreCompact"], dict(common, hook_event_name="PreCompact",
-                                                               trigger="auto", custom_instructions=None), project)
+            pre_event = dict(common, hook_event_name="PreCompact", trigger="auto", custom_instructions=None)
+            seconds, pre, cpu = run_hook(commands["PreCompact"], pre_event, project, pycache)
             times["PreCompact"].append(seconds)
-            seconds, start = run_hook(commands["SessionStart"], dict(common, hook_event_name="SessionStart",
-                                                                   source="compact"), project)
+            cpus["PreCompact"].append(cpu)
+            seconds, start, cpu = run_hook(commands["SessionStart"], dict(common, hook_event_name="SessionStart",
+                                                                   source="compact"), project, pycache)
             times["SessionStart"].append(seconds)
+            cpus["SessionStart"].append(cpu)
             if pre.returncode or start.returncode or not start.stdout.strip():
                 log = project / ".prosecode" / "hooks.log"
                 print(f"benchmark: a hook failed: {log.read_text() if log.exists() else pre.stderr + start.stderr}")
@@ -171,8 +222,11 @@ def main(argv=None) -> int:
         summary = state["pass"]
         print(f"pass: {summary['blocks']} blocks: retain {summary['retain']}, page {summary['page']}, "
               f"evict {summary['evict']}; intent from {state['intent_from']}")
+        targets = {"PreCompact": PRECOMPACT_TARGET, "SessionStart": SESSIONSTART_TARGET}
         for event, runs in times.items():
-            print(f"{event}: best {min(runs):.2f} s, median {statistics.median(runs):.2f} s over {len(runs)} runs")
+            verdict = "met" if min(runs) <= targets[event] else "MISSED"
+            print(f"{event}: best {min(runs):.2f} s, median {statistics.median(runs):.2f} s over {len(runs)} runs "
+                  f"(CPU: best {min(cpus[event]):.2f} s); target <= {targets[event]:g} s: {verdict}")
         print(f"additionalContext: {len(context)} characters, {pager.estimate_tokens(context)} tokens (estimate)")
     return 0
 

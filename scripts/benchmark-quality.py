@@ -349,9 +349,10 @@ def assistant_steps(blocks):
     return steps
 
 
-def cut_steps(steps, max_cuts=0):
-    """Return the indices into ``steps`` used as cut points; ``max_cuts`` > 0 samples evenly."""
-    chosen = [k for k, (first, _) in enumerate(steps) if first >= WARMUP_BLOCKS]
+def cut_steps(steps, max_cuts=0, every=1):
+    """Return the indices into ``steps`` used as cut points: every ``every``-th step (the steps the
+    pager runs before), ``max_cuts`` > 0 of them sampled evenly."""
+    chosen = [k for k, (first, _) in enumerate(steps) if first >= WARMUP_BLOCKS and k % every == 0]
     if max_cuts and len(chosen) > max_cuts:
         last = len(chosen) - 1
         picks = sorted({round(i * last / (max_cuts - 1)) for i in range(max_cuts)}) if max_cuts > 1 else [last]
@@ -613,7 +614,7 @@ def coding_policies(variants):
     return ["window", "masking", *pager_policies(variants), "upper"]
 
 
-def measure_session(blocks, budgets, variants=(), max_cuts=0, workdir=None):
+def measure_session(blocks, budgets, variants=(), max_cuts=0, workdir=None, every=1):
     """Return {"cuts", "needed", "kept", "reachable", "findable": {policy: {budget: n}}, "over", "replays"}.
 
     The pager runs as an agent runs it: once before every assistant step, on one contract
@@ -631,12 +632,12 @@ def measure_session(blocks, budgets, variants=(), max_cuts=0, workdir=None):
     find = {p: {b: 0 for b in budgets} for p in policies}
     over = {p: {b: 0 for b in budgets} for p in flags}
     probe = {}
-    for k in cut_steps(steps, max_cuts):
+    for k in cut_steps(steps, max_cuts, every):
         names = needed_names(blocks, index, steps, k)
         if names:
             probe[steps[k][0]] = names
     scored = {cut: set(names) for cut, names in probe.items()}
-    replay_cuts = [first for first, _ in steps if first > 0]
+    replay_cuts = [first for k, (first, _) in enumerate(steps) if first > 0 and k % every == 0]
     replays = {name: {} for name in flags}
     for budget in budgets:
         for name, extra in flags.items():
@@ -878,7 +879,8 @@ def pooled_shares(per_session, policies, budgets):
     return shares
 
 
-def measure_coding(folder, budgets=CODING_BUDGETS, variants=(), max_cuts=0, cache_budget=CACHE_BUDGET, cache=True):
+def measure_coding(folder, budgets=CODING_BUDGETS, variants=(), max_cuts=0, cache_budget=CACHE_BUDGET, cache=True,
+                   every=1):
     """Return the coding figures of every session under ``folder`` (see the module docstring).
 
     ``cache=False`` leaves out the cache-stability replay (every step of every session: most of the
@@ -891,7 +893,7 @@ def measure_coding(folder, budgets=CODING_BUDGETS, variants=(), max_cuts=0, cach
     per_session, caches = {}, {}
     with tempfile.TemporaryDirectory() as workdir:
         for name, blocks, kind in sessions:
-            figures = measure_session(blocks, budgets, variants, max_cuts, workdir)
+            figures = measure_session(blocks, budgets, variants, max_cuts, workdir, every)
             replays = {policy: by_budget[cache_budget] for policy, by_budget in figures.pop("replays").items()
                        if cache_budget in by_budget}
             per_session[name] = dict(figures, blocks=len(blocks), kind=kind)
@@ -950,10 +952,12 @@ def cache_totals(cache):
     return totals
 
 
-def print_coding(figures, max_cuts):
+def print_coding(figures, max_cuts, every=1):
     """Print the recall and cache tables of ``measure_coding``'s figures."""
     budgets, policies = figures["budgets"], figures["policies"]
     sampled = f"at most {max_cuts} a session, evenly spaced" if max_cuts else "all"
+    if every > 1:
+        sampled += f"; the pager run before 1 assistant step in {every}, the cuts among those"
     print(f"Future-reference recall: {len(figures['sessions'])} coding sessions, {figures['cuts']} cut points "
           f"({sampled}; cuts with no needed block left out), {figures['needed']} needed blocks; "
           f"tokens = ceil(chars / 4)")
@@ -1100,6 +1104,20 @@ def event_sides(text, line, next_line=None):
     return before, after, "\n".join(summaries)
 
 
+def json_records(lines, holding=()):
+    """Yield the JSON objects of ``lines`` (a transcript's lines), passing over lines that are not
+    one; with ``holding``, only lines holding one of those strings are parsed."""
+    for line in lines:
+        if holding and not any(mark in line for mark in holding):
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            yield record
+
+
 def thinking_texts(text):
     """Return the texts of a transcript's thinking parts (Claude Code ``thinking``, Codex reasoning summaries).
 
@@ -1107,15 +1125,7 @@ def thinking_texts(text):
     arguments); an assistant block whose text is one of these is its thinking, left out.
     """
     found = set()
-    for line in text.splitlines():
-        if '"thinking"' not in line and '"reasoning"' not in line:
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(record, dict):
-            continue
+    for record in json_records(text.splitlines(), ('"thinking"', '"reasoning"')):
         message = record.get("message") if isinstance(record.get("message"), dict) else {}
         payload = record.get("payload") if isinstance(record.get("payload"), dict) else {}
         parts = message.get("content") if isinstance(message.get("content"), list) else []
@@ -1150,13 +1160,7 @@ def reattached(text, line):
     The lines up to the first assistant record are read.
     """
     found = []
-    for raw in text.splitlines()[line + 1:]:
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            continue
-        if not isinstance(record, dict):
-            continue
+    for record in json_records(text.splitlines()[line + 1:]):
         if record.get("type") == "assistant":
             break
         if record.get("type") == "attachment":
@@ -1446,8 +1450,8 @@ def run_coding(args):
     start = time.perf_counter()
     variants = ([] if args.no_refit else [REFIT]) + args.variant
     figures = measure_coding(args.coding, args.budgets, variants, args.max_cuts, args.cache_budget,
-                             not args.no_cache)
-    print_coding(figures, args.max_cuts)
+                             not args.no_cache, args.every)
+    print_coding(figures, args.max_cuts, args.every)
     print(f"({time.perf_counter() - start:.1f} s)")
     if args.json:
         def rounded(table):
@@ -1481,6 +1485,9 @@ def main(argv=None):
     parser.add_argument("--budgets", type=parse_budgets, default=CODING_BUDGETS, metavar="B,B,...",
                         help="with --coding: the budgets measured (default "
                              + ",".join(map(str, CODING_BUDGETS)) + ")")
+    parser.add_argument("--every", type=int, default=1, metavar="K",
+                        help="with --coding: the pager runs before every K-th assistant step (an agent paging "
+                             "less often), cut points among those steps (default 1: every step)")
     parser.add_argument("--no-refit", action="store_true",
                         help="with --coding, leave out the refit policy (the pager with --target none)")
     parser.add_argument("--cache-budget", type=int, default=CACHE_BUDGET, metavar="TOKENS",
@@ -1497,8 +1504,8 @@ def main(argv=None):
             parser.error("--coding measures coding transcripts: give no LoCoMo folder and no --floor")
         if not Path(args.coding).is_dir():
             parser.error(f"{args.coding} is not a folder")
-        if args.max_cuts < 0 or args.cache_budget < 1:
-            parser.error("--max-cuts must be 0 or more and --cache-budget 1 or more")
+        if args.max_cuts < 0 or args.cache_budget < 1 or args.every < 1:
+            parser.error("--max-cuts must be 0 or more, --cache-budget and --every 1 or more")
         return run_coding(args)
     if args.folder is None:
         parser.error("give a LoCoMo folder, or --coding DIR")

@@ -199,9 +199,10 @@ def pre_compact(event: Dict[str, Any]) -> Dict[str, Any]:
     make_folder(paths.folder)
     # The flag=value form: a request or path starting with "-" must not read as a flag.
     # --work-steps=0: the scores (recorded, not deciding: every block is stored) read the human's
-    # last request alone, not the tens of names of the agent's last steps.
+    # last request alone, not the tens of names of the agent's last steps. --quiet: no hook reads
+    # the per-block records (tens of megabytes on a long session), so none are written.
     argv = [f"--history={transcript}", f"--contract={paths.contract}", "--json", "--before-compaction",
-            "--work-steps=0"]
+            "--work-steps=0", "--quiet"]
     if isinstance(custom, str) and custom.strip():
         argv.append(f"--intent={custom.strip()}")
         intent, intent_from = custom.strip(), "custom_instructions"

@@ -1713,7 +1713,8 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
                  names_of: Callable[[int], Sequence[str]], shown: Container[str] = (),
                  held: Optional[Mapping[str, int]] = None,
                  known: Optional[Mapping[str, str]] = None,
-                 units: Optional[Sequence[Optional[str]]] = None) -> List[RangePage]:
+                 units: Optional[Sequence[Optional[str]]] = None,
+                 built: Optional[Dict[Tuple[Tuple[int, ...], Optional[int]], RangePage]] = None) -> List[RangePage]:
     """Return the range pages of the blocks ``decisions`` paged without a stub (reason RANGED).
 
     Pure. A range page is a run of such blocks: evicted blocks and pages of a compaction
@@ -1727,6 +1728,9 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
     ``known`` maps range ids to the summary an earlier pass gave them: a range with the same
     blocks keeps its line, so the request's prefix stays the same between passes.  A run that is
     one range page read back from an earlier request (kind RANGE) stays that range page.
+    ``built`` (members' positions and topics -> RangePage), when given, keeps the ranges built for
+    a caller that plans again with the same ``shown``, ``held`` and ``known`` (a pass plans its
+    ranges on each fit).
     """
     blocks, turns, actions, reasons = (_column(decisions, n) for n in ("block", "turn", "action", "reason"))
     tokens, kinds, roles = _column(decisions, "tokens"), _column(decisions, "kind"), _column(decisions, "role")
@@ -1763,6 +1767,15 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
         chain.from_iterable(set(names_of(i)) for members in runs for i in members))
 
     def build(members: List[int], topics: Optional[int] = None) -> RangePage:
+        if built is not None:
+            key = (tuple(members), topics)
+            page = built.get(key)
+            if page is None:
+                page = built[key] = make(members, topics)
+            return page
+        return make(members, topics)
+
+    def make(members: List[int], topics: Optional[int] = None) -> RangePage:
         ids = tuple(blocks[i] for i in members)
         one = len(members) == 1 and kinds[members[0]] == RANGE
         rid = ids[0] if one else range_id(ids)
@@ -1778,27 +1791,38 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
                          sum(tokens[i] for i in members), summary, 0)
         return page._replace(cost=line_cost(page.page()))
 
-    ranges = [build(members) for members in runs]
-    total = sum(r.cost for r in ranges)
-    if total > room and len(ranges) > 1:
+    # The lines are built from the newest back while they fit: once the newest k cost more than the
+    # room, every older range is merged whatever it would cost alone, so it is never built alone.
+    count = len(runs)
+    built_alone: List[Optional[RangePage]] = [None] * count
+    after = [0] * (count + 1)  # after[k]: what the lines of ranges k.. cost (from k on, where built)
+    k = count
+    while k > 0:
+        k -= 1
+        page = built_alone[k] = build(runs[k])
+        after[k] = after[k + 1] + page.cost
+        if after[k] > room:
+            break
+    total = after[k]
+    if total > room and count > 1:
         # Merging the two oldest ranges until the lines fit makes one range of the oldest j + 1: find
         # the least such j by halving (a build reads every block it holds, so merging one range at a
-        # time read the oldest blocks again for each merge: quadratic in a long session).
-        after = [0] * (len(ranges) + 1)  # after[k]: what the lines of ranges[k:] cost
-        for k in range(len(ranges) - 1, -1, -1):
-            after[k] = after[k + 1] + ranges[k].cost
-        low, high, found = 1, len(ranges) - 1, None
+        # time read the oldest blocks again for each merge: quadratic in a long session). No j below
+        # k fits (the lines after it alone pass the room).
+        low, high, found = max(1, k), count - 1, None
         while low <= high:
             middle = (low + high) // 2
-            merged = build([i for r in ranges[:middle + 1] for i in r.positions])
+            merged = build([i for members in runs[:middle + 1] for i in members])
             if merged.cost + after[middle + 1] <= room:
                 found, high = (middle, merged), middle - 1
             else:
                 low = middle + 1
-        last = len(ranges) - 1
-        j, merged = found if found is not None else (last, build([i for r in ranges for i in r.positions]))
+        last = count - 1
+        j, merged = found if found is not None else (last, build([i for members in runs for i in members]))
         total = merged.cost + after[j + 1]
-        ranges[:j + 1] = [merged]
+        built_alone[:j + 1] = [merged]
+    ranges: List[RangePage] = [page for page in built_alone if page is not None]
+    assert len(ranges) == len(built_alone)
     if total > room:  # one range left, its line too long: fewer topics (none at worst)
         last = ranges[0]
         for topics in range(RANGE_TOPICS - 1, -1, -1):
@@ -1965,6 +1989,8 @@ class _Scorer:
         self._units: Dict[int, str] = {}      # blocks sharing a unit (a tool call and its results)
         self._stubs: set = set()              # arrived as a page stub, scored on its stored text
         self._range_summaries: Dict[str, str] = {}  # a range page that arrived as a stub -> its summary
+        # the ranges _make_ranges built in this pass, and the kept names they were built against
+        self._built: Tuple[set, Dict[Tuple[Tuple[int, ...], Optional[int]], RangePage]] = (set(), {})
         self._system_texts: Dict[bytes, int] = {}   # under a budget: digest of a system block -> its latest position
         self._system_repeats: Dict[int, str] = {}   # ...and an earlier copy's position -> the later copy's id
         # The text of each block that may end up paged, else None: a block is sure to be
@@ -2392,13 +2418,10 @@ class _Scorer:
         actions = ["retain" if r >= retain_cut else "evict" if r < evict_cut else "page" for r in rs]
         reasons = ["score"] * n
         if self.params.budget is not None and self._units and "evict" in actions:
-            # Under a budget, in a history with tool work, what the agent did and read is never noise
-            # for its score alone: it is paged (a range page costs the index a share of a line); the
-            # harness's own text under the evict cut still goes.
-            kinds = self._kinds
-            for i in compress(range(n), map("evict".__eq__, actions)):
-                if kinds[i] != HARNESS:
-                    actions[i] = "page"
+            # Under a budget, in a history with tool work, nothing is noise for its score alone: what
+            # the agent did and read, and what its harness sent (a skill's body, a reminder), is paged
+            # (a range page costs the index a share of a line); an agent may use any of it again.
+            actions = ["page" if action == "evict" else action for action in actions]
         if self.repeated:
             members: Dict[str, List[int]] = {}
             for i, unit in self._units.items():
@@ -2591,7 +2614,10 @@ class _Scorer:
         known = {rid: summary for rid, (_, summary) in self.previous_ranges.items()}
         known.update(self._range_summaries)
         units = [self._units.get(i) for i in range(len(decisions))] if self._units else None
-        return _plan_ranges(decisions, room, self._range_line_cost, names_of, shown, self._held, known, units)
+        if self._built[0] != shown:  # what the ranges built on a fit before say holds while the kept names do
+            self._built = (shown, {})
+        return _plan_ranges(decisions, room, self._range_line_cost, names_of, shown, self._held, known, units,
+                            self._built[1])
 
     def _range_line_cost(self, page: "StoredPage") -> int:
         """Return what a range page's line costs in the request (and in the page index, with --with-index)."""
@@ -2962,7 +2988,8 @@ class _LastRequest:
 
     def __init__(self, pages: Optional[Callable[[str], Optional["StoredPage"]]] = None) -> None:
         self.pages = pages
-        self.human: Optional[Tuple[str, str, int]] = None  # (text, block id, turn)
+        # (text, block id, turn): the text as the block holds it; its request_words are read for the one that wins
+        self.human: Optional[Tuple[str, str, int]] = None
         self.archived: Optional[Tuple[str, str, int]] = None  # the last human block before a boundary
         self.user: Optional[Tuple[str, str, int]] = None
 
@@ -2973,7 +3000,7 @@ class _LastRequest:
         protected = raw.get("protected")
         if protected == ARCHIVED:
             if raw.get("kind") in FLOORED:  # a human's text, before a compaction boundary (turn 0)
-                self.archived = (_MARKUP.request_words(raw["text"]), str(raw.get("id")), 0)
+                self.archived = (raw["text"], str(raw.get("id")), 0)
             return
         if raw.get("kind") in UNPAGEABLE_KINDS:
             return  # not text anybody wrote: a picture's or carried part's label
@@ -2983,7 +3010,6 @@ class _LastRequest:
             text = page.text if page is not None else None
         if text is None:
             return
-        text = _MARKUP.request_words(text)  # a slash command's words, not its tags; no IDE's open tabs
         found = (text, str(raw.get("id")), raw.get("turn") if _is_int(raw.get("turn")) else 0)
         if _human_text(protected, raw.get("kind")):
             self.human = found
@@ -2991,15 +3017,17 @@ class _LastRequest:
 
     def intent(self) -> Optional[Intent]:
         """Return the Intent of the message found, or None."""
+        # A slash command's words, not its tags; no IDE's open tabs (read for the one message that wins).
         if self.human is not None:
             text, block, turn = self.human
-            return Intent(intent_keywords([text]), "last human message", block=block, turn=turn)
+            return Intent(intent_keywords([_MARKUP.request_words(text)]), "last human message", block=block, turn=turn)
         if self.archived is not None:
             text, block, turn = self.archived
-            return Intent(intent_keywords([text]), "last human message (before the compaction boundary)",
-                          block=block, turn=turn)
+            return Intent(intent_keywords([_MARKUP.request_words(text)]),
+                          "last human message (before the compaction boundary)", block=block, turn=turn)
         if self.user is not None:
             text, block, turn = self.user
+            text = _MARKUP.request_words(text)
             if _MARKUP_TAG.match(text.lstrip()):
                 text = _MARKUP_TAG.sub(" ", text)
             return Intent(intent_keywords([text]), "last user message", block=block, turn=turn)
@@ -8701,9 +8729,17 @@ class PageStore:
                                      % ",".join("?" * len(part)), part).fetchall()
         return rows
 
-    def newest(self, tokens: int, among: Container[str]) -> List[Tuple[str, int, str, Optional[str], str]]:
-        """Return (block, turn, role, kind, text) of the pages of blocks ``among``, newest first, until their
-        tokens reach ``tokens`` (range pages left out).
+    def count(self) -> int:
+        """Return how many pages the store holds (range pages' rows left out), in one query."""
+        try:
+            return self._db.execute("SELECT count(*) FROM pages WHERE kind IS NOT ?", (RANGE,)).fetchone()[0]
+        except sqlite3.Error as exc:
+            raise _store_error(self.path, exc, "reading") from None
+
+    def newest(self, tokens: int, among: Optional[Container[str]] = None
+               ) -> List[Tuple[str, int, str, Optional[str], str]]:
+        """Return (block, turn, role, kind, text) of the pages of blocks ``among`` (None: every page), newest
+        first, until their tokens reach ``tokens`` (range pages left out).
 
         Newest is the order the passes stored them, which is the session's order (a pass stores its
         pages in the history's order; a page stored again moves to the end).
@@ -8716,7 +8752,7 @@ class PageStore:
             for block, turn, role, kind, size, text in cursor:
                 if read >= tokens:
                     break
-                if block in among:
+                if among is None or block in among:
                     rows.append((block, turn, role, kind, text))
                     read += size
         except sqlite3.Error as exc:
@@ -11465,8 +11501,10 @@ def _emit_records(args: argparse.Namespace, stderr, decisions: Sequence[Decision
 def _injected_index(contract: str, store: Optional[str], intent: Optional[str], tokens: int) -> str:
     """Return the index to inject after a compaction (see compaction_index), read from the contract and store.
 
-    The contract is read once; the store gives every page's turn and size in one query and the
-    text of the newest pages (up to INDEX_SCAN_TOKENS), whose names the index weighs.
+    The store says whether the last pass left it (its stamp): then every page in it is a paged
+    block, counted in one query, and the contract is not read; else the contract says which blocks
+    are paged. Then the text of the newest pages (up to INDEX_SCAN_TOKENS), whose names the index
+    weighs, in one query read until that much.
     """
     _refuse_link(contract, "contract")
     if not os.path.exists(contract):
@@ -11474,26 +11512,28 @@ def _injected_index(contract: str, store: Optional[str], intent: Optional[str], 
     store_path = store or _default_store_path(contract)
     _check_paths(None, contract, store_path, None)
     opened = PageStore.open(store_path, create=False)
+    among: Optional[Container[str]] = None  # the paged blocks, when not every page in the store is one
     if opened is not None and opened.matches(_contract_stamp(contract)):
-        paged = [block for block, _, _ in opened.sizes()]  # a pass left them so: nothing since
+        count = opened.count()  # a pass left them so: nothing since
     else:  # a recall or an older pager since: the contract says which blocks are paged
         if opened is not None:
             opened.close()
         state = contract_state(contract)
         store_path = _resolve_store(contract, store, state)
         _check_paths(None, contract, store_path, None)
-        paged = [block for block, action in state.directives.items() if action == "page"]
-        opened = PageStore.open(store_path, create=False) if paged else None
+        among = {block for block, action in state.directives.items() if action == "page"}
+        count = len(among)
+        opened = PageStore.open(store_path, create=False) if among else None
     hint = _recall_hint("ID", os.path.abspath(contract), os.path.abspath(store) if store else None)
     find = hint.replace(" recall ID ", ' search "NAME" ', 1)
-    head = (f"[prosecode context pager] {len(paged)} blocks from before the compaction are stored verbatim. "
+    head = (f"[prosecode context pager] {count} blocks from before the compaction are stored verbatim. "
             f"Find one by a name below or any word: {find} ; read it: {hint}. Lines: turn: page ids: names.")
-    if opened is None or not paged:
+    if opened is None or not count:
         if opened is not None:
             opened.close()
         return compaction_index([], head, tokens)
     try:
-        rows = opened.newest(INDEX_SCAN_TOKENS, set(paged))
+        rows = opened.newest(INDEX_SCAN_TOKENS, among)
     finally:
         opened.close()
     words = _unescaped_breaks(intent or "").lower()
@@ -11730,8 +11770,9 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
     earlier = _state_of(args.contract, text) if text is not None else None
     recorded = earlier.values.get("pager-format") if earlier is not None else None
     recorded = recorded if isinstance(recorded, str) else None
-    reading = _open_history(args.history, args.format, recorded, earlier.harness if earlier is not None else (),
-                            params.before_compaction)
+    with _collector_held():  # reading builds a million objects on a long log, and no cycles (see _collector_held)
+        reading = _open_history(args.history, args.format, recorded, earlier.harness if earlier is not None else (),
+                                params.before_compaction)
     if args.with_index and reading.conversation is not None:
         raise PagerError(f"--with-index is for the pager format; for {reading.fmt}, list pages with "
                          "'pager.py index'")
@@ -12016,6 +12057,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         stderr.write(f"pager: error: out of memory while paging; blocks may hold at most {MAX_BLOCK_CHARS:,} "
                      "characters (see the README's limits)\n")
         return EXIT_INPUT
+    except BrokenPipeError:  # the reader left (``index | head``): what it asked for is printed, files written first
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stdout.fileno())  # so the interpreter's last flush at exit finds no pipe
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -224,3 +224,21 @@ def test_the_console_script_names_itself_in_usage(tmp_path):
 def test_flags_that_would_decide_nothing_are_refused(cli, tmp_path, flags, needle):
     _refused(cli("--history", ASSET, "--contract", tmp_path / "c.limn", "--now", NOW, *flags), needle)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):
+    """`pager.py index ... | head -n 1`: the reader closes the pipe after one line; the command stops
+    quietly with exit 0 (its contract and store were written before it printed)."""
+    contract, history = tmp_path / "c.limn", tmp_path / "h.json"
+    blocks = [{"id": f"b{i}", "turn": i, "role": "user", "text": f"note {i} about the pager"} for i in range(3000)]
+    history.write_text(json.dumps({"intent_ir": ["pager"], "blocks": blocks}))
+    first = subprocess.run([sys.executable, str(SCRIPTS / "pager.py"), "--history", str(history), "--contract",
+                            str(contract), "--now", NOW, "--quiet", "--retain-cut", "1", "--evict-cut", "0"],
+                           capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr  # some 3,000 index lines: more than a pipe holds
+    shell = (f'"{sys.executable}" "{SCRIPTS / "pager.py"}" index --contract "{contract}" | head -n 1; '
+             'echo "exit=${PIPESTATUS[0]}" >&2')
+    result = subprocess.run(["bash", "-c", shell], capture_output=True, text=True)
+    assert result.stdout.startswith("Paged blocks: 299") and result.stdout.count("\n") == 1
+    assert "Traceback" not in result.stderr and "BrokenPipeError" not in result.stderr
+    assert result.stderr.strip().endswith("exit=0")

@@ -140,3 +140,39 @@ def test_a_type_that_cannot_be_fingerprinted_is_read_every_call():
     assert engine._fingerprint([{"role": "user", "content": Text("hi")}]) is None
     assert engine._fingerprint([{"role": "user", "content": True}]) != engine._fingerprint(
         [{"role": "user", "content": 1}])
+
+
+def _coding_list(reads_count):
+    """Return a Chat list of one request and ``reads_count`` file reads (call and result), for range pages."""
+    msgs = [{"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "Fix the invoice rounding in the billing module."}]
+    for k in range(reads_count):
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [{
+            "id": f"call_{k}", "type": "function",
+            "function": {"name": "read_file", "arguments": f'{{"path": "src/mod{k}.py"}}'}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"call_{k}",
+                     "content": "\n".join(f"def helper_{k}_{j}(x):\n    return x.field_{k}_{j}" for j in range(12))})
+    return msgs
+
+
+def test_a_range_pages_topics_follow_a_text_edited_in_place(monkeypatch):
+    """A text's names (range topics) are remembered keyed by the text itself: an edited one is read anew."""
+    def steps():
+        messages = _coding_list(30)
+
+        def edited_and_grown():
+            messages[11]["content"] = messages[11]["content"].replace("helper_", "zanzibar_")  # in place
+            messages.extend(_coding_list(31)[-2:])
+            return messages
+        return [lambda: messages, edited_and_grown]
+
+    def run():
+        agent = engine.Pager(1500)
+        return [(copy.deepcopy(r.messages), r.report.counts) for r in (agent.compact(step()) for step in steps())]
+
+    cached = run()
+    ranges = [m["content"] for m in cached[1][0] if isinstance(m.get("content"), str) and "| range |" in m["content"]]
+    assert any("zanzibar_4_" in line for line in ranges)  # the edited text's names, not the old ones
+    assert not any("helper_4_" in line for line in ranges)
+    monkeypatch.setattr(engine, "_fingerprint", lambda value: None)  # the reference: nothing kept between calls
+    assert cached == run()

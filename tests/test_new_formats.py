@@ -13,11 +13,11 @@ import pytest
 
 import api_rules
 from conftest import ROOT
+from test_real_transcripts import LATER, NOW, round_trip, run  # one pass, and a pass over what it emitted
 
 FIXTURES = ROOT / "tests" / "fixtures" / "transcripts"
 NEW = ROOT.parent / "shared" / "data" / "transcripts-new"
 REAL = sorted(p for p in NEW.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl")) if NEW.is_dir() else []
-NOW, LATER = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
 # fixture -> (the format it is read as, the format written back)
 CASES = {"gemini_cli_session.json": ("gemini-cli", "gemini"), "gemini_cli_session.jsonl": ("gemini-cli", "gemini"),
          "copilot_cli_events.jsonl": ("copilot-cli", "openai"), "copilot_cli_legacy.json": ("copilot-cli", "openai"),
@@ -30,20 +30,6 @@ needs_real = pytest.mark.skipif(not REAL, reason=f"{NEW} not found (the project 
 def read(pager, name):
     text = (FIXTURES / name).read_text(encoding="utf-8")
     return pager.load(text, pager.detect_format(text))
-
-
-def run(cli, history, contract, now, *flags):
-    result = cli("--history", history, "--contract", contract, "--now", now, "--json", *flags)
-    assert result.code == 0, result.err[-400:]
-    return result, json.loads(result.out)
-
-
-def round_trip(cli, tmp_path, path, flags):
-    """A pass with --emit, then its output fed back on the same contract."""
-    contract, emitted = tmp_path / "c.limn", tmp_path / "out.json"
-    first, s1 = run(cli, path, contract, NOW, *flags, "--emit", emitted)
-    again, s2 = run(cli, emitted, contract, LATER, *flags)
-    return first, s1, s2, json.loads(emitted.read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -140,7 +126,7 @@ def test_human_requests_are_told_from_the_harness_text(cli, pager, tmp_path, nam
 @pytest.mark.parametrize("budget", [None, 400, 150])
 def test_pass_is_valid_budgeted_stable_and_recall_exact(cli, pager, tmp_path, name, budget):
     flags = ["--budget", str(budget)] if budget else []
-    first, s1, s2, emitted = round_trip(cli, tmp_path, FIXTURES / name, flags)
+    first, s1, _, s2, emitted, _ = round_trip(cli, tmp_path, FIXTURES / name, flags)
     fmt, written = CASES[name]
     assert s1["format"] == fmt and s2["format"] == written
     assert CHECKS[written](emitted) == [] and pager.validate(written, emitted) == []
@@ -228,7 +214,7 @@ def test_an_open_call_may_end_the_gemini_request(pager):
 @needs_real
 @pytest.mark.parametrize("path", REAL, ids=[str(p.relative_to(NEW)) if REAL else "" for p in REAL])
 def test_real_sessions_pass_valid_budgeted_stable_and_recall_exact(cli, pager, tmp_path, path):
-    first, s1, s2, emitted = round_trip(cli, tmp_path, path, ["--budget", "8000"])
+    first, s1, _, s2, emitted, _ = round_trip(cli, tmp_path, path, ["--budget", "8000"])
     written = {"gemini-cli": "gemini", "copilot-cli": "openai", "opencode": "openai"}[s1["format"]]
     assert CHECKS[written](emitted) == [] and s2["format"] == written and (s2["new"], s2["moved"]) == (0, 0)
     assert s1["tokens_after"] <= 8000 and s2["estimated_context_tokens"] <= 8000

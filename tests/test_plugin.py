@@ -498,3 +498,20 @@ def test_claude_mcp_list_connects_to_the_server_with_no_mcp_package(tmp_path):
     line = next(line for line in listed.stdout.splitlines() if "prosecode-pager" in line)
     assert line.startswith("plugin:prosecode-context-pager:prosecode-pager: python3 ")
     assert line.endswith("scripts/mcp_server.py - ✔ Connected"), line
+
+
+def test_benchmark_hooks_times_a_real_log_in_place_against_the_targets(tmp_path, capsys):
+    """--transcript runs both hooks on a given Claude Code log (left unchanged) and prints each hook's
+    time against issue 28's targets."""
+    log = tmp_path / "session.jsonl"
+    shutil.copy(ROOT / "tests" / "fixtures" / "transcripts" / "claude_code_session.jsonl", log)
+    before = log.read_bytes()
+    assert _benchmark().main(["--transcript", str(log), "--repeats", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "session: session.jsonl" in printed and "a real log, read in place" in printed
+    assert re.search(r"PreCompact: best [\d.]+ s.*target <= 2\.5 s: (met|MISSED)", printed)
+    assert re.search(r"SessionStart: best [\d.]+ s.*target <= 0\.5 s: (met|MISSED)", printed)
+    assert log.read_bytes() == before
+    with pytest.raises(SystemExit) as exc:
+        _benchmark().main(["--transcript", str(tmp_path / "missing.jsonl")])
+    assert exc.value.code == 2

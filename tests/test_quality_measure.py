@@ -280,6 +280,16 @@ def test_coding_budgets_and_no_refit_narrow_the_run_to_what_is_asked(bq, tmp_pat
     assert sample["budgets"] == [8000] and list(sample["recall"]["pager"]) == ["8000"]
     assert sample["recall"]["pager"]["8000"] == full["recall"]["pager"]["8000"]  # the same passes at 8000
     assert "all at 8000: recall >= window" in printed and "all at 4000" not in printed
+    sparse = tmp_path / "sparse.json"
+    assert bq.main(["--coding", str(folder), "--json", str(sparse), "--no-cache", "--budgets", "8000",
+                    "--no-refit", "--every", "2"]) == 0
+    assert "the pager run before 1 assistant step in 2" in capsys.readouterr().out
+    steps = bq.assistant_steps(coding_session())
+    assert json.loads(sparse.read_text())["cuts"] <= len(bq.cut_steps(steps, 0, 2)) <= (len(steps) + 1) // 2
+    assert all(k % 2 == 0 for k in bq.cut_steps(steps, 0, 2)) and bq.cut_steps(steps, 0, 1) == bq.cut_steps(steps)
+    with pytest.raises(SystemExit) as exc:
+        bq.main(["--coding", str(folder), "--every", "0"])
+    assert exc.value.code == 2
     for bad in ("8000,4000", "0", "x", "8000,8000"):
         with pytest.raises(SystemExit) as exc:
             bq.main(["--coding", str(folder), "--budgets", bad])
