@@ -990,7 +990,7 @@ def _name_tier(role: str, call: bool, name: str) -> int:
 
 
 def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Container[str] = (),
-                  held: Optional[Mapping[str, int]] = None) -> List[Tuple[str, int, int]]:
+                  held: Optional[Mapping[str, int]] = None, limit: Optional[int] = None) -> List[Tuple[str, int, int]]:
     """Return (name, tier, age) of the distinctive names of ``rows``, the likeliest needed first: the
     one ranking of names to show (the injected index, a range page's topics).
 
@@ -1003,6 +1003,7 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
     left); within each, by tier (_name_tier: what the agent wrote and the files it acted on are what
     it takes up again), then the newest row first, a path or dotted name before a word, then
     alphabetically. A part of a compound ranked earlier is not ranked again (the whole shows it).
+    ``limit``: the first that many only (taken from a heap: a long range holds thousands of names).
 
     Example:
         >>> _ranked_names([("tool", False, ("docs/rounding.md", "rounding")),
@@ -1016,7 +1017,8 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
             ages = holders.setdefault(name, [])
             if len(ages) <= RARE_HOLDERS:  # past that a name is out: its holders are not counted further
                 ages.append(age)
-            tier = _name_tier(role, call, name)
+            # _name_tier, inlined: this runs for every name of every block of a range
+            tier = TIER_READ if role != "assistant" else TIER_AGENT if not call or "/" in name else TIER_CALL
             if tier < tiers.get(name, TIER_READ + 1):
                 tiers[name] = tier
 
@@ -1030,9 +1032,15 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
         return count > RARE_HOLDERS
 
     # Rare names first; a page's paths and dotted names before its words: the whole name shows its parts.
-    ranked = sorted((common(name, ages), tiers[name], ages[0], not _COMPOUND_BREAK.search(name), name)
-                    for name, ages in holders.items()
-                    if name not in known and name.strip("_") and (_INDEX_CODE.search(name) or len(name) >= INDEX_WORD_CHARS))
+    keys = [(common(name, ages), tiers[name], ages[0], not _COMPOUND_BREAK.search(name), name)
+            for name, ages in holders.items()
+            if name not in known and name.strip("_") and (_INDEX_CODE.search(name) or len(name) >= INDEX_WORD_CHARS)]
+    if limit is None:
+        keys.sort()
+        ranked: Iterable[tuple] = keys
+    else:
+        heapq.heapify(keys)  # the same order, taken only as far as ``limit`` names need
+        ranked = (heapq.heappop(keys) for _ in range(len(keys)))
     shown: set = set()
     names = []
     for _, tier, age, _, name in ranked:
@@ -1042,6 +1050,8 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
         if _COMPOUND_BREAK.search(name):  # "totals" is said by src/billing/totals.py
             shown.update(_COMPOUND_BREAK.split(name))
         names.append((name, tier, age))
+        if limit is not None and len(names) >= limit:
+            break
     return names
 
 
@@ -1706,7 +1716,7 @@ def _range_topics(rows: Sequence[Tuple[str, bool, Iterable[str]]], shown: Contai
         ...               shown={"decimal"}, held={"rounding_mode": 1, "totals": 2})
         ['src/totals.py', 'rounding_mode']
     """
-    return [name for name, _, _ in _ranked_names(rows, shown, held)[:RANGE_TOPICS]]
+    return [name for name, _, _ in _ranked_names(rows, shown, held, RANGE_TOPICS)]
 
 
 def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[["StoredPage"], int],
