@@ -161,7 +161,8 @@ def test_a_range_pages_topics_follow_a_text_edited_in_place(monkeypatch):
         messages = _coding_list(30)
 
         def edited_and_grown():
-            messages[11]["content"] = messages[11]["content"].replace("helper_", "zanzibar_")  # in place
+            call = messages[58]["tool_calls"][0]["function"]  # the newest paged read's call: its path leads the topics
+            call["arguments"] = call["arguments"].replace("src/mod28.py", "src/zanzibar28.py")  # in place
             messages.extend(_coding_list(31)[-2:])
             return messages
         return [lambda: messages, edited_and_grown]
@@ -172,7 +173,7 @@ def test_a_range_pages_topics_follow_a_text_edited_in_place(monkeypatch):
 
     cached = run()
     ranges = [m["content"] for m in cached[1][0] if isinstance(m.get("content"), str) and "| range |" in m["content"]]
-    assert any("zanzibar_4_" in line for line in ranges)  # the edited text's names, not the old ones
-    assert not any("helper_4_" in line for line in ranges)
+    assert any("src/zanzibar28.py" in line for line in ranges)  # the edited text's names, not the old ones
+    assert not any("src/mod28.py" in line for line in ranges)
     monkeypatch.setattr(engine, "_fingerprint", lambda value: None)  # the reference: nothing kept between calls
     assert cached == run()
