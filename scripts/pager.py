@@ -1010,30 +1010,39 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
         ...                ("assistant", True, ("src/totals.py", "totals", "quantize"))])
         [('src/totals.py', 0, 1), ('quantize', 1, 1), ('docs/rounding.md', 2, 0)]
     """
-    holders: Dict[str, List[int]] = {}
-    tiers: Dict[str, int] = {}
-    for age, (role, call, found) in enumerate(rows):
-        for name in found:
-            ages = holders.setdefault(name, [])
-            if len(ages) <= RARE_HOLDERS:  # past that a name is out: its holders are not counted further
-                ages.append(age)
-            # _name_tier, inlined: this runs for every name of every block of a range
-            tier = TIER_READ if role != "assistant" else TIER_AGENT if not call or "/" in name else TIER_CALL
-            if tier < tiers.get(name, TIER_READ + 1):
-                tiers[name] = tier
+    # Built with dict and Counter updates (C loops): a merged range holds thousands of names.
+    rows = [(role, call, tuple(found)) for role, call, found in rows]
+    newest: Dict[str, int] = {}  # a name -> the newest row holding it
+    for age in range(len(rows) - 1, -1, -1):
+        newest.update(dict.fromkeys(rows[age][2], age))
+    counted: List[Counter] = []  # how many rows hold each name, counted when first asked
 
-    def common(name: str, ages: List[int]) -> bool:
+    def rows_holding(name: str) -> int:
+        if not counted:
+            counted.append(Counter(chain.from_iterable(found for _, _, found in rows)))
+        return counted[0][name]
+    # Each name's best tier (_name_tier): the worst first, each better one written over it.
+    tiers: Dict[str, int] = dict.fromkeys(chain.from_iterable(f for role, _, f in rows if role != "assistant"),
+                                          TIER_READ)
+    for role, call, found in rows:
+        if role == "assistant" and call:
+            tiers.update((name, TIER_AGENT if "/" in name else TIER_CALL) for name in found
+                         if tiers.get(name, TIER_READ) > TIER_AGENT)
+    tiers.update(dict.fromkeys(chain.from_iterable(f for role, call, f in rows if role == "assistant" and not call),
+                               TIER_AGENT))
+
+    def common(name: str) -> bool:
         if held is None:
-            return len(ages) > RARE_HOLDERS
+            return rows_holding(name) > RARE_HOLDERS
         count = held.get(name)
         if count is None:  # a compound: held by no more blocks than its rarest part
             parts = [held[part] for part in _COMPOUND_BREAK.split(name) if part in held]
-            count = min(parts) if parts else len(ages)
+            count = min(parts) if parts else rows_holding(name)
         return count > RARE_HOLDERS
 
     # Rare names first; a page's paths and dotted names before its words: the whole name shows its parts.
-    keys = [(common(name, ages), tiers[name], ages[0], not _COMPOUND_BREAK.search(name), name)
-            for name, ages in holders.items()
+    keys = [(common(name), tiers[name], age, not _COMPOUND_BREAK.search(name), name)
+            for name, age in newest.items()
             if name not in known and name.strip("_") and (_INDEX_CODE.search(name) or len(name) >= INDEX_WORD_CHARS)]
     if limit is None:
         keys.sort()
