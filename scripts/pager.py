@@ -975,20 +975,6 @@ class _IndexName(NamedTuple):
     turn: int    # ...and turn
 
 
-def _name_tier(role: str, call: bool, name: str) -> int:
-    """Return what a block says of ``name``, one of its names: TIER_AGENT when the agent wrote it (an
-    assistant message, or a path a tool call named), TIER_CALL for a tool call's other names,
-    else TIER_READ. ``call``: the block is a tool call.
-
-    Example:
-        >>> _name_tier("assistant", True, "src/totals.py"), _name_tier("assistant", True, "quantize")
-        (0, 1)
-    """
-    if role != "assistant":
-        return TIER_READ
-    return TIER_AGENT if not call or "/" in name else TIER_CALL
-
-
 def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Container[str] = (),
                   held: Optional[Mapping[str, int]] = None, limit: Optional[int] = None) -> List[Tuple[str, int, int]]:
     """Return (name, tier, age) of the distinctive names of ``rows``, the likeliest needed first: the
@@ -1000,8 +986,9 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
     reads it elsewhere). Order: the rare names (held by at most RARE_HOLDERS blocks: of ``held``,
     the whole history's count, when given, a compound counted as its rarest part; else of the rows)
     first, then the others (a name many blocks hold is no pointer to one: they fill what room is
-    left); within each, by tier (_name_tier: what the agent wrote and the files it acted on are what
-    it takes up again), then the newest row first, a path or dotted name before a word, then
+    left); within each, by tier (a name's best over its rows: TIER_AGENT in an assistant message that
+    is no tool call, or a path a tool call names; TIER_CALL for a tool call's other names; TIER_READ
+    in any other row: what the agent wrote and the files it acted on are what it takes up again), then the newest row first, a path or dotted name before a word, then
     alphabetically. A part of a compound ranked earlier is not ranked again (the whole shows it).
     ``limit``: the first that many only (taken from a heap: a long range holds thousands of names).
 
@@ -1021,7 +1008,7 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
         if not counted:
             counted.append(Counter(chain.from_iterable(found for _, _, found in rows)))
         return counted[0][name]
-    # Each name's best tier (_name_tier): the worst first, each better one written over it.
+    # Each name's best tier: the worst first, each better one written over it.
     tiers: Dict[str, int] = dict.fromkeys(chain.from_iterable(f for role, _, f in rows if role != "assistant"),
                                           TIER_READ)
     for role, call, found in rows:
