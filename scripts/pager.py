@@ -1827,8 +1827,7 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
         j, merged = found if found is not None else (last, build([i for members in runs for i in members]))
         total = merged.cost + after[j + 1]
         built_alone[:j + 1] = [merged]
-    ranges: List[RangePage] = [page for page in built_alone if page is not None]
-    assert len(ranges) == len(built_alone)
+    ranges: List[RangePage] = built_alone  # type: ignore[assignment]  # each built, or merged into the first
     if total > room:  # one range left, its line too long: fewer topics (none at worst)
         last = ranges[0]
         for topics in range(RANGE_TOPICS - 1, -1, -1):
@@ -8591,6 +8590,17 @@ def _refuse_link(path: str, what: str) -> None:
                          "(name the file itself)")
 
 
+def _check_output_file(path: str, flag: str) -> None:
+    """Refuse a file a flag names for the pass to write: a link, a directory, or one in a missing folder."""
+    _refuse_link(path, f"{flag} path")
+    if os.path.isdir(path):
+        raise PagerError(f"{path}: {flag} names a directory; name the file to write")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        owner = flag + ("'" if flag.endswith("s") else "'s")
+        raise PagerError(f"{path}: {owner} folder {_show(parent)} does not exist")
+
+
 class PageStore:
     """The SQLite file holding paged blocks' original text; owner-only, evicted text wiped.
 
@@ -9686,12 +9696,7 @@ def _check_paths(history: Optional[str], contract: str, store: Optional[str], em
     if store is not None:
         _refuse_link(store, "page store")
     if emit is not None:
-        _refuse_link(emit, "--emit path")
-        if os.path.isdir(emit):
-            raise PagerError(f"{emit}: --emit names a directory; name the file to write")
-        parent = os.path.dirname(os.path.abspath(emit))
-        if not os.path.isdir(parent):
-            raise PagerError(f"{emit}: --emit's folder {_show(parent)} does not exist")
+        _check_output_file(emit, "--emit")
     named = [(what, path) for what, path in (("--history", history if history != "-" else None),
                                              ("--contract", contract), ("the page store", store),
                                              ("--emit", emit)) if path is not None]
@@ -11464,12 +11469,7 @@ def _check_records_path(args: argparse.Namespace, store_path: str) -> None:
     path = args.records
     if path is None:
         return
-    _refuse_link(path, "--records path")
-    if os.path.isdir(path):
-        raise PagerError(f"{path}: --records names a directory; name the file to write")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise PagerError(f"{path}: --records' folder {_show(parent)} does not exist")
+    _check_output_file(path, "--records")
     for what, other in (("--history", args.history if args.history != "-" else None), ("--contract", args.contract),
                         ("the page store", store_path), ("--emit", args.emit)):
         if other is not None and _same_file(path, other):
