@@ -145,7 +145,13 @@ RANGE_DIGITS = 12
 RANGE_REASON = "range; "   # the reason recorded with a range page's id in paged-blocks
 DEFAULT_INDEX_SHARE = 0.1  # the range pages' lines may take this share of the budget
 DEFAULT_RECENT_SHARE = 0.0  # in a history with tool work, recency fills this share of the room first (fit_budget)
-RANGE_TOPICS = 8           # at most this many names (topics) a range page's line lists
+RANGE_TOPICS = 8           # a range page's line lists this many names (topics), more in room the lines leave
+LINES_SHARE = 0.5          # the range lines are planned in this share of the index's room; the rest lists more names
+TOPIC_RATE_STEPS = 8       # ...names per block a range holds, in steps of 1/this (up to 2 a block)
+# Only the first range line of a request says how to recall (the command, then this when there are
+# more): the others are recalled the same way, and a command on every line would cost the index a
+# third of its room.
+RANGE_HINT_TAIL = "; the same for any range id"
 # A lone UTF-16 surrogate: valid in a JSON string ("\ud83d", where a log cut a long output inside an
 # emoji), not in UTF-8, so no page store can hold it.  A block holding one is never paged (reason
 # UNSTORABLE when it would have been), and the files the pager writes keep it as its JSON escape.
@@ -874,9 +880,13 @@ def make_stub(page: "StoredPage", hint: str, newer: Optional[str] = None, edge: 
         '[paged b4 | turn 8 | assistant | 19 tokens] Fixed the index helper. (recall: python3 scripts/pager.py recall b4 --contract C.limn)'
         >>> make_stub(page, "the recall tool", newer="b9")
         '[paged b4 | turn 8 | assistant | 19 tokens] Fixed the index helper. (newer copy: b9; recall: the recall tool)'
+
+    A range page's line (kind RANGE) says how to recall only with a ``hint``: a request gives it
+    to its first range line alone (see range_stubs).
     """
-    if page.kind == RANGE:  # a range page's line: its summary is the rest of the line (see range_line)
-        return f"[paged {page.block} | turn {page.turn} | {RANGE} | {page.summary} (recall: {hint})"
+    if page.kind == RANGE:  # a range page's line: its summary is the rest of the line (see range_summary)
+        line = f"[paged {page.block} | turn {page.turn} | {RANGE} | {page.summary}"
+        return line + (f" (recall: {hint})" if hint else "")
     where = f"newer copy: {newer}; " if newer is not None else ""
     ends = _giant_parts(page.text, edge)
     if ends is not None:
@@ -898,6 +908,9 @@ def range_id(members: Sequence[str]) -> str:
     return RANGE_PREFIX + digest[:RANGE_DIGITS]
 
 
+TOPICS_MARK = "] topics: "  # in a range page's summary, what ends its counts and opens its topics
+
+
 def range_summary(first_turn: int, last_turn: int, count: int, tokens: int, topics: Sequence[str]) -> str:
     """Return a range page's summary: the rest of its index line after ``[paged ID | turn T | range | ``.
 
@@ -905,8 +918,8 @@ def range_summary(first_turn: int, last_turn: int, count: int, tokens: int, topi
         >>> range_summary(3, 9, 14, 5210, ["src/totals.py", "typeerror"])
         'turns 3-9 | 14 blocks | 5210 tokens] topics: src/totals.py, typeerror'
     """
-    head = f"turns {first_turn}-{last_turn} | {count} blocks | {tokens} tokens]"
-    return head + (" topics: " + ", ".join(topics) if topics else "")
+    head = f"turns {first_turn}-{last_turn} | {count} blocks | {tokens} tokens"
+    return head + (TOPICS_MARK + ", ".join(topics) if topics else "]")
 
 
 class RangePage(NamedTuple):
@@ -932,6 +945,29 @@ class RangePage(NamedTuple):
         """Return the range page as JSON: id, members, turns, tokens, summary."""
         return {"id": self.id, "members": list(self.members), "turns": [self.first_turn, self.last_turn],
                 "tokens": self.tokens, "summary": self.summary}
+
+
+def _first_range_line(line: str, many: bool) -> str:
+    """Return ``line``, a range page's line with its recall hint, as a request's first range line:
+    with RANGE_HINT_TAIL inside the hint's parentheses when the request holds ``many`` range lines."""
+    return line[:-1] + RANGE_HINT_TAIL + ")" if many else line
+
+
+def range_stubs(ranges: Sequence[RangePage], hint: Callable[[str], str]) -> List[str]:
+    """Return the lines of ``ranges`` (a request's, oldest first) as the request shows them: the
+    first says how to recall it, and the other ranges (RANGE_HINT_TAIL) when there are more; the
+    rest list only their blocks.
+
+    Example:
+        >>> a = RangePage("r-1", ("b1", "b2"), (0, 1), 1, 2, 90, range_summary(1, 2, 2, 90, ["totals"]), 0)
+        >>> b = a._replace(id="r-2", summary=range_summary(4, 4, 1, 40, []))
+        >>> for line in range_stubs([a, b], lambda rid: f"recall {rid}"):
+        ...     print(line)
+        [paged r-1 | turn 1 | range | turns 1-2 | 2 blocks | 90 tokens] topics: totals (recall: recall r-1; the same for any range id)
+        [paged r-2 | turn 1 | range | turns 4-4 | 1 blocks | 40 tokens]
+    """
+    return [_first_range_line(make_stub(r.page(), hint(r.id)), len(ranges) > 1) if k == 0 else make_stub(r.page(), "")
+            for k, r in enumerate(ranges)]
 
 
 def _newer_copy(reason: str) -> Optional[str]:
@@ -1701,18 +1737,18 @@ def _previous_actions(decisions: List[Decision], stub_tokens: List[int],
 
 
 def _range_topics(rows: Sequence[Tuple[str, bool, Iterable[str]]], shown: Container[str],
-                  held: Mapping[str, int]) -> List[str]:
+                  held: Mapping[str, int], limit: int = RANGE_TOPICS) -> List[str]:
     """Return a range page's topics: the names of its blocks the kept context does not show, the
     likeliest needed first (_ranked_names: rare in the history, ``held``; what the agent wrote and
     the paths its tool calls named before its calls' other names, before what it only read);
-    RANGE_TOPICS at most. ``rows``: (role, is a tool call, names) of its blocks, newest first.
+    ``limit`` at most. ``rows``: (role, is a tool call, names) of its blocks, newest first.
 
     Example:
         >>> _range_topics([("tool", False, ("rounding_mode",)), ("assistant", True, ("src/totals.py", "totals"))],
         ...               shown={"decimal"}, held={"rounding_mode": 1, "totals": 2})
         ['src/totals.py', 'rounding_mode']
     """
-    return [name for name, _, _ in _ranked_names(rows, shown, held, RANGE_TOPICS)]
+    return [name for name, _, _ in _ranked_names(rows, shown, held, limit)]
 
 
 def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[["StoredPage"], int],
@@ -1727,10 +1763,12 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
     boundary (in no request) are passed over, any other block ends the run. A long run is cut
     into ranges that grow with age (from the newest: 1, 1, 2, 2, 4, 4, ... pieces, a piece being
     a block or a whole tool unit: ``units``), so recent work gets the finest lines and the index
-    fills its room. Each range costs its line (``line_cost`` of its RangePage.page()); while the lines cost more
-    than ``room``, the two oldest ranges merge into one (the index stays bounded; the newest
-    runs keep the finest lines), and a last range that alone does not fit lists fewer topics
-    (its last ones: _range_topics ranks them). ``names_of`` gives a block's names, compounds included.
+    fills its room. Each range costs its line (``line_cost`` of its RangePage.page()). The lines are
+    planned with RANGE_TOPICS topics each in LINES_SHARE of ``room``: while they cost more, the two
+    oldest ranges merge into one (the index stays bounded; the newest runs keep the finest lines),
+    and a last range that alone does not fit lists fewer topics (its last ones: _range_topics ranks
+    them). The room the lines leave lists more topics: every new line the same number per block
+    it holds, the most that fit ``room``. ``names_of`` gives a block's names, compounds included.
     ``known`` maps range ids to the summary an earlier pass gave them: a range with the same
     blocks keeps its line, so the request's prefix stays the same between passes.  A run that is
     one range page read back from an earlier request (kind RANGE) stays that range page.
@@ -1758,14 +1796,19 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
     for members in reversed(runs):  # newest first: sizes 1, 1, 2, 2, 4, 4, ... pieces
         pieces: List[List[int]] = []
         for i in members:
-            unit = units[i] if units else None
-            if pieces and unit is not None and units[pieces[-1][-1]] == unit:  # type: ignore[index]
+            unit = units[i] if units and kinds[i] != RANGE else None  # a range page read back is a piece alone
+            if pieces and unit is not None and units[pieces[-1][-1]] == unit \
+                    and kinds[pieces[-1][-1]] != RANGE:  # type: ignore[index]
                 pieces[-1].append(i)
             else:
                 pieces.append([i])
         while pieces:
             size = 1 << (len(cut) // 2)
-            taken, pieces = pieces[-size:], pieces[:-size]
+            taken = pieces[-size:]
+            alone = [k for k, piece in enumerate(taken) if kinds[piece[0]] == RANGE]
+            if alone:  # a range page read back stays one range: it ends the range it would have joined
+                taken = taken[alone[-1] + 1:] or taken[-1:]
+            pieces = pieces[:-len(taken)]
             cut.append([i for piece in taken for i in piece])
     runs = cut[::-1]
     known = known or {}
@@ -1790,23 +1833,34 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
             said = [(roles[i], roles[i] == "assistant" and bool(units) and units[i] is not None,  # type: ignore[index]
                      names_of(i))
                     for i in reversed(members)]  # newest first
-            names = _range_topics(said, shown, counts)
+            limit = RANGE_TOPICS if topics is None else topics
+            names = _range_topics(said, shown, counts, limit) if limit else []
             summary = range_summary(min(turns[i] for i in members), max(turns[i] for i in members), len(members),
-                                    sum(tokens[i] for i in members), names[:topics] if topics is not None else names)
+                                    sum(tokens[i] for i in members), names)
         page = RangePage(rid, ids, tuple(members), turns[members[0]], max(turns[i] for i in members),
                          sum(tokens[i] for i in members), summary, 0)
         return page._replace(cost=line_cost(page.page()))
 
     # The lines are built from the newest back while they fit: once the newest k cost more than the
     # room, every older range is merged whatever it would cost alone, so it is never built alone.
+    def planned(page: RangePage) -> int:
+        # A line is planned at what it costs with RANGE_TOPICS topics, over LINES_SHARE: a line an
+        # earlier pass gave more (below) is planned as it was then, so the same ranges come again.
+        head, sep, topics = page.summary.partition(TOPICS_MARK)
+        names = topics.split(", ")
+        if sep and len(names) > RANGE_TOPICS:
+            page = page._replace(summary=head + sep + ", ".join(names[:RANGE_TOPICS]))
+            return int(line_cost(page.page()) / LINES_SHARE)
+        return int(page.cost / LINES_SHARE)
+
     count = len(runs)
     built_alone: List[Optional[RangePage]] = [None] * count
-    after = [0] * (count + 1)  # after[k]: what the lines of ranges k.. cost (from k on, where built)
+    after = [0] * (count + 1)  # after[k]: what the lines of ranges k.. are planned at (from k on, where built)
     k = count
     while k > 0:
         k -= 1
         page = built_alone[k] = build(runs[k])
-        after[k] = after[k + 1] + page.cost
+        after[k] = after[k + 1] + planned(page)
         if after[k] > room:
             break
     total = after[k]
@@ -1819,15 +1873,15 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
         while low <= high:
             middle = (low + high) // 2
             merged = build([i for members in runs[:middle + 1] for i in members])
-            if merged.cost + after[middle + 1] <= room:
+            if planned(merged) + after[middle + 1] <= room:
                 found, high = (middle, merged), middle - 1
             else:
                 low = middle + 1
         last = count - 1
         j, merged = found if found is not None else (last, build([i for members in runs for i in members]))
-        total = merged.cost + after[j + 1]
         built_alone[:j + 1] = [merged]
     ranges: List[RangePage] = built_alone  # type: ignore[assignment]  # each built, or merged into the first
+    total = sum(r.cost for r in ranges)
     if total > room:  # one range left, its line too long: fewer topics (none at worst)
         last = ranges[0]
         for topics in range(RANGE_TOPICS - 1, -1, -1):
@@ -1835,6 +1889,20 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
             if last.cost <= room:
                 break
         ranges[0] = last
+        return ranges
+    # The room the lines leave names more of what the ranges hold: each new line lists the same
+    # number of names per block it holds (RANGE_TOPICS at least), the most that fits (found by
+    # halving: TOPIC_RATE_STEPS); a line an earlier pass gave keeps its text.
+    fresh = [k for k, r in enumerate(ranges) if r.id not in known]
+    rate, step, chosen = 0, TOPIC_RATE_STEPS, []
+    while step and fresh:
+        trial = [build(list(ranges[k].positions), max(RANGE_TOPICS, (rate + step) * len(ranges[k].positions)
+                                                      // TOPIC_RATE_STEPS)) for k in fresh]
+        if total - sum(ranges[k].cost for k in fresh) + sum(r.cost for r in trial) <= room:
+            rate, chosen = rate + step, trial
+        step //= 2
+    for k, r in zip(fresh, chosen):
+        ranges[k] = r
     return ranges
 
 
@@ -2192,9 +2260,9 @@ class _Scorer:
     def _stub_cost(self, block_id: str, turn: int, role: str, kind: Optional[str], tokens: int,
                    matched: Tuple[str, ...], text: str, newer: Optional[str] = None) -> int:
         """Return what the block costs as a stub (and its page-index line, with --with-index)."""
-        if kind == RANGE and block_id in self._range_summaries:
+        if kind == RANGE and block_id in self._range_summaries:  # its own line says how to recall
             return self._range_line_cost(StoredPage(block_id, turn, RANGE, RANGE, tokens, (), "", "",
-                                                    self._range_summaries[block_id], ""))
+                                                    self._range_summaries[block_id], "")) + self._range_hint_cost()
         summary = stub_summary(text, matched, self.params.stub_words)
         page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
         cost = estimate_tokens(self._render_stub(page, newer, _giant_edge(tokens, self.params.budget)))
@@ -2365,7 +2433,7 @@ class _Scorer:
         wanted = [previous[block] for block in decisions.block]
         if any(a not in ACTIONS for a in wanted):
             return False
-        ranged = {b for members, _ in self.previous_ranges.values() for b in members}
+        ranged = self._ranged_before(decisions)
         if self.params.budget is not None:
             kept = sum(t for t, a in zip(decisions.tokens, wanted) if a == "retain")
             kept += sum(stub_tokens[i] for i, a in enumerate(wanted) if a == "page" and decisions.block[i] not in ranged)
@@ -2485,7 +2553,7 @@ class _Scorer:
             # directives) has none yet, and fits the whole budget.
             index_room = self._index_room()
             if target is not None and self.previous:
-                ranged = {b for members, _ in self.previous_ranges.values() for b in members}
+                ranged = self._ranged_before(decisions)
                 chosen, kept = _previous_actions(decisions, stub_tokens, self.previous, ranged)
                 lines = self._range_lines(decisions, chosen, ranged, index_room)
                 self.compacted = kept + lines + reserved > self.params.trigger * self.params.budget
@@ -2506,6 +2574,7 @@ class _Scorer:
                 kept = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
                                   self._floors, self._unpageable, _open_units(self._roles, units),
                                   self.worth, index_room, self.params.recent_share)
+                kept -= self._rerange(decisions, stub_tokens)
                 # the lines get what the fit set aside: less when the system prompt took some of it
                 self.ranges = self._make_ranges(decisions, min(index_room, max(room - kept, 0)))
                 lines = sum(r.cost for r in self.ranges)
@@ -2529,6 +2598,7 @@ class _Scorer:
                 kept = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
                                   self._floors, self._unpageable, _open_units(self._roles, units),
                                   self.worth, 0, self.params.recent_share)
+                kept -= self._rerange(decisions, stub_tokens)
                 if any(r == RANGED and a == "page" for a, r in zip(decisions.action, decisions.reason)):
                     decisions.action[:], decisions.reason[:], self.ranges, self.tokens_after = fitted
                 else:
@@ -2575,16 +2645,45 @@ class _Scorer:
             if reasons[i] not in PROTECTIONS and reasons[i] != "compacted":
                 actions[i], reasons[i] = "retain", CURRENT
 
+    def _ranged_before(self, decisions: "_DecisionTable") -> Set[str]:
+        """Return the blocks an earlier pass left in range pages: the members of its range pages, and
+        the range pages read back from its request (each stays a range page while it is paged)."""
+        ranged = {b for members, _ in self.previous_ranges.values() for b in members}
+        ranged.update(b for b, kind in zip(decisions.block, decisions.kind) if kind == RANGE)
+        return ranged
+
+    def _rerange(self, decisions: "_DecisionTable", stub_tokens: List[int]) -> int:
+        """Make each range page read back that a fit paged with a stub of its own a range page of this
+        pass's again (reason RANGED: its line is one of the index's); return what its stub cost the fit."""
+        freed = 0
+        for i, kind in enumerate(decisions.kind):
+            if kind == RANGE and decisions.action[i] == "page" and decisions.reason[i] not in (RANGED, "compacted"):
+                decisions.reason[i] = RANGED
+                freed += stub_tokens[i]
+        return freed
+
+    def _widest_range(self) -> "StoredPage":
+        """Return the page of a range page whose line without topics is as long as any (five-digit turns)."""
+        return RangePage(RANGE_PREFIX + "0" * RANGE_DIGITS, (), (), 99999, 99999, 0,
+                         range_summary(99999, 99999, 99999, 9999999, ()), 0).page()
+
     def _least_range_line(self) -> int:
-        """Return what one range page's line without topics costs at most (five-digit turns)."""
-        widest = RangePage(RANGE_PREFIX + "0" * RANGE_DIGITS, (), (), 99999, 99999, 0,
-                           range_summary(99999, 99999, 99999, 9999999, ()), 0)
-        return self._range_line_cost(widest.page())
+        """Return what the line of a request's one range page costs at most without topics (five-digit
+        turns), its recall hint included."""
+        return self._range_line_cost(self._widest_range()) + self._range_hint_cost(many=False)
+
+    def _range_hint_cost(self, many: bool = True) -> int:
+        """Return what the recall hint costs the first range line of a request, ``many`` when the
+        request holds more than one (see range_stubs)."""
+        widest = self._widest_range()
+        tail = estimate_tokens(RANGE_HINT_TAIL) if many else 0
+        return estimate_tokens(self._render_stub(widest)) - estimate_tokens(make_stub(widest, "")) + tail + 1
 
     def _index_room(self) -> int:
         """Return the tokens the range pages' lines may take: the index share of the budget, and at
-        least one line without topics (a budget too small for that is one line over)."""
-        return max(int(self.params.index_share * self.params.budget), self._least_range_line())  # type: ignore[operator]
+        least one line without topics with the recall hint (a budget too small for that is one line over)."""
+        least = self._least_range_line() + estimate_tokens(RANGE_HINT_TAIL)
+        return max(int(self.params.index_share * self.params.budget), least)  # type: ignore[operator]
 
     def _range_lines(self, decisions: "_DecisionTable", chosen: List[str], ranged: Container[str],
                      room: int) -> int:
@@ -2621,12 +2720,21 @@ class _Scorer:
         units = [self._units.get(i) for i in range(len(decisions))] if self._units else None
         if self._built[0] != shown:  # what the ranges built on a fit before say holds while the kept names do
             self._built = (shown, {})
-        return _plan_ranges(decisions, room, self._range_line_cost, names_of, shown, self._held, known, units,
-                            self._built[1])
+        head = self._range_hint_cost()  # the first line's recall hint: counted once, with the oldest range
+        ranges = _plan_ranges(decisions, max(room - head, 0), self._range_line_cost, names_of, shown, self._held,
+                              known, units, self._built[1])
+        if ranges:  # the first line's cost, its hint rendered: never more than the room planned for it
+            line = _first_range_line(self._render_stub(ranges[0].page()), len(ranges) > 1)
+            cost = estimate_tokens(line) + 1
+            if self.with_index:
+                cost += estimate_tokens(index_lines([ranges[0].page()])[0]) + 1
+            ranges[0] = ranges[0]._replace(cost=cost)
+        return ranges
 
     def _range_line_cost(self, page: "StoredPage") -> int:
-        """Return what a range page's line costs in the request (and in the page index, with --with-index)."""
-        cost = estimate_tokens(self._render_stub(page)) + 1
+        """Return what a range page's line without the recall hint costs in the request (and in the
+        page index, with --with-index); the first line's hint is _range_hint_cost."""
+        cost = estimate_tokens(make_stub(page, "")) + 1
         if self.with_index:
             cost += estimate_tokens(index_lines([page])[0]) + 1
         return cost
@@ -9330,6 +9438,7 @@ class _Materializer:
                   (d.action == "page" and not d.stub and kept.get(k) is None)]
         raws = self._raws(source, wanted)
         range_of = self.plan.range_of()
+        lines = dict(zip((r.id for r in self.plan.ranges), range_stubs(self.plan.ranges, self.hint)))
         for k, d in enumerate(decisions):
             raw = raws.get(k)
             if raw is None and d.action != "page":
@@ -9341,7 +9450,7 @@ class _Materializer:
                 self._write(self._emitted(d, raw, page))
             elif r.positions[0] == k:  # a range page stands where its first block was
                 self._write({"id": r.id, "turn": r.first_turn, "role": RANGE,
-                             "text": make_stub(r.page(), self.hint(r.id)), "stub": True})
+                             "text": lines[r.id], "stub": True})
         self.flush()
 
     def _raws(self, source: _HistorySource, wanted: List[int]) -> Dict[int, Dict[str, object]]:
@@ -9512,8 +9621,8 @@ def _range_directives(plan: PassPlan, out: Dict[str, Tuple[str, Optional[str]]],
     range never splits a tool unit, so the writers' unit rules keep every call with its results.
     """
     blocks = _column(plan.decisions, "block")
-    for r in plan.ranges:
-        out[blocks[r.positions[0]]] = ("page", make_stub(r.page(), hint(r.id)))
+    for r, line in zip(plan.ranges, range_stubs(plan.ranges, hint)):
+        out[blocks[r.positions[0]]] = ("page", line)
         for i in r.positions[1:]:
             out[blocks[i]] = ("evict", None)
     return out
