@@ -975,6 +975,27 @@ class _IndexName(NamedTuple):
     turn: int    # ...and turn
 
 
+_TOPIC_TRAITS: Dict[str, Tuple[bool, Optional[Tuple[str, ...]]]] = {}  # a name -> _topic_traits(name), remembered
+
+
+def _topic_traits(name: str) -> Tuple[bool, Optional[Tuple[str, ...]]]:
+    """Return (whether ``name`` may be shown as a distinctive name, its compound parts or None): what
+    _ranked_names asks of each name, worked out once per name (remembered up to _STEMS_MAX names).
+
+    A name is distinctive when it is an identifier, a path or a number, or a word of INDEX_WORD_CHARS
+    letters or more; a compound (a path, a dotted or hyphenated name) breaks into its parts.
+
+    Example:
+        >>> _topic_traits("src/totals.py"), _topic_traits("total"), _topic_traits("quantize")
+        ((True, ('src', 'totals', 'py')), (False, None), (True, None))
+    """
+    distinctive = bool(name.strip("_") and (_INDEX_CODE.search(name) or len(name) >= INDEX_WORD_CHARS))
+    traits = (distinctive, tuple(_COMPOUND_BREAK.split(name)) if _COMPOUND_BREAK.search(name) else None)
+    if len(_TOPIC_TRAITS) < _STEMS_MAX:
+        _TOPIC_TRAITS[name] = traits
+    return traits
+
+
 def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Container[str] = (),
                   held: Optional[Mapping[str, int]] = None, limit: Optional[int] = None) -> List[Tuple[str, int, int]]:
     """Return (name, tier, age) of the distinctive names of ``rows``, the likeliest needed first: the
@@ -999,38 +1020,48 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
     """
     # Built with dict and Counter updates (C loops): a merged range holds thousands of names.
     rows = [(role, call, tuple(found)) for role, call, found in rows]
-    newest: Dict[str, int] = {}  # a name -> the newest row holding it
-    for age in range(len(rows) - 1, -1, -1):
-        newest.update(dict.fromkeys(rows[age][2], age))
+    oldest_first = rows[::-1]
+    # a name -> the newest row holding it: one dict of (name, age) pairs, oldest first, so the newest wins
+    newest: Dict[str, int] = dict(zip(chain.from_iterable(found for _, _, found in oldest_first),
+                                      chain.from_iterable(repeat(age, len(found)) for age, (_, _, found)
+                                                          in zip(range(len(rows) - 1, -1, -1), oldest_first))))
     counted: List[Counter] = []  # how many rows hold each name, counted when first asked
 
     def rows_holding(name: str) -> int:
         if not counted:
             counted.append(Counter(chain.from_iterable(found for _, _, found in rows)))
         return counted[0][name]
-    # Each name's best tier: the worst first, each better one written over it.
+    # Each name's best tier: the worst first, each better one written over it (a tool call's name is
+    # TIER_AGENT when it is a path, else TIER_CALL, whichever call row holds it).
     tiers: Dict[str, int] = dict.fromkeys(chain.from_iterable(f for role, _, f in rows if role != "assistant"),
                                           TIER_READ)
-    for role, call, found in rows:
-        if role == "assistant" and call:
-            tiers.update((name, TIER_AGENT if "/" in name else TIER_CALL) for name in found
-                         if tiers.get(name, TIER_READ) > TIER_AGENT)
+    called = dict.fromkeys(chain.from_iterable(f for role, call, f in rows if role == "assistant" and call),
+                           TIER_CALL)
+    tiers.update(called)
+    tiers.update(dict.fromkeys([name for name in called if "/" in name], TIER_AGENT))
     tiers.update(dict.fromkeys(chain.from_iterable(f for role, call, f in rows if role == "assistant" and not call),
                                TIER_AGENT))
 
-    def common(name: str) -> bool:
-        if held is None:
-            return rows_holding(name) > RARE_HOLDERS
-        count = held.get(name)
-        if count is None:  # a compound: held by no more blocks than its rarest part
-            parts = [held[part] for part in _COMPOUND_BREAK.split(name) if part in held]
-            count = min(parts) if parts else rows_holding(name)
-        return count > RARE_HOLDERS
-
     # Rare names first; a page's paths and dotted names before its words: the whole name shows its parts.
-    keys = [(common(name), tiers[name], age, not _COMPOUND_BREAK.search(name), name)
-            for name, age in newest.items()
-            if name not in known and name.strip("_") and (_INDEX_CODE.search(name) or len(name) >= INDEX_WORD_CHARS)]
+    keys = []
+    traits_of = _TOPIC_TRAITS.get
+    for name, age in newest.items():
+        if name in known:
+            continue
+        traits = traits_of(name)
+        if traits is None:
+            traits = _topic_traits(name)
+        if not traits[0]:
+            continue
+        parts = traits[1]
+        if held is None:
+            count = rows_holding(name)
+        else:
+            count = held.get(name)
+            if count is None:  # a compound: held by no more blocks than its rarest part
+                counts = [held[part] for part in parts if part in held] if parts else []
+                count = min(counts) if counts else rows_holding(name)
+        keys.append((count > RARE_HOLDERS, tiers[name], age, parts is None, name))
     if limit is None:
         keys.sort()
         ranked: Iterable[tuple] = keys
@@ -1043,8 +1074,9 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
         if name in shown:
             continue
         shown.add(name)
-        if _COMPOUND_BREAK.search(name):  # "totals" is said by src/billing/totals.py
-            shown.update(_COMPOUND_BREAK.split(name))
+        parts = _TOPIC_TRAITS[name][1] if name in _TOPIC_TRAITS else _topic_traits(name)[1]
+        if parts is not None:  # "totals" is said by src/billing/totals.py
+            shown.update(parts)
         names.append((name, tier, age))
         if limit is not None and len(names) >= limit:
             break
