@@ -1976,6 +1976,120 @@ class _StubCosts:
         return self.bound(position)
 
 
+class _RangeMemory:
+    """The range pages a running Pager built, kept from one call to the next (its ``compact`` calls
+    plan ranges over mostly the same blocks: the trial plan, each fit, the next call's).
+
+    A build is kept under its members' signatures and its topic count, a signature being every
+    field of a block a range page's line is made of (id, kind, role, whether it is a tool call,
+    turn, tokens, its names: so a block whose text changed has another); each block signature gets
+    a serial number, never given to another (``serials``). A kept build is served only while what
+    its topics were ranked against is the same where its blocks' names are concerned: the kept
+    context's names (``shown``), the holder counts (``held``) of its names and their compound parts,
+    and the summary an earlier pass gave its id (``known``). What a call used is what the next keeps
+    (``settle``); a new recall hint (which a line holds) forgets everything.
+    """
+
+    def __init__(self) -> None:
+        self.serials: Dict[tuple, int] = {}   # a block's signature -> its serial number
+        self.builds: Dict[tuple, list] = {}   # (members' serials, topics) -> [page, shown, held, known summary, names]
+        self.used_serials: Dict[tuple, int] = {}
+        self.used_builds: Dict[tuple, list] = {}
+        self.count = 0      # serial numbers given so far
+        self.hint: Any = None
+        self.shown: set = set()      # the last kept names and holder counts given, so an equal one is the same object
+        self.held: Optional[Mapping[str, int]] = None
+
+    def start(self, hint: Any) -> None:
+        """Begin a call whose lines carry the recall hint ``hint``: a different one forgets every build."""
+        if hint is not self.hint:
+            self.serials, self.builds, self.hint = {}, {}, hint
+        self.used_serials, self.used_builds = {}, {}
+
+    def settle(self) -> None:
+        """End a call: keep only what it used."""
+        self.serials, self.builds = self.used_serials, self.used_builds
+        self.used_serials, self.used_builds = {}, {}
+
+    def serial(self, signature: tuple) -> int:
+        """Return the serial number of a block signature (a new one for a signature not seen)."""
+        number = self.used_serials.get(signature)
+        if number is None:
+            number = self.serials.get(signature)
+            if number is None:
+                self.count += 1
+                number = self.count
+            self.used_serials[signature] = number
+        return number
+
+    def same(self, shown: set, held: Mapping[str, int]) -> Tuple[set, Mapping[str, int]]:
+        """Return ``shown`` and ``held``, or the equal ones given before (a kept build made against
+        the very same objects needs no check of its names)."""
+        if shown is not self.shown and shown == self.shown:
+            shown = self.shown
+        if held is not self.held and held == self.held:
+            held = self.held
+        self.shown, self.held = shown, held
+        return shown, held
+
+
+class _RangeBuilds:
+    """The ``built`` mapping _plan_ranges fills in one plan ((members' positions, topics) -> RangePage),
+    backed by a _RangeMemory: a build of the same blocks kept from an earlier plan is served when
+    nothing its line depends on changed (see _RangeMemory)."""
+
+    def __init__(self, memory: _RangeMemory, serials: Callable[[Sequence[int]], Tuple[int, ...]],
+                 names_of: Callable[[int], Sequence[str]], shown: set, held: Mapping[str, int],
+                 known: Mapping[str, str]) -> None:
+        self.memory, self.serials, self.names_of = memory, serials, names_of
+        self.shown, self.held, self.known = shown, held, known
+        self.local: Dict[tuple, RangePage] = {}
+
+    def _names(self, members: Sequence[int]) -> frozenset:
+        """Return every name the ranking of ``members`` reads a count or a kept name for: their names and parts."""
+        names = set(chain.from_iterable(self.names_of(i) for i in members))
+        parts = [_topic_traits(name)[1] for name in names if _COMPOUND_BREAK.search(name)]
+        names.update(chain.from_iterable(parts))
+        return frozenset(names)
+
+    def get(self, key: Tuple[Tuple[int, ...], Optional[int]]) -> Optional[RangePage]:
+        page = self.local.get(key)
+        if page is not None:
+            return page
+        members, topics = key
+        memory = self.memory
+        kept = (self.serials(members), topics)
+        entry = memory.used_builds.get(kept) or memory.builds.get(kept)
+        if entry is None:
+            return None
+        page, shown, held, summary, names = entry
+        said = self.known.get(page.id) if topics is None else None
+        if said is not None:  # the line an earlier pass gave these blocks: what a build makes of them now
+            if said != page.summary:
+                return None
+        elif summary is not None and topics is None:  # that build's summary was an earlier pass's, not ranked
+            return None
+        elif shown is not self.shown or held is not self.held:
+            if names is None:
+                names = self._names(members)
+            if shown is not self.shown and names.intersection(shown) != names.intersection(self.shown):
+                return None
+            if held is not self.held and list(map(held.get, names)) != list(map(self.held.get, names)):
+                return None
+        memory.used_builds[kept] = [page, shown if said is not None else self.shown,
+                                    held if said is not None else self.held, summary, names]
+        if page.positions != members:  # the same blocks elsewhere in the list
+            page = page._replace(positions=tuple(members))
+        self.local[key] = page
+        return page
+
+    def __setitem__(self, key: Tuple[Tuple[int, ...], Optional[int]], page: RangePage) -> None:
+        self.local[key] = page
+        members, topics = key
+        self.memory.used_builds[(self.serials(members), topics)] = [page, self.shown, self.held,
+                                                                    self.known.get(page.id), None]
+
+
 class _Scorer:
     """Scores blocks as they stream in, then classifies them once the whole history is seen.
 
@@ -2028,6 +2142,9 @@ class _Scorer:
         self._range_summaries: Dict[str, str] = {}  # a range page that arrived as a stub -> its summary
         # the ranges _make_ranges built in this pass, and the kept names they were built against
         self._built: Tuple[set, Dict[Tuple[Tuple[int, ...], Optional[int]], RangePage]] = (set(), {})
+        self.range_memory: Optional[_RangeMemory] = None  # a running Pager's builds of earlier plans and calls
+        self._serials: List[Optional[int]] = []  # each position's serial number in range_memory, when asked
+        self._ranged_counts: Tuple[tuple, Counter] = ((), Counter())  # ranged positions -> their names' holder counts
         self._system_texts: Dict[bytes, int] = {}   # under a budget: digest of a system block -> its latest position
         self._system_repeats: Dict[int, str] = {}   # ...and an earlier copy's position -> the later copy's id
         # The text of each block that may end up paged, else None: a block is sure to be
@@ -2651,10 +2768,47 @@ class _Scorer:
         known = {rid: summary for rid, (_, summary) in self.previous_ranges.items()}
         known.update(self._range_summaries)
         units = [self._units.get(i) for i in range(len(decisions))] if self._units else None
+        held = self._held
+        memory = self.range_memory
+        if memory is not None and held is None:  # the counts _plan_ranges would make: of every ranged block
+            ranged = tuple(i for i, (action, reason) in enumerate(zip(decisions.action, decisions.reason))
+                           if reason == RANGED and action == "page")
+            if self._ranged_counts[0] != ranged:  # (the trial plan and a fit often range the same blocks)
+                self._ranged_counts = (ranged, Counter(chain.from_iterable(map(names_of, ranged))))  # distinct names
+            held = self._ranged_counts[1]
+        if memory is not None:
+            shown, held = memory.same(shown, held)
         if self._built[0] != shown:  # what the ranges built on a fit before say holds while the kept names do
-            self._built = (shown, {})
-        return _plan_ranges(decisions, room, self._range_line_cost, names_of, shown, self._held, known, units,
+            self._built = (shown, {} if memory is None else
+                           _RangeBuilds(memory, self._range_serials(decisions, names_of, units), names_of,
+                                        shown, held, known))  # type: ignore[dict-item]
+        elif memory is not None:  # the builds of this plan stand as before; a new one is kept under what it read
+            builds: _RangeBuilds = self._built[1]  # type: ignore[assignment]
+            builds.held, builds.known = held, known
+        return _plan_ranges(decisions, room, self._range_line_cost, names_of, shown, held, known, units,
                             self._built[1])
+
+    def _range_serials(self, decisions: "_DecisionTable", names_of: Callable[[int], Tuple[str, ...]],
+                       units: Optional[List[Optional[str]]]) -> Callable[[Sequence[int]], Tuple[int, ...]]:
+        """Return a function of members' positions giving their serial numbers in range_memory (see
+        _RangeMemory: each block's signature is every field its range page's line is made of)."""
+        memory, serials = self.range_memory, self._serials
+        if len(serials) != len(decisions):
+            serials[:] = [None] * len(decisions)
+        blocks, kinds, roles, turns, tokens = (decisions.block, decisions.kind, decisions.role, decisions.turn,
+                                               decisions.tokens)
+
+        def of(members: Sequence[int]) -> Tuple[int, ...]:
+            found = tuple(map(serials.__getitem__, members))
+            if None not in found:
+                return found  # type: ignore[return-value]
+            for i in members:
+                if serials[i] is None:
+                    call = roles[i] == "assistant" and bool(units) and units[i] is not None  # type: ignore[index]
+                    serials[i] = memory.serial(  # type: ignore[union-attr]
+                        (blocks[i], kinds[i], roles[i], call, turns[i], tokens[i], names_of(i)))
+            return tuple(map(serials.__getitem__, members))  # type: ignore[arg-type]
+        return of
 
     def _range_line_cost(self, page: "StoredPage") -> int:
         """Return what a range page's line costs in the request (and in the page index, with --with-index)."""
@@ -10861,6 +11015,7 @@ class Pager:
         self._intent: Optional[Intent] = None  # the last call's intent: a call with no user message keeps it
         # The last call's messages as read: (format, held, their fingerprint, the Conversation).
         self._read: Optional[Tuple[str, bool, bytes, Conversation]] = None
+        self._range_memory = _RangeMemory()  # the range pages the last call built (see _RangeMemory)
 
     # -- one pass --
 
@@ -11002,11 +11157,14 @@ class Pager:
                                    False, (lambda seen: definitions) if definitions else None, current)
             scorer.previous = self._actions  # the last pass's directives: with params.target they stand
             scorer.previous_ranges = self._ranges
+            self._range_memory.start(hint)  # the range pages built before, served where nothing they read changed
+            scorer.range_memory = self._range_memory
             scorer.use_work(intent.work)
             scorer.add_all(0, blocks)
             decisions = scorer.finish(current)
         except PagerError as exc:
             raise PagerError(f"messages: {exc}") from None
+        self._range_memory.settle()
         self._cache = scorer.fresh  # only blocks of this conversation: a dropped one is forgotten
         self._intent = self._intent if kept else intent
         plan = PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
