@@ -1,0 +1,146 @@
+"""A running Pager keeps the range pages it built (_RangeMemory, issue 28 item 2): a later plan or call
+over the same blocks is served them, and never one a change has made stale."""
+
+import copy
+import json
+
+import pytest
+
+import pager as engine
+
+BUDGET = 1500
+
+
+def _chat(steps):
+    """Return a Chat Completions list: a system prompt, a request, then ``steps`` tool round trips."""
+    msgs = [{"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "Fix the rounding in src/totals.py; the invoice totals are off."}]
+    for i in range(steps):
+        call = f"call_{i}"
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [{
+            "id": call, "type": "function",
+            "function": {"name": "shell", "arguments": json.dumps({"cmd": f"grep -n helper_{i} src/mod_{i}.py"})}}]})
+        msgs.append({"role": "tool", "tool_call_id": call,
+                     "content": f"src/mod_{i}.py:{i}: def helper_{i}(x): return round(x, {i % 5}) # step {i}\n" * 6})
+    return msgs
+
+
+def _range_lines(messages):
+    return [m["content"] for m in messages if isinstance(m.get("content"), str) and "| range |" in m["content"]]
+
+
+@pytest.fixture
+def rankings(monkeypatch):
+    """Count the topic rankings (the work a kept build saves)."""
+    calls = []
+    real = engine._ranked_names
+    monkeypatch.setattr(engine, "_ranked_names", lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+def _with_memory_of(agent):
+    """Return a new Pager (no earlier call: every range is built) holding ``agent``'s kept builds."""
+    warm = engine.Pager(BUDGET)
+    warm._range_memory = agent._range_memory
+    return warm
+
+
+def test_a_pager_serves_its_kept_range_builds_when_nothing_they_read_changed(rankings):
+    msgs = _chat(40)
+    agent = engine.Pager(BUDGET)
+    first = agent.compact(msgs)
+    assert len(_range_lines(first.messages)) == 2 and rankings
+    rankings.clear()
+    # another plan over the same blocks (a new Pager: no line of an earlier pass to keep) ranks nothing
+    warm = _with_memory_of(agent).compact(copy.deepcopy(msgs))
+    assert rankings == [] and warm.messages == first.messages
+    rankings.clear()
+    cold = engine.Pager(BUDGET).compact(copy.deepcopy(msgs))
+    assert rankings and cold.messages == first.messages
+
+
+def _edit_text(msgs):  # the newest range's tool result (its id, the call's, stays) names another function
+    msgs[-3]["content"] = msgs[-3]["content"].replace("def helper_38", "def quokka_38")  # (its size kept)
+
+
+def _edit_swap(msgs):  # two results trade a name: every holder count stays, the newest range's names do not
+    older, newest = msgs[43], msgs[-3]  # unit 20's result (ranged, in the oldest range), unit 38's
+    older["content"], newest["content"] = (older["content"].replace("def helper_20", "def helper_38"),
+                                           newest["content"].replace("def helper_38", "def helper_20"))
+
+
+def _edit_counts(msgs):  # older ranged results name the newest range's path: its holders pass RARE_HOLDERS
+    for i in range(12, 17):
+        msgs[i * 2 + 3]["content"] += "see src/mod_38.py\n"
+
+
+def _edit_shown(msgs):  # the kept system prompt names the newest range's topic: the line no longer lists it
+    msgs[0]["content"] += " Prefer helper_38."
+
+
+@pytest.mark.parametrize("edit, before, after", [
+    (_edit_text, "topics: src/mod_38.py, helper_38 (", "topics: src/mod_38.py, helper_38, quokka_38 ("),
+    (_edit_swap, "topics: src/mod_38.py, helper_38 (", "topics: src/mod_38.py, helper_38, helper_20 ("),
+    (_edit_counts, "topics: src/mod_38.py, helper_38 (", "topics: helper_38, src/mod_38.py ("),
+    (_edit_shown, "topics: src/mod_38.py, helper_38 (", "topics: src/mod_38.py ("),
+], ids=["its-block-text", "names-traded", "holder-counts", "kept-names"])
+def test_a_kept_range_build_is_never_served_after_a_change_it_depends_on(edit, before, after):
+    msgs = _chat(40)
+    agent = engine.Pager(BUDGET)
+    newest = _range_lines(agent.compact(msgs).messages)[-1]
+    assert before in newest
+    changed = copy.deepcopy(msgs)
+    edit(changed)
+    cold = engine.Pager(BUDGET).compact(copy.deepcopy(changed))
+    assert after in _range_lines(cold.messages)[-1]  # the change shows in the newest range's line...
+    # ...whose blocks (the same ids) the kept build was made of: it must be built again
+    assert _with_memory_of(agent).compact(changed).messages == cold.messages
+
+
+def test_a_running_pager_matches_one_that_keeps_no_builds_call_after_call():
+    msgs = _chat(60)
+    kept, forgetful = engine.Pager(BUDGET), engine.Pager(BUDGET)
+    for step in range(4):
+        msgs = msgs + [{"role": "assistant", "content": f"Step {step}: helper_{step} rounds per line."}]
+        if step == 2:
+            msgs[20]["content"] = "edited in place: src/ledger/quokka.py holds the rounding"
+        forgetful._range_memory = engine._RangeMemory()
+        assert kept.compact(msgs).messages == forgetful.compact(msgs).messages
+
+
+def test_a_new_recall_hint_forgets_the_kept_builds():
+    memory = engine._RangeMemory()
+    memory.start(str)
+    memory.used_builds[((1,), None)] = ["page"]
+    memory.settle()
+    memory.start(str)
+    assert memory.builds == {((1,), None): ["page"]}
+    memory.start(repr)  # a line holds the hint: its cost changes with it
+    assert memory.builds == {} and memory.serials == {}
+
+
+def test_a_kept_build_is_served_only_with_the_line_an_earlier_pass_gave_its_blocks():
+    memory = engine._RangeMemory()
+    shown, held = set(), {"alpha_1": 1}
+    names_of = lambda i: ("alpha_1",)  # noqa: E731
+    serials = lambda members: tuple(members)  # noqa: E731
+
+    def builds(known):
+        return engine._RangeBuilds(memory, serials, names_of, shown, held, known)
+    ranked = engine.RangePage("r-1", ("b1",), (0,), 1, 1, 10, "topics: alpha_1", 5)
+    builds({})[((0,), None)] = ranked  # its topics ranked: no earlier line for r-1
+    assert builds({}).get(((0,), None)) == ranked
+    assert builds({"r-1": "topics: alpha_1"}).get(((0,), None)) == ranked  # the same line kept
+    assert builds({"r-1": "an earlier pass's other line"}).get(((0,), None)) is None  # that line stands
+    builds({})[((0,), 2)] = ranked  # a line listing fewer topics is ranked whatever an earlier pass said
+    assert builds({"r-1": "an earlier pass's other line"}).get(((0,), 2)) == ranked
+    # a build whose line was an earlier pass's serves only while that pass's line stands
+    kept = engine.RangePage("r-2", ("b2",), (1,), 1, 1, 10, "an earlier line", 5)
+    builds({"r-2": "an earlier line"})[((1,), None)] = kept
+    assert builds({"r-2": "an earlier line"}).get(((1,), None)) == kept
+    assert builds({}).get(((1,), None)) is None
+    # the same blocks at other positions: the page says where they are now
+    moved = builds({}).get(((0,), None))
+    assert moved == ranked
+    assert engine._RangeBuilds(memory, lambda members: (0,), names_of, shown, held, {}).get(((7,), None)) \
+        == ranked._replace(positions=(7,))
