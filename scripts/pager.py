@@ -996,6 +996,27 @@ def _topic_traits(name: str) -> Tuple[bool, Optional[Tuple[str, ...]]]:
     return traits
 
 
+_DISTINCTIVE: Dict[Tuple[str, ...], Tuple[str, ...]] = {}  # names -> the distinctive ones, remembered
+
+
+def _distinctive_names(names: Iterable[str]) -> Tuple[str, ...]:
+    """Return the names of ``names`` that _topic_traits calls distinctive, in order (remembered for
+    NAMES_CACHED name tuples: a block's names are one tuple, _names_of's).
+
+    Example:
+        >>> _distinctive_names(("total", "src/totals.py", "quantize"))
+        ('src/totals.py', 'quantize')
+    """
+    names = tuple(names)
+    kept = _DISTINCTIVE.get(names)
+    if kept is None:
+        traits = _TOPIC_TRAITS.get
+        kept = tuple(name for name in names if (traits(name) or _topic_traits(name))[0])
+        if len(_DISTINCTIVE) < NAMES_CACHED:
+            _DISTINCTIVE[names] = kept
+    return kept
+
+
 def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Container[str] = (),
                   held: Optional[Mapping[str, int]] = None, limit: Optional[int] = None) -> List[Tuple[str, int, int]]:
     """Return (name, tier, age) of the distinctive names of ``rows``, the likeliest needed first: the
@@ -1018,8 +1039,9 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
         ...                ("assistant", True, ("src/totals.py", "totals", "quantize"))])
         [('src/totals.py', 0, 1), ('quantize', 1, 1), ('docs/rounding.md', 2, 0)]
     """
-    # Built with dict and Counter updates (C loops): a merged range holds thousands of names.
-    rows = [(role, call, tuple(found)) for role, call, found in rows]
+    # Built with dict and Counter updates (C loops): a merged range holds thousands of names, the
+    # distinctive ones alone read (a row's, remembered by its names: blocks keep their names' tuples).
+    rows = [(role, call, _distinctive_names(found)) for role, call, found in rows]
     oldest_first = rows[::-1]
     # a name -> the newest row holding it: one dict of (name, age) pairs, oldest first, so the newest wins
     newest: Dict[str, int] = dict(zip(chain.from_iterable(found for _, _, found in oldest_first),
@@ -2033,6 +2055,30 @@ class _RangeMemory:
         return shown, held
 
 
+def _counts_moved(last: Tuple[tuple, Counter], positions: tuple, names_of: Callable[[int], Sequence[str]]) -> Counter:
+    """Return how many of the blocks at ``positions`` hold each name (a block's names are distinct): the
+    counts ``last`` gave for other positions, moved by the blocks that came and went when they are few,
+    else counted anew. Either way a name no block holds has no entry.
+
+    Example:
+        >>> names = {0: ("a", "b"), 1: ("b",), 2: ("c",)}.__getitem__
+        >>> _counts_moved(((0, 1), Counter(a=1, b=2)), (1, 2), names) == Counter(b=1, c=1)
+        True
+    """
+    before, counts = last
+    came, went = set(positions).difference(before), set(before).difference(positions)
+    if len(came) + len(went) > len(positions) // 4:
+        return Counter(chain.from_iterable(map(names_of, positions)))
+    moved = Counter(counts)
+    moved.update(chain.from_iterable(map(names_of, came)))
+    gone = list(chain.from_iterable(map(names_of, went)))
+    moved.subtract(gone)
+    for name in gone:
+        if moved.get(name, 1) <= 0:
+            del moved[name]
+    return moved
+
+
 class _RangeBuilds:
     """The ``built`` mapping _plan_ranges fills in one plan ((members' positions, topics) -> RangePage),
     backed by a _RangeMemory: a build of the same blocks kept from an earlier plan is served when
@@ -2047,9 +2093,9 @@ class _RangeBuilds:
 
     def _names(self, members: Sequence[int]) -> frozenset:
         """Return every name the ranking of ``members`` reads a count or a kept name for: their names and parts."""
-        names = set(chain.from_iterable(self.names_of(i) for i in members))
-        parts = [_topic_traits(name)[1] for name in names if _COMPOUND_BREAK.search(name)]
-        names.update(chain.from_iterable(parts))
+        names = set(chain.from_iterable(map(self.names_of, members)))
+        traits = _TOPIC_TRAITS.get
+        names.update(chain.from_iterable(filter(None, [(traits(name) or _topic_traits(name))[1] for name in names])))
         return frozenset(names)
 
     def get(self, key: Tuple[Tuple[int, ...], Optional[int]]) -> Optional[RangePage]:
@@ -2774,7 +2820,7 @@ class _Scorer:
             ranged = tuple(i for i, (action, reason) in enumerate(zip(decisions.action, decisions.reason))
                            if reason == RANGED and action == "page")
             if self._ranged_counts[0] != ranged:  # (the trial plan and a fit often range the same blocks)
-                self._ranged_counts = (ranged, Counter(chain.from_iterable(map(names_of, ranged))))  # distinct names
+                self._ranged_counts = (ranged, _counts_moved(self._ranged_counts, ranged, names_of))
             held = self._ranged_counts[1]
         if memory is not None:
             shown, held = memory.same(shown, held)
