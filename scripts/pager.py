@@ -1017,6 +1017,69 @@ def _distinctive_names(names: Iterable[str]) -> Tuple[str, ...]:
     return kept
 
 
+READ_STEP = 128  # rows between the states _read_rows keeps along the rows it read last
+# The rows _read_rows read last (oldest first) and its states along them: (rows read, each name's
+# newest row, each name's best tier) after every READ_STEP rows. Replaced whole, never changed in place.
+_ROWS_READ: List[Tuple[list, list]] = [([], [])]
+
+
+def _tiers_of(rows: Sequence[Tuple[str, bool, Tuple[str, ...]]]) -> Dict[str, int]:
+    """Return each name's best tier over ``rows`` (see _ranked_names): the worst first, each better
+    one written over it (a tool call's name is TIER_AGENT when it is a path, else TIER_CALL)."""
+    tiers: Dict[str, int] = dict.fromkeys(chain.from_iterable(f for role, _, f in rows if role != "assistant"),
+                                          TIER_READ)
+    called = dict.fromkeys(chain.from_iterable(f for role, call, f in rows if role == "assistant" and call),
+                           TIER_CALL)
+    tiers.update(called)
+    tiers.update(dict.fromkeys([name for name in called if "/" in name], TIER_AGENT))
+    tiers.update(dict.fromkeys(chain.from_iterable(f for role, call, f in rows if role == "assistant" and not call),
+                               TIER_AGENT))
+    return tiers
+
+
+def _read_rows(rows: List[Tuple[str, bool, Tuple[str, ...]]]) -> Tuple[Dict[str, int], Dict[str, int]]:
+    """Return each name of ``rows`` (oldest first) -> the newest row holding it (its place in
+    ``rows``), and -> its best tier (_tiers_of).
+
+    A plan ranks ranges that begin with the same oldest rows (merging the oldest ranges by halving,
+    fit after fit), so the reading goes on from the longest state kept along the rows read last
+    that ``rows`` begins with (the same rows: role, call and the very names), and keeps its own.
+
+    Example:
+        >>> _read_rows([("tool", False, ("a_1", "b_2")), ("assistant", False, ("a_1",))])
+        ({'a_1': 1, 'b_2': 0}, {'a_1': 0, 'b_2': 2})
+    """
+    read, states = _ROWS_READ[0]
+    kept = 0  # the states that hold for ``rows``
+    done = 0
+    for count, _, _ in states:
+        if count > len(rows) or rows[done:count] != read[done:count]:
+            break
+        kept, done = kept + 1, count
+    if kept:
+        count, last, tiers = states[kept - 1]
+        last, tiers = dict(last), dict(tiers)
+    else:
+        count, last, tiers = 0, {}, {}
+    saved = states[:kept]
+    while count < len(rows):
+        end = min(count + READ_STEP, len(rows))
+        chunk = rows[count:end]
+        last.update(zip(chain.from_iterable(found for _, _, found in chunk),
+                        chain.from_iterable(repeat(row, len(found)) for row, (_, _, found) in enumerate(chunk, count))))
+        better = _tiers_of(chunk)
+        if tiers:
+            ranked = tiers.get
+            better = {name: tier for name, tier in better.items() if tier < ranked(name, TIER_READ + 1)}
+        tiers.update(better)
+        count = end
+        if count % READ_STEP == 0:
+            saved.append((count, dict(last), dict(tiers)))
+    if len(saved) > kept:
+        _ROWS_READ[0] = (rows, saved)
+    return last, tiers
+
+
 def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Container[str] = (),
                   held: Optional[Mapping[str, int]] = None, limit: Optional[int] = None) -> List[Tuple[str, int, int]]:
     """Return (name, tier, age) of the distinctive names of ``rows``, the likeliest needed first: the
@@ -1042,32 +1105,19 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
     # Built with dict and Counter updates (C loops): a merged range holds thousands of names, the
     # distinctive ones alone read (a row's, remembered by its names: blocks keep their names' tuples).
     rows = [(role, call, _distinctive_names(found)) for role, call, found in rows]
-    oldest_first = rows[::-1]
-    # a name -> the newest row holding it: one dict of (name, age) pairs, oldest first, so the newest wins
-    newest: Dict[str, int] = dict(zip(chain.from_iterable(found for _, _, found in oldest_first),
-                                      chain.from_iterable(repeat(age, len(found)) for age, (_, _, found)
-                                                          in zip(range(len(rows) - 1, -1, -1), oldest_first))))
+    last, tiers = _read_rows(rows[::-1])  # each name's newest row (counted from the oldest) and best tier
+    top = len(rows) - 1
     counted: List[Counter] = []  # how many rows hold each name, counted when first asked
 
     def rows_holding(name: str) -> int:
         if not counted:
             counted.append(Counter(chain.from_iterable(found for _, _, found in rows)))
         return counted[0][name]
-    # Each name's best tier: the worst first, each better one written over it (a tool call's name is
-    # TIER_AGENT when it is a path, else TIER_CALL, whichever call row holds it).
-    tiers: Dict[str, int] = dict.fromkeys(chain.from_iterable(f for role, _, f in rows if role != "assistant"),
-                                          TIER_READ)
-    called = dict.fromkeys(chain.from_iterable(f for role, call, f in rows if role == "assistant" and call),
-                           TIER_CALL)
-    tiers.update(called)
-    tiers.update(dict.fromkeys([name for name in called if "/" in name], TIER_AGENT))
-    tiers.update(dict.fromkeys(chain.from_iterable(f for role, call, f in rows if role == "assistant" and not call),
-                               TIER_AGENT))
 
-    # Rare names first; a page's paths and dotted names before its words: the whole name shows its parts.
     keys = []
     traits_of = _TOPIC_TRAITS.get
-    for name, age in newest.items():
+    for name, row in last.items():
+        age = top - row
         if name in known:
             continue
         traits = traits_of(name)

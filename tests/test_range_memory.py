@@ -144,3 +144,34 @@ def test_a_kept_build_is_served_only_with_the_line_an_earlier_pass_gave_its_bloc
     assert moved == ranked
     assert engine._RangeBuilds(memory, lambda members: (0,), names_of, shown, held, {}).get(((7,), None)) \
         == ranked._replace(positions=(7,))
+
+
+def test_a_ranking_goes_on_from_the_rows_read_before_and_never_from_changed_ones(monkeypatch):
+    monkeypatch.setattr(engine, "READ_STEP", 2)
+    monkeypatch.setattr(engine, "_ROWS_READ", [([], [])])
+    read = []
+    real = engine._tiers_of
+    monkeypatch.setattr(engine, "_tiers_of", lambda rows: read.append(len(rows)) or real(rows))
+    # newest first: the oldest row is the agent's call naming src/ledger.py; newer rows only read names
+    rows = [("tool", False, (f"helper_{i}", f"value_{i}")) for i in range(8, 0, -1)]
+    rows.append(("assistant", True, ("src/ledger.py", "quokka_total")))
+
+    def fresh(some, limit=3):
+        engine._ROWS_READ[0] = ([], [])
+        return engine._ranked_names(some, (), None, limit)
+    whole = fresh(rows)
+    assert whole[0] == ("src/ledger.py", engine.TIER_AGENT, 8)
+    read.clear()
+    shorter = engine._ranked_names(rows[3:], (), None, 3)  # the oldest six rows: read before
+    assert sum(read) <= 2 and shorter == fresh(rows[3:])  # at most the rows past the last state kept
+    # the same oldest row, the agent's call now a tool's output: its names' tiers change
+    changed = rows[:-1] + [("tool", False, ("src/ledger.py", "quokka_total"))]
+    engine._ranked_names(rows, (), None, 3)
+    served = engine._ranked_names(changed, (), None, 3)
+    assert served == fresh(changed) != whole
+    assert served[0][1] == engine.TIER_READ
+    # a name traded for another in an old row is read anew too
+    traded = rows[:-1] + [("assistant", True, ("src/ledger.py", "wombat_total"))]
+    engine._ranked_names(rows, (), None, 9)
+    served = engine._ranked_names(traded, (), None, 9)
+    assert served == fresh(traded, 9) and "wombat_total" in [name for name, _, _ in served]
