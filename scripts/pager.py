@@ -2105,6 +2105,25 @@ class _RangeMemory:
         return shown, held
 
 
+class _BlockNames(dict):
+    """Position -> the names of that block's text (_names_of with compounds: a path shown whole), read
+    when first asked: its own text, else for a block that arrived as a stub its page's; () for none.
+    A dict, so a name list already read is one C lookup (range planning asks for thousands)."""
+
+    def __init__(self, scorer: "_Scorer", blocks: Sequence[str]) -> None:
+        super().__init__()
+        self.scorer, self.blocks = scorer, blocks
+
+    def __missing__(self, i: int) -> Tuple[str, ...]:
+        scorer = self.scorer
+        text = scorer.texts[i] if i < len(scorer.texts) else None
+        if text is None and scorer.pages is not None and i in scorer._stubs:
+            page = scorer.pages(self.blocks[i])
+            text = page.text if page is not None else None
+        found = self[i] = _names_of(text, compounds=True) if text else ()
+        return found
+
+
 def _counts_moved(last: Tuple[tuple, Counter], positions: tuple, names_of: Callable[[int], Sequence[str]]) -> Counter:
     """Return how many of the blocks at ``positions`` hold each name (a block's names are distinct): the
     counts ``last`` gave for other positions, moved by the blocks that came and went when they are few,
@@ -2241,6 +2260,7 @@ class _Scorer:
         self.range_memory: Optional[_RangeMemory] = None  # a running Pager's builds of earlier plans and calls
         self._serials: List[Optional[int]] = []  # each position's serial number in range_memory, when asked
         self._ranged_counts: Tuple[tuple, Counter] = ((), Counter())  # ranged positions -> their names' holder counts
+        self._block_names: Optional[_BlockNames] = None  # each block's names, for range pages (_make_ranges)
         self._system_texts: Dict[bytes, int] = {}   # under a budget: digest of a system block -> its latest position
         self._system_repeats: Dict[int, str] = {}   # ...and an earlier copy's position -> the later copy's id
         # The text of each block that may end up paged, else None: a block is sure to be
@@ -2845,17 +2865,9 @@ class _Scorer:
         """Return the range pages of this pass's blocks paged without a stub (see _plan_ranges)."""
         if RANGED not in decisions.reason:
             return []
-        cache: Dict[int, Tuple[str, ...]] = {}
-
-        def names_of(i: int) -> Tuple[str, ...]:
-            found = cache.get(i)
-            if found is None:
-                text = self.texts[i] if i < len(self.texts) else None
-                if text is None and self.pages is not None and i in self._stubs:
-                    page = self.pages(decisions.block[i])
-                    text = page.text if page is not None else None
-                found = cache[i] = _names_of(text, compounds=True) if text else ()  # a path shown whole
-            return found
+        if self._block_names is None:  # each block's names, read once a pass (texts and pages stay put)
+            self._block_names = _BlockNames(self, decisions.block)
+        names_of = self._block_names.__getitem__
 
         shown = set()
         for i, action in enumerate(decisions.action):
