@@ -61,7 +61,7 @@ import sqlite3
 import sys
 import tempfile
 from bisect import bisect_left, bisect_right
-from collections import Counter
+from collections import ChainMap, Counter
 from contextlib import contextmanager
 from functools import lru_cache
 from itertools import chain, compress, islice, repeat
@@ -2070,6 +2070,8 @@ class _RangeMemory:
         self.count = 0      # serial numbers given so far
         self.hint: Any = None
         self.shown: set = set()      # the last kept names and holder counts given, so an equal one is the same object
+        # the ranged blocks' serials of the last plan, their names, and how many of them hold each name
+        self.counted: Tuple[tuple, Dict[int, Sequence[str]], Counter] = ((), {}, Counter())
         self.held: Optional[Mapping[str, int]] = None
 
     def start(self, hint: Any) -> None:
@@ -2094,12 +2096,27 @@ class _RangeMemory:
             self.used_serials[signature] = number
         return number
 
+    def held_counts(self, serials: Tuple[int, ...], positions: Sequence[int],
+                    names_of: Callable[[int], Sequence[str]]) -> Counter:
+        """Return how many of the blocks at ``positions`` (their ``serials``) hold each name: the counts
+        kept for the ranged blocks of the last plan, moved by the blocks that came and went
+        (_counts_moved; blocks are told apart by serial, so an edited one came and its old self went)."""
+        before, names, counts = self.counted
+        if serials != before:
+            now = dict(zip(serials, map(names_of, positions)))
+            either = ChainMap(now, names)
+            counts = _counts_moved((before, counts), serials, either.__getitem__)
+            self.counted = (serials, now, counts)
+        return counts
+
     def same(self, shown: set, held: Mapping[str, int]) -> Tuple[set, Mapping[str, int]]:
         """Return ``shown`` and ``held``, or the equal ones given before (a kept build made against
         the very same objects needs no check of its names)."""
         if shown is not self.shown and shown == self.shown:
             shown = self.shown
-        if held is not self.held and held == self.held:
+        if held is not self.held and self.held is not None and (
+                dict.__eq__(held, self.held) if isinstance(held, dict) and isinstance(self.held, dict)
+                else held == self.held):  # (a dict's own equality: a Counter's is a Python loop)
             held = self.held
         self.shown, self.held = shown, held
         return shown, held
@@ -2130,9 +2147,11 @@ def _counts_moved(last: Tuple[tuple, Counter], positions: tuple, names_of: Calla
     else counted anew. Either way a name no block holds has no entry.
 
     Example:
-        >>> names = {0: ("a", "b"), 1: ("b",), 2: ("c",)}.__getitem__
-        >>> _counts_moved(((0, 1), Counter(a=1, b=2)), (1, 2), names) == Counter(b=1, c=1)
-        True
+        >>> names = {i: (f"x{i}", "shared") for i in range(9)}.__getitem__
+        >>> counts = Counter(chain.from_iterable(map(names, range(8))))  # blocks 0-7
+        >>> moved = _counts_moved((tuple(range(8)), counts), tuple(range(1, 9)), names)  # 0 went, 8 came
+        >>> moved["shared"], "x0" in moved, moved["x8"]
+        (8, False, 1)
     """
     before, counts = last
     came, went = set(positions).difference(before), set(before).difference(positions)
@@ -2259,7 +2278,7 @@ class _Scorer:
         self._built: Tuple[set, Dict[Tuple[Tuple[int, ...], Optional[int]], RangePage]] = (set(), {})
         self.range_memory: Optional[_RangeMemory] = None  # a running Pager's builds of earlier plans and calls
         self._serials: List[Optional[int]] = []  # each position's serial number in range_memory, when asked
-        self._ranged_counts: Tuple[tuple, Counter] = ((), Counter())  # ranged positions -> their names' holder counts
+        self._serials_of: Optional[Callable[[Sequence[int]], Tuple[int, ...]]] = None  # see _range_serials
         self._block_names: Optional[_BlockNames] = None  # each block's names, for range pages (_make_ranges)
         self._system_texts: Dict[bytes, int] = {}   # under a budget: digest of a system block -> its latest position
         self._system_repeats: Dict[int, str] = {}   # ...and an earlier copy's position -> the later copy's id
@@ -2878,18 +2897,17 @@ class _Scorer:
         units = [self._units.get(i) for i in range(len(decisions))] if self._units else None
         held = self._held
         memory = self.range_memory
+        if memory is not None and self._serials_of is None:
+            self._serials_of = self._range_serials(decisions, names_of, units)
         if memory is not None and held is None:  # the counts _plan_ranges would make: of every ranged block
-            ranged = tuple(i for i, (action, reason) in enumerate(zip(decisions.action, decisions.reason))
-                           if reason == RANGED and action == "page")
-            if self._ranged_counts[0] != ranged:  # (the trial plan and a fit often range the same blocks)
-                self._ranged_counts = (ranged, _counts_moved(self._ranged_counts, ranged, names_of))
-            held = self._ranged_counts[1]
+            ranged = [i for i, (action, reason) in enumerate(zip(decisions.action, decisions.reason))
+                      if reason == RANGED and action == "page"]
+            held = memory.held_counts(self._serials_of(ranged), ranged, names_of)  # type: ignore[misc]
         if memory is not None:
             shown, held = memory.same(shown, held)
         if self._built[0] != shown:  # what the ranges built on a fit before say holds while the kept names do
             self._built = (shown, {} if memory is None else
-                           _RangeBuilds(memory, self._range_serials(decisions, names_of, units), names_of,
-                                        shown, held, known))  # type: ignore[dict-item]
+                           _RangeBuilds(memory, self._serials_of, names_of, shown, held, known))  # type: ignore[dict-item,arg-type]
         elif memory is not None:  # the builds of this plan stand as before; a new one is kept under what it read
             builds: _RangeBuilds = self._built[1]  # type: ignore[assignment]
             builds.held, builds.known = held, known

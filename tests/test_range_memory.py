@@ -175,3 +175,14 @@ def test_a_ranking_goes_on_from_the_rows_read_before_and_never_from_changed_ones
     engine._ranked_names(rows, (), None, 9)
     served = engine._ranked_names(traded, (), None, 9)
     assert served == fresh(traded, 9) and "wombat_total" in [name for name, _, _ in served]
+
+
+def test_the_kept_holder_counts_lose_the_blocks_that_went():
+    common = _chat(40)
+    _edit_counts(common)  # five older results name src/mod_38.py: it is no rare name
+    agent = engine.Pager(BUDGET)
+    assert "topics: helper_38, src/mod_38.py (" in _range_lines(agent.compact(common).messages)[-1]
+    msgs = _chat(40)  # those results as they were: src/mod_38.py is rare again
+    cold = engine.Pager(BUDGET).compact(copy.deepcopy(msgs))
+    assert "topics: src/mod_38.py, helper_38 (" in _range_lines(cold.messages)[-1]
+    assert _with_memory_of(agent).compact(msgs).messages == cold.messages
