@@ -11299,13 +11299,15 @@ class Pager:
                         intent_turn=intent.turn)
         return plan, scorer
 
-    def _page(self, d: Decision, text: str, now: str) -> StoredPage:
-        """Return the page of a newly paged block, reusing the one made before if nothing changed."""
-        old = self._pages.get(d.block)
-        if old is not None and old.text == text and (old.turn, old.role, old.kind, old.tokens, old.keywords) == (
-                d.turn, d.role, d.kind, d.tokens, d.matched):
+    def _page(self, fields: Tuple[str, int, str, Optional[str], int, Tuple[str, ...]], text: str,
+              now: str) -> StoredPage:
+        """Return the page of a newly paged block (``fields``: its block, turn, role, kind, tokens and
+        matched terms), reusing the one made before if nothing changed."""
+        old = self._pages.get(fields[0])
+        if old is not None and old.text == text and (old.block, old.turn, old.role, old.kind, old.tokens,
+                                                     old.keywords) == fields:
             return old
-        page = StoredPage(d.block, d.turn, d.role, d.kind, d.tokens, d.matched, _text_sha256(text), now, "", text)
+        page = StoredPage(*fields, _text_sha256(text), now, "", text)
         return _with_summary(page, self.params.stub_words)
 
     def _directives(self, plan: PassPlan, store: Optional[PageStore], now: str) -> Dict[str, Tuple[str, Optional[str]]]:
@@ -11315,29 +11317,35 @@ class Pager:
         stubs: Dict[str, str] = {}
         texts = plan.texts
         lookup = self._page_of(store)
-        for k, d in enumerate(plan.decisions):
-            if d.action == "page":
-                if d.stub or store is not None:
-                    page = lookup(d.block)
+        decisions = plan.decisions  # read by column: a Decision is built only for a page made anew
+        blocks, actions, stubbed = (_column(decisions, n) for n in ("block", "action", "stub"))
+        reasons, tokens = _column(decisions, "reason"), _column(decisions, "tokens")
+        turns, roles, kinds, matched = (_column(decisions, n) for n in ("turn", "role", "kind", "matched"))
+        for k, action in enumerate(actions):
+            block = blocks[k]
+            if action == "page":
+                if stubbed[k] or store is not None:
+                    page = lookup(block)
                     if page is None:
-                        raise PagerError(f"no stored text for paged block {_show(d.block)}")
+                        raise PagerError(f"no stored text for paged block {_show(block)}")
                 else:
-                    page = self._page(d, texts[k], now)  # type: ignore[arg-type, index]
-                newer, edge = _newer_copy(d.reason), _giant_edge(d.tokens, plan.params.budget)
+                    page = self._page((block, turns[k], roles[k], kinds[k], tokens[k], matched[k]),
+                                      texts[k], now)  # type: ignore[arg-type, index]
+                newer, edge = _newer_copy(reasons[k]), _giant_edge(tokens[k], plan.params.budget)
                 # The one-line stub of a page is the same every call; one naming a newer copy or a giant's is not.
-                same = self._pages.get(d.block) is page and newer is None and not edge
-                stub = self._stubs.get(d.block) if same else None
+                same = self._pages.get(block) is page and newer is None and not edge
+                stub = self._stubs.get(block) if same else None
                 if stub is None:
-                    stub = make_stub(_with_summary(page, self.params.stub_words), self.hint(d.block), newer, edge)
-                pages[d.block], stubs[d.block] = page, stub
-                out[d.block] = ("page", stub)
-            elif d.action == "retain" and d.stub:
-                page = lookup(d.block)
+                    stub = make_stub(_with_summary(page, self.params.stub_words), self.hint(block), newer, edge)
+                pages[block], stubs[block] = page, stub
+                out[block] = ("page", stub)
+            elif action == "retain" and stubbed[k]:
+                page = lookup(block)
                 if page is None:
-                    raise PagerError(f"no stored text for paged block {_show(d.block)}")
-                out[d.block] = ("retain", _verified_text(page, self.store or "the pager's pages"))
+                    raise PagerError(f"no stored text for paged block {_show(block)}")
+                out[block] = ("retain", _verified_text(page, self.store or "the pager's pages"))
             else:
-                out[d.block] = (d.action, None)
+                out[block] = (action, None)
         # A range page read back and paged again keeps its blocks recallable, in memory too.
         ranges = {r.id: (r.members, r.summary) for r in plan.ranges}
         old_ranges, old_pages = self._ranges, self._pages
