@@ -1017,7 +1017,9 @@ def _distinctive_names(names: Iterable[str]) -> Tuple[str, ...]:
     return kept
 
 
-READ_STEP = 128  # rows between the states _read_rows keeps along the rows it read last
+READ_STEP = 128        # rows between the states _read_rows keeps along the rows it read last, at least...
+READ_STATES = 8        # ...and doubled until it keeps at most this many states...
+READ_KEPT = 100_000    # ...holding at most this many names in all (a long range keeps few states, or none)
 # The rows _read_rows read last (oldest first) and its states along them: (rows read, each name's
 # newest row, each name's best tier) after every READ_STEP rows. Replaced whole, never changed in place.
 _ROWS_READ: List[Tuple[list, list]] = [([], [])]
@@ -1062,8 +1064,12 @@ def _read_rows(rows: List[Tuple[str, bool, Tuple[str, ...]]]) -> Tuple[Dict[str,
     else:
         count, last, tiers = 0, {}, {}
     saved = states[:kept]
+    step = READ_STEP
+    while len(rows) > step * READ_STATES:
+        step *= 2
+    room = READ_KEPT - sum(len(state[1]) for state in saved)
     while count < len(rows):
-        end = min(count + READ_STEP, len(rows))
+        end = min((count // step + 1) * step, len(rows))
         chunk = rows[count:end]
         last.update(zip(chain.from_iterable(found for _, _, found in chunk),
                         chain.from_iterable(repeat(row, len(found)) for row, (_, _, found) in enumerate(chunk, count))))
@@ -1073,8 +1079,9 @@ def _read_rows(rows: List[Tuple[str, bool, Tuple[str, ...]]]) -> Tuple[Dict[str,
             better = {name: tier for name, tier in better.items() if tier < ranked(name, TIER_READ + 1)}
         tiers.update(better)
         count = end
-        if count % READ_STEP == 0:
+        if (count % step == 0 or count == len(rows)) and len(last) <= room:
             saved.append((count, dict(last), dict(tiers)))
+            room -= len(last)
     if len(saved) > kept:
         _ROWS_READ[0] = (rows, saved)
     return last, tiers
