@@ -1121,45 +1121,61 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
             counted.append(Counter(chain.from_iterable(found for _, _, found in rows)))
         return counted[0][name]
 
-    keys = []
-    traits_of = _TOPIC_TRAITS.get
-    for name, row in last.items():
-        age = top - row
-        if name in known:
-            continue
-        traits = traits_of(name)
-        if traits is None:
-            traits = _topic_traits(name)
-        if not traits[0]:
-            continue
-        parts = traits[1]
-        if held is None:
-            count = rows_holding(name)
+    def keyed(names: Iterable[str]) -> List[tuple]:
+        """Return the sort key of each of ``names`` shown (not ``known``, distinctive): (common, tier,
+        age, a word rather than a path or dotted name, name)."""
+        keys = []
+        traits_of = _TOPIC_TRAITS.get
+        for name in names:
+            if name in known:
+                continue
+            traits = traits_of(name)
+            if traits is None:
+                traits = _topic_traits(name)
+            if not traits[0]:
+                continue
+            parts = traits[1]
+            if held is None:
+                count = rows_holding(name)
+            else:
+                count = held.get(name)
+                if count is None:  # a compound: held by no more blocks than its rarest part
+                    counts = [held[part] for part in parts if part in held] if parts else []
+                    count = min(counts) if counts else rows_holding(name)
+            keys.append((count > RARE_HOLDERS, tiers[name], top - last[name], parts is None, name))
+        return keys
+
+    def chosen(keys: List[tuple]) -> List[tuple]:
+        """Return (common, name, tier, age) of the names ``keys`` rank first, a compound's parts after it
+        passed over; ``limit`` at most."""
+        if limit is None:
+            keys.sort()
+            ranked: Iterable[tuple] = keys
         else:
-            count = held.get(name)
-            if count is None:  # a compound: held by no more blocks than its rarest part
-                counts = [held[part] for part in parts if part in held] if parts else []
-                count = min(counts) if counts else rows_holding(name)
-        keys.append((count > RARE_HOLDERS, tiers[name], age, parts is None, name))
-    if limit is None:
-        keys.sort()
-        ranked: Iterable[tuple] = keys
-    else:
-        heapq.heapify(keys)  # the same order, taken only as far as ``limit`` names need
-        ranked = (heapq.heappop(keys) for _ in range(len(keys)))
-    shown: set = set()
-    names = []
-    for _, tier, age, _, name in ranked:
-        if name in shown:
-            continue
-        shown.add(name)
-        parts = _TOPIC_TRAITS[name][1] if name in _TOPIC_TRAITS else _topic_traits(name)[1]
-        if parts is not None:  # "totals" is said by src/billing/totals.py
-            shown.update(parts)
-        names.append((name, tier, age))
-        if limit is not None and len(names) >= limit:
-            break
-    return names
+            heapq.heapify(keys)  # the same order, taken only as far as ``limit`` names need
+            ranked = (heapq.heappop(keys) for _ in range(len(keys)))
+        shown: set = set()
+        names = []
+        for common, tier, age, _, name in ranked:
+            if name in shown:
+                continue
+            shown.add(name)
+            parts = _TOPIC_TRAITS[name][1] if name in _TOPIC_TRAITS else _topic_traits(name)[1]
+            if parts is not None:  # "totals" is said by src/billing/totals.py
+                shown.update(parts)
+            names.append((common, name, tier, age))
+            if limit is not None and len(names) >= limit:
+                break
+        return names
+
+    # Rare names first; a page's paths and dotted names before its words: the whole name shows its parts.
+    if held is not None and limit is not None:
+        # Every rare name ranks before every other: when the names ``held`` counts as rare (and those
+        # it has no count for) alone fill ``limit``, the others are not read.
+        few = chosen(keyed(compress(last, map(RARE_HOLDERS.__ge__, map(held.get, last, repeat(0))))))
+        if len(few) >= limit and not any(common for common, _, _, _ in few):
+            return [(name, tier, age) for _, name, tier, age in few]
+    return [(name, tier, age) for _, name, tier, age in chosen(keyed(last))]
 
 
 def _index_names(rows: Sequence[Tuple[str, int, str, Optional[str], str]],

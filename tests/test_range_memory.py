@@ -186,3 +186,19 @@ def test_the_kept_holder_counts_lose_the_blocks_that_went():
     cold = engine.Pager(BUDGET).compact(copy.deepcopy(msgs))
     assert "topics: src/mod_38.py, helper_38 (" in _range_lines(cold.messages)[-1]
     assert _with_memory_of(agent).compact(msgs).messages == cold.messages
+
+
+def test_a_ranking_reads_the_common_names_only_when_the_rare_ones_do_not_fill_it():
+    rows = [("tool", False, ("rare_one", "common_one", "src/common/path.py")),
+            ("assistant", False, ("rare_two", "common_two"))]
+    held = {"rare_one": 1, "rare_two": 2, "common_one": 9, "common_two": 9, "src/common/path.py": 9,
+            "src": 9, "common": 9, "path": 9}
+    # two rare names fill two places: the common ones are never ranked before them
+    assert [n for n, _, _ in engine._ranked_names(rows, (), held, 2)] == ["rare_two", "rare_one"]
+    # four places: the common names follow, the agent's words and the newest first
+    assert [n for n, _, _ in engine._ranked_names(rows, (), held, 4)] == \
+        ["rare_two", "rare_one", "common_two", "src/common/path.py"]
+    # a compound the counts do not hold is as rare as its rarest part
+    del held["src/common/path.py"]
+    held["path"] = 1
+    assert [n for n, _, _ in engine._ranked_names(rows, (), held, 3)] == ["rare_two", "src/common/path.py", "rare_one"]
