@@ -1067,7 +1067,8 @@ def _read_rows(rows: List[Tuple[str, bool, Tuple[str, ...]]]) -> Tuple[Dict[str,
     step = READ_STEP
     while len(rows) > step * READ_STATES:
         step *= 2
-    room = READ_KEPT - sum(len(state[1]) for state in saved)
+    # (a range of fewer rows than READ_STEP is read whole: its states would only displace a long one's)
+    room = READ_KEPT - sum(len(state[1]) for state in saved) if len(rows) >= READ_STEP else 0
     while count < len(rows):
         end = min((count // step + 1) * step, len(rows))
         chunk = rows[count:end]
@@ -1079,7 +1080,7 @@ def _read_rows(rows: List[Tuple[str, bool, Tuple[str, ...]]]) -> Tuple[Dict[str,
             better = {name: tier for name, tier in better.items() if tier < ranked(name, TIER_READ + 1)}
         tiers.update(better)
         count = end
-        if (count % step == 0 or count == len(rows)) and len(last) <= room:
+        if (count % step == 0 or count == len(rows)) and 0 < len(last) <= room:
             saved.append((count, dict(last), dict(tiers)))
             room -= len(last)
     if len(saved) > kept:
