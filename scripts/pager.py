@@ -1021,7 +1021,7 @@ READ_STEP = 128        # rows between the states _read_rows keeps along the rows
 READ_STATES = 8        # ...and doubled until it keeps at most this many states...
 READ_KEPT = 100_000    # ...holding at most this many names in all (a long range keeps few states, or none)
 # The rows _read_rows read last (oldest first) and its states along them: (rows read, each name's
-# newest row, each name's best tier) after every READ_STEP rows. Replaced whole, never changed in place.
+# newest row, each name's best tier) after each step and at the end. Replaced whole, never changed in place.
 _ROWS_READ: List[Tuple[list, list]] = [([], [])]
 
 
