@@ -2202,6 +2202,14 @@ class _RangeBuilds:
         self.memory, self.serials, self.names_of = memory, serials, names_of
         self.shown, self.held, self.known = shown, held, known
         self.local: Dict[tuple, RangePage] = {}
+        self.moved: Dict[int, Tuple[set, set]] = {}  # id of another context's kept names -> (them, _moved)
+
+    def _moved(self, shown: set) -> set:
+        """Return the names kept in the context ``shown`` or in this plan's, not in both."""
+        moved = self.moved.get(id(shown))
+        if moved is None or moved[0] is not shown:
+            moved = self.moved[id(shown)] = (shown, shown.symmetric_difference(self.shown))
+        return moved[1]
 
     def _names(self, members: Sequence[int]) -> frozenset:
         """Return every name the ranking of ``members`` reads a count or a kept name for: their names and parts."""
@@ -2227,12 +2235,18 @@ class _RangeBuilds:
                 return None
         elif summary is not None and topics is None:  # that build's summary was an earlier pass's, not ranked
             return None
-        elif shown is not self.shown or held is not self.held:
+        elif held is not self.held:  # other counts: each of its names and parts read against both
             if names is None:
                 names = self._names(members)
             if shown is not self.shown and names.intersection(shown) != names.intersection(self.shown):
                 return None
-            if held is not self.held and list(map(held.get, names)) != list(map(self.held.get, names)):
+            if list(map(held.get, names)) != list(map(self.held.get, names)):
+                return None
+        elif shown is not self.shown:  # the same counts: does a name kept in one context and not the other name a block?
+            if names is not None:
+                if names.intersection(shown) != names.intersection(self.shown):
+                    return None
+            elif not self._moved(shown).isdisjoint(chain.from_iterable(map(self.names_of, members))):
                 return None
         memory.used_builds[kept] = [page, shown if said is not None else self.shown,
                                     held if said is not None else self.held, summary, names]

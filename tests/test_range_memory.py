@@ -78,12 +78,18 @@ def _edit_shown(msgs):  # the kept system prompt names the newest range's topic:
     msgs[0]["content"] += " Prefer helper_38."
 
 
+def _edit_shown_and_counts(msgs):  # the kept names change, and the counts (of a name the newest range lacks)
+    _edit_shown(msgs)
+    msgs[27]["content"] += "see unrelated_zebra_total\n"
+
+
 @pytest.mark.parametrize("edit, before, after", [
     (_edit_text, "topics: src/mod_38.py, helper_38 (", "topics: src/mod_38.py, helper_38, quokka_38 ("),
     (_edit_swap, "topics: src/mod_38.py, helper_38 (", "topics: src/mod_38.py, helper_38, helper_20 ("),
     (_edit_counts, "topics: src/mod_38.py, helper_38 (", "topics: helper_38, src/mod_38.py ("),
     (_edit_shown, "topics: src/mod_38.py, helper_38 (", "topics: src/mod_38.py ("),
-], ids=["its-block-text", "names-traded", "holder-counts", "kept-names"])
+    (_edit_shown_and_counts, "topics: src/mod_38.py, helper_38 (", "topics: src/mod_38.py ("),
+], ids=["its-block-text", "names-traded", "holder-counts", "kept-names", "kept-names-and-counts"])
 def test_a_kept_range_build_is_never_served_after_a_change_it_depends_on(edit, before, after):
     msgs = _chat(40)
     agent = engine.Pager(BUDGET)
