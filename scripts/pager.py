@@ -61,7 +61,7 @@ import sqlite3
 import sys
 import tempfile
 from bisect import bisect_left, bisect_right
-from collections import Counter
+from collections import ChainMap, Counter
 from contextlib import contextmanager
 from functools import lru_cache
 from itertools import chain, compress, islice, repeat
@@ -1011,6 +1011,119 @@ class _IndexName(NamedTuple):
     turn: int    # ...and turn
 
 
+_TOPIC_TRAITS: Dict[str, Tuple[bool, Optional[Tuple[str, ...]]]] = {}  # a name -> _topic_traits(name), remembered
+
+
+def _topic_traits(name: str) -> Tuple[bool, Optional[Tuple[str, ...]]]:
+    """Return (whether ``name`` may be shown as a distinctive name, its compound parts or None): what
+    _ranked_names asks of each name, worked out once per name (remembered up to _STEMS_MAX names).
+
+    A name is distinctive when it is an identifier, a path or a number, or a word of INDEX_WORD_CHARS
+    letters or more; a compound (a path, a dotted or hyphenated name) breaks into its parts.
+
+    Example:
+        >>> _topic_traits("src/totals.py"), _topic_traits("total"), _topic_traits("quantize")
+        ((True, ('src', 'totals', 'py')), (False, None), (True, None))
+    """
+    distinctive = bool(name.strip("_") and (_INDEX_CODE.search(name) or len(name) >= INDEX_WORD_CHARS))
+    traits = (distinctive, tuple(_COMPOUND_BREAK.split(name)) if _COMPOUND_BREAK.search(name) else None)
+    if len(_TOPIC_TRAITS) < _STEMS_MAX:
+        _TOPIC_TRAITS[name] = traits
+    return traits
+
+
+_DISTINCTIVE: Dict[Tuple[str, ...], Tuple[str, ...]] = {}  # names -> the distinctive ones, remembered
+
+
+def _distinctive_names(names: Iterable[str]) -> Tuple[str, ...]:
+    """Return the names of ``names`` that _topic_traits calls distinctive, in order (remembered for
+    NAMES_CACHED name tuples: a block's names are one tuple, _names_of's).
+
+    Example:
+        >>> _distinctive_names(("total", "src/totals.py", "quantize"))
+        ('src/totals.py', 'quantize')
+    """
+    names = tuple(names)
+    kept = _DISTINCTIVE.get(names)
+    if kept is None:
+        traits = _TOPIC_TRAITS.get
+        kept = tuple(name for name in names if (traits(name) or _topic_traits(name))[0])
+        if len(_DISTINCTIVE) < NAMES_CACHED:
+            _DISTINCTIVE[names] = kept
+    return kept
+
+
+READ_STEP = 128        # rows between the states _read_rows keeps along the rows it read last, at least...
+READ_STATES = 8        # ...and doubled until it keeps at most this many states...
+READ_KEPT = 100_000    # ...holding at most this many names in all (a long range keeps few states, or none)
+# The rows _read_rows read last (oldest first) and its states along them: (rows read, each name's
+# newest row, each name's best tier) after each step and at the end. Replaced whole, never changed in place.
+_ROWS_READ: List[Tuple[list, list]] = [([], [])]
+
+
+def _tiers_of(rows: Sequence[Tuple[str, bool, Tuple[str, ...]]]) -> Dict[str, int]:
+    """Return each name's best tier over ``rows`` (see _ranked_names): the worst first, each better
+    one written over it (a tool call's name is TIER_AGENT when it is a path, else TIER_CALL)."""
+    tiers: Dict[str, int] = dict.fromkeys(chain.from_iterable(f for role, _, f in rows if role != "assistant"),
+                                          TIER_READ)
+    called = dict.fromkeys(chain.from_iterable(f for role, call, f in rows if role == "assistant" and call),
+                           TIER_CALL)
+    tiers.update(called)
+    tiers.update(dict.fromkeys([name for name in called if "/" in name], TIER_AGENT))
+    tiers.update(dict.fromkeys(chain.from_iterable(f for role, call, f in rows if role == "assistant" and not call),
+                               TIER_AGENT))
+    return tiers
+
+
+def _read_rows(rows: List[Tuple[str, bool, Tuple[str, ...]]]) -> Tuple[Dict[str, int], Dict[str, int]]:
+    """Return each name of ``rows`` (oldest first) -> the newest row holding it (its place in
+    ``rows``), and -> its best tier (_tiers_of).
+
+    A plan ranks ranges that begin with the same oldest rows (merging the oldest ranges by halving,
+    fit after fit), so the reading goes on from the longest state kept along the rows read last
+    that ``rows`` begins with (the same rows: role, call and the very names), and keeps its own.
+
+    Example:
+        >>> _read_rows([("tool", False, ("a_1", "b_2")), ("assistant", False, ("a_1",))])
+        ({'a_1': 1, 'b_2': 0}, {'a_1': 0, 'b_2': 2})
+    """
+    read, states = _ROWS_READ[0]
+    kept = 0  # the states that hold for ``rows``
+    done = 0
+    for count, _, _ in states:
+        if count > len(rows) or rows[done:count] != read[done:count]:
+            break
+        kept, done = kept + 1, count
+    if kept:
+        count, last, tiers = states[kept - 1]
+        last, tiers = dict(last), dict(tiers)
+    else:
+        count, last, tiers = 0, {}, {}
+    saved = states[:kept]
+    step = READ_STEP
+    while len(rows) > step * READ_STATES:
+        step *= 2
+    # (a range of fewer rows than READ_STEP is read whole: its states would only displace a long one's)
+    room = READ_KEPT - sum(len(state[1]) for state in saved) if len(rows) >= READ_STEP else 0
+    while count < len(rows):
+        end = min((count // step + 1) * step, len(rows))
+        chunk = rows[count:end]
+        last.update(zip(chain.from_iterable(found for _, _, found in chunk),
+                        chain.from_iterable(repeat(row, len(found)) for row, (_, _, found) in enumerate(chunk, count))))
+        better = _tiers_of(chunk)
+        if tiers:
+            ranked = tiers.get
+            better = {name: tier for name, tier in better.items() if tier < ranked(name, TIER_READ + 1)}
+        tiers.update(better)
+        count = end
+        if (count % step == 0 or count == len(rows)) and 0 < len(last) <= room:
+            saved.append((count, dict(last), dict(tiers)))
+            room -= len(last)
+    if len(saved) > kept:
+        _ROWS_READ[0] = (rows, saved)
+    return last, tiers
+
+
 def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Container[str] = (),
                   held: Optional[Mapping[str, int]] = None, limit: Optional[int] = None) -> List[Tuple[str, int, int]]:
     """Return (name, tier, age) of the distinctive names of ``rows``, the likeliest needed first: the
@@ -1033,58 +1146,73 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
         ...                ("assistant", True, ("src/totals.py", "totals", "quantize"))])
         [('src/totals.py', 0, 1), ('quantize', 1, 1), ('docs/rounding.md', 2, 0)]
     """
-    # Built with dict and Counter updates (C loops): a merged range holds thousands of names.
-    rows = [(role, call, tuple(found)) for role, call, found in rows]
-    newest: Dict[str, int] = {}  # a name -> the newest row holding it
-    for age in range(len(rows) - 1, -1, -1):
-        newest.update(dict.fromkeys(rows[age][2], age))
+    # Built with dict and Counter updates (C loops): a merged range holds thousands of names, the
+    # distinctive ones alone read (a row's, remembered by its names: blocks keep their names' tuples).
+    rows = [(role, call, _distinctive_names(found)) for role, call, found in rows]
+    last, tiers = _read_rows(rows[::-1])  # each name's newest row (counted from the oldest) and best tier
+    top = len(rows) - 1
     counted: List[Counter] = []  # how many rows hold each name, counted when first asked
 
     def rows_holding(name: str) -> int:
         if not counted:
             counted.append(Counter(chain.from_iterable(found for _, _, found in rows)))
         return counted[0][name]
-    # Each name's best tier: the worst first, each better one written over it.
-    tiers: Dict[str, int] = dict.fromkeys(chain.from_iterable(f for role, _, f in rows if role != "assistant"),
-                                          TIER_READ)
-    for role, call, found in rows:
-        if role == "assistant" and call:
-            tiers.update((name, TIER_AGENT if "/" in name else TIER_CALL) for name in found
-                         if tiers.get(name, TIER_READ) > TIER_AGENT)
-    tiers.update(dict.fromkeys(chain.from_iterable(f for role, call, f in rows if role == "assistant" and not call),
-                               TIER_AGENT))
 
-    def common(name: str) -> bool:
-        if held is None:
-            return rows_holding(name) > RARE_HOLDERS
-        count = held.get(name)
-        if count is None:  # a compound: held by no more blocks than its rarest part
-            parts = [held[part] for part in _COMPOUND_BREAK.split(name) if part in held]
-            count = min(parts) if parts else rows_holding(name)
-        return count > RARE_HOLDERS
+    def keyed(names: Iterable[str]) -> List[tuple]:
+        """Return the sort key of each of ``names`` shown (not ``known``, distinctive): (common, tier,
+        age, a word rather than a path or dotted name, name)."""
+        keys = []
+        traits_of = _TOPIC_TRAITS.get
+        for name in names:
+            if name in known:
+                continue
+            traits = traits_of(name)
+            if traits is None:
+                traits = _topic_traits(name)
+            if not traits[0]:
+                continue
+            parts = traits[1]
+            if held is None:
+                count = rows_holding(name)
+            else:
+                count = held.get(name)
+                if count is None:  # a compound: held by no more blocks than its rarest part
+                    counts = [held[part] for part in parts if part in held] if parts else []
+                    count = min(counts) if counts else rows_holding(name)
+            keys.append((count > RARE_HOLDERS, tiers[name], top - last[name], parts is None, name))
+        return keys
+
+    def chosen(keys: List[tuple]) -> List[tuple]:
+        """Return (common, name, tier, age) of the names ``keys`` rank first, a compound's parts after it
+        passed over; ``limit`` at most."""
+        if limit is None:
+            keys.sort()
+            ranked: Iterable[tuple] = keys
+        else:
+            heapq.heapify(keys)  # the same order, taken only as far as ``limit`` names need
+            ranked = (heapq.heappop(keys) for _ in range(len(keys)))
+        shown: set = set()
+        names = []
+        for common, tier, age, _, name in ranked:
+            if name in shown:
+                continue
+            shown.add(name)
+            parts = _TOPIC_TRAITS[name][1] if name in _TOPIC_TRAITS else _topic_traits(name)[1]
+            if parts is not None:  # "totals" is said by src/billing/totals.py
+                shown.update(parts)
+            names.append((common, name, tier, age))
+            if limit is not None and len(names) >= limit:
+                break
+        return names
 
     # Rare names first; a page's paths and dotted names before its words: the whole name shows its parts.
-    keys = [(common(name), tiers[name], age, not _COMPOUND_BREAK.search(name), name)
-            for name, age in newest.items()
-            if name not in known and name.strip("_") and (_INDEX_CODE.search(name) or len(name) >= INDEX_WORD_CHARS)]
-    if limit is None:
-        keys.sort()
-        ranked: Iterable[tuple] = keys
-    else:
-        heapq.heapify(keys)  # the same order, taken only as far as ``limit`` names need
-        ranked = (heapq.heappop(keys) for _ in range(len(keys)))
-    shown: set = set()
-    names = []
-    for _, tier, age, _, name in ranked:
-        if name in shown:
-            continue
-        shown.add(name)
-        if _COMPOUND_BREAK.search(name):  # "totals" is said by src/billing/totals.py
-            shown.update(_COMPOUND_BREAK.split(name))
-        names.append((name, tier, age))
-        if limit is not None and len(names) >= limit:
-            break
-    return names
+    if held is not None and limit is not None:
+        # Every rare name ranks before every other: when the names ``held`` counts as rare (and those
+        # it has no count for) alone fill ``limit``, the others are not read.
+        few = chosen(keyed(compress(last, map(RARE_HOLDERS.__ge__, map(held.get, last, repeat(0))))))
+        if len(few) >= limit and not any(common for common, _, _, _ in few):
+            return [(name, tier, age) for _, name, tier, age in few]
+    return [(name, tier, age) for _, name, tier, age in chosen(keyed(last))]
 
 
 def _index_names(rows: Sequence[Tuple[str, int, str, Optional[str], str]],
@@ -2012,6 +2140,197 @@ class _StubCosts:
         return self.bound(position)
 
 
+def _counts_moved(last: Tuple[tuple, Counter], positions: tuple, names_of: Callable[[int], Sequence[str]]) -> Counter:
+    """Return how many of the blocks at ``positions`` hold each name (a block's names are distinct): the
+    counts ``last`` gave for other positions, moved by the blocks that came and went when they are few,
+    else counted anew. Either way a name no block holds has no entry.
+
+    Example:
+        >>> names = {i: (f"x{i}", "shared") for i in range(9)}.__getitem__
+        >>> counts = Counter(chain.from_iterable(map(names, range(8))))  # blocks 0-7
+        >>> moved = _counts_moved((tuple(range(8)), counts), tuple(range(1, 9)), names)  # 0 went, 8 came
+        >>> moved["shared"], "x0" in moved, moved["x8"]
+        (8, False, 1)
+    """
+    before, counts = last
+    came, went = set(positions).difference(before), set(before).difference(positions)
+    if len(came) + len(went) > len(positions) // 4:
+        return Counter(chain.from_iterable(map(names_of, positions)))
+    moved = Counter(counts)
+    moved.update(chain.from_iterable(map(names_of, came)))
+    gone = list(chain.from_iterable(map(names_of, went)))
+    moved.subtract(gone)
+    for name in gone:
+        if moved.get(name, 1) <= 0:
+            del moved[name]
+    return moved
+
+
+class _RangeMemory:
+    """The range pages a running Pager built, kept from one call to the next (its ``compact`` calls
+    plan ranges over mostly the same blocks: the trial plan, each fit, the next call's).
+
+    A build is kept under its members' signatures and its topic count, a signature being every
+    field of a block a range page's line is made of (id, kind, role, whether it is a tool call,
+    turn, tokens, its names: so a block whose text changed has another); each block signature gets
+    a serial number, never given to another (``serials``). A kept build is served only while what
+    its topics were ranked against is the same where its blocks' names are concerned: the kept
+    context's names (``shown``), the holder counts (``held``) of its names and their compound parts,
+    and the summary an earlier pass gave its id (``known``). What a call used is what the next keeps
+    (``settle``); a new recall hint (which a line holds) forgets everything.
+    """
+
+    def __init__(self) -> None:
+        self.serials: Dict[tuple, int] = {}   # a block's signature -> its serial number
+        self.builds: Dict[tuple, list] = {}   # (members' serials, topics) -> [page, shown, held, known summary, names]
+        self.used_serials: Dict[tuple, int] = {}
+        self.used_builds: Dict[tuple, list] = {}
+        self.count = 0      # serial numbers given so far
+        self.hint: Any = None
+        self.shown: set = set()      # the last kept names and holder counts given, so an equal one is the same object
+        # the ranged blocks' serials of the last plan, their names, and how many of them hold each name
+        self.counted: Tuple[tuple, Dict[int, Sequence[str]], Counter] = ((), {}, Counter())
+        self.held: Optional[Mapping[str, int]] = None
+
+    def start(self, hint: Any) -> None:
+        """Begin a call whose lines carry the recall hint ``hint``: a different one forgets every build."""
+        if hint is not self.hint:
+            self.serials, self.builds, self.hint = {}, {}, hint
+        self.used_serials, self.used_builds = {}, {}
+
+    def settle(self) -> None:
+        """End a call: keep only what it used."""
+        self.serials, self.builds = self.used_serials, self.used_builds
+        self.used_serials, self.used_builds = {}, {}
+
+    def serial(self, signature: tuple) -> int:
+        """Return the serial number of a block signature (a new one for a signature not seen)."""
+        number = self.used_serials.get(signature)
+        if number is None:
+            number = self.serials.get(signature)
+            if number is None:
+                self.count += 1
+                number = self.count
+            self.used_serials[signature] = number
+        return number
+
+    def held_counts(self, serials: Tuple[int, ...], positions: Sequence[int],
+                    names_of: Callable[[int], Sequence[str]]) -> Counter:
+        """Return how many of the blocks at ``positions`` (their ``serials``) hold each name: the counts
+        kept for the ranged blocks of the last plan, moved by the blocks that came and went
+        (_counts_moved; blocks are told apart by serial, so an edited one came and its old self went)."""
+        before, names, counts = self.counted
+        if serials != before:
+            now = dict(zip(serials, map(names_of, positions)))
+            either = ChainMap(now, names)
+            counts = _counts_moved((before, counts), serials, either.__getitem__)
+            self.counted = (serials, now, counts)
+        return counts
+
+    def same(self, shown: set, held: Mapping[str, int]) -> Tuple[set, Mapping[str, int]]:
+        """Return ``shown`` and ``held``, or the equal ones given before (a kept build made against
+        the very same objects needs no check of its names)."""
+        if shown is not self.shown and shown == self.shown:
+            shown = self.shown
+        if held is not self.held and self.held is not None and (
+                dict.__eq__(held, self.held) if isinstance(held, dict) and isinstance(self.held, dict)
+                else held == self.held):  # (a dict's own equality: a Counter's is a Python loop)
+            held = self.held
+        self.shown, self.held = shown, held
+        return shown, held
+
+
+class _BlockNames(dict):
+    """Position -> the names of that block's text (_names_of with compounds: a path shown whole), read
+    when first asked: its own text, else for a block that arrived as a stub its page's; () for none.
+    A dict, so a name list already read is one C lookup (range planning asks for thousands)."""
+
+    def __init__(self, texts: Sequence[Optional[str]], pages: Optional[Callable[[str], Optional["StoredPage"]]],
+                 stubs: Container[int], blocks: Sequence[str]) -> None:
+        super().__init__()
+        self.texts, self.pages, self.stubs, self.blocks = texts, pages, stubs, blocks
+
+    def __missing__(self, i: int) -> Tuple[str, ...]:
+        texts = self.texts
+        text = texts[i] if i < len(texts) else None
+        if text is None and self.pages is not None and i in self.stubs:
+            page = self.pages(self.blocks[i])
+            text = page.text if page is not None else None
+        found = self[i] = _names_of(text, compounds=True) if text else ()
+        return found
+
+
+class _RangeBuilds:
+    """The ``built`` mapping _plan_ranges fills in one plan ((members' positions, topics) -> RangePage),
+    backed by a _RangeMemory: a build of the same blocks kept from an earlier plan is served when
+    nothing its line depends on changed (see _RangeMemory)."""
+
+    def __init__(self, memory: _RangeMemory, serials: Callable[[Sequence[int]], Tuple[int, ...]],
+                 names_of: Callable[[int], Sequence[str]], shown: set, held: Mapping[str, int],
+                 known: Mapping[str, str]) -> None:
+        self.memory, self.serials, self.names_of = memory, serials, names_of
+        self.shown, self.held, self.known = shown, held, known
+        self.local: Dict[tuple, RangePage] = {}
+        self.moved: Dict[int, Tuple[set, set]] = {}  # id of another context's kept names -> (them, _moved)
+
+    def _moved(self, shown: set) -> set:
+        """Return the names kept in the context ``shown`` or in this plan's, not in both."""
+        moved = self.moved.get(id(shown))
+        if moved is None or moved[0] is not shown:
+            moved = self.moved[id(shown)] = (shown, shown.symmetric_difference(self.shown))
+        return moved[1]
+
+    def _names(self, members: Sequence[int]) -> frozenset:
+        """Return every name the ranking of ``members`` reads a count or a kept name for: their names and parts."""
+        names = set(chain.from_iterable(map(self.names_of, members)))
+        traits = _TOPIC_TRAITS.get
+        names.update(chain.from_iterable(filter(None, [(traits(name) or _topic_traits(name))[1] for name in names])))
+        return frozenset(names)
+
+    def get(self, key: Tuple[Tuple[int, ...], Optional[int]]) -> Optional[RangePage]:
+        page = self.local.get(key)
+        if page is not None:
+            return page
+        members, topics = key
+        memory = self.memory
+        kept = (self.serials(members), topics)
+        entry = memory.used_builds.get(kept) or memory.builds.get(kept)
+        if entry is None:
+            return None
+        page, shown, held, summary, names = entry
+        said = self.known.get(page.id) if topics is None else None
+        if said is not None:  # the line an earlier pass gave these blocks: what a build makes of them now
+            if said != page.summary:
+                return None
+        elif summary is not None and topics is None:  # that build's summary was an earlier pass's, not ranked
+            return None
+        elif held is not self.held:  # other counts: each of its names and parts read against both
+            if names is None:
+                names = self._names(members)
+            if shown is not self.shown and names.intersection(shown) != names.intersection(self.shown):
+                return None
+            if list(map(held.get, names)) != list(map(self.held.get, names)):
+                return None
+        elif shown is not self.shown:  # the same counts: does a name kept in one context and not the other name a block?
+            if names is not None:
+                if names.intersection(shown) != names.intersection(self.shown):
+                    return None
+            elif not self._moved(shown).isdisjoint(chain.from_iterable(map(self.names_of, members))):
+                return None
+        memory.used_builds[kept] = [page, shown if said is not None else self.shown,
+                                    held if said is not None else self.held, summary, names]
+        if page.positions != members:  # the same blocks elsewhere in the list
+            page = page._replace(positions=tuple(members))
+        self.local[key] = page
+        return page
+
+    def __setitem__(self, key: Tuple[Tuple[int, ...], Optional[int]], page: RangePage) -> None:
+        self.local[key] = page
+        members, topics = key
+        self.memory.used_builds[(self.serials(members), topics)] = [page, self.shown, self.held,
+                                                                    self.known.get(page.id), None]
+
+
 class _Scorer:
     """Scores blocks as they stream in, then classifies them once the whole history is seen.
 
@@ -2064,6 +2383,10 @@ class _Scorer:
         self._range_summaries: Dict[str, str] = {}  # a range page that arrived as a stub -> its summary
         # the ranges _make_ranges built in this pass, and the kept names they were built against
         self._built: Tuple[set, Dict[Tuple[Tuple[int, ...], Optional[int]], RangePage]] = (set(), {})
+        self.range_memory: Optional[_RangeMemory] = None  # a running Pager's builds of earlier plans and calls
+        self._serials: List[Optional[int]] = []  # each position's serial number in range_memory, when asked
+        self._serials_of: Optional[Callable[[Sequence[int]], Tuple[int, ...]]] = None  # see _range_serials
+        self._block_names: Optional[_BlockNames] = None  # each block's names, for range pages (_make_ranges)
         self._system_texts: Dict[bytes, int] = {}   # under a budget: digest of a system block -> its latest position
         self._system_repeats: Dict[int, str] = {}   # ...and an earlier copy's position -> the later copy's id
         # The text of each block that may end up paged, else None: a block is sure to be
@@ -2699,17 +3022,9 @@ class _Scorer:
         """Return the range pages of this pass's blocks paged without a stub (see _plan_ranges)."""
         if RANGED not in decisions.reason:
             return []
-        cache: Dict[int, Tuple[str, ...]] = {}
-
-        def names_of(i: int) -> Tuple[str, ...]:
-            found = cache.get(i)
-            if found is None:
-                text = self.texts[i] if i < len(self.texts) else None
-                if text is None and self.pages is not None and i in self._stubs:
-                    page = self.pages(decisions.block[i])
-                    text = page.text if page is not None else None
-                found = cache[i] = _names_of(text, compounds=True) if text else ()  # a path shown whole
-            return found
+        if self._block_names is None:  # each block's names, read once a pass (texts and pages stay put)
+            self._block_names = _BlockNames(self.texts, self.pages, self._stubs, decisions.block)
+        names_of = self._block_names.__getitem__
 
         shown = set()
         for i, action in enumerate(decisions.action):
@@ -2718,10 +3033,24 @@ class _Scorer:
         known = {rid: summary for rid, (_, summary) in self.previous_ranges.items()}
         known.update(self._range_summaries)
         units = [self._units.get(i) for i in range(len(decisions))] if self._units else None
+        held = self._held
+        memory = self.range_memory
+        if memory is not None and self._serials_of is None:
+            self._serials_of = self._range_serials(decisions, names_of, units)
+        if memory is not None and held is None:  # the counts _plan_ranges would make: of every ranged block
+            ranged = [i for i, (action, reason) in enumerate(zip(decisions.action, decisions.reason))
+                      if reason == RANGED and action == "page"]
+            held = memory.held_counts(self._serials_of(ranged), ranged, names_of)  # type: ignore[misc]
+        if memory is not None:
+            shown, held = memory.same(shown, held)
         if self._built[0] != shown:  # what the ranges built on a fit before say holds while the kept names do
-            self._built = (shown, {})
+            self._built = (shown, {} if memory is None else
+                           _RangeBuilds(memory, self._serials_of, names_of, shown, held, known))  # type: ignore[dict-item,arg-type]
+        elif memory is not None:  # the builds of this plan stand as before; a new one is kept under what it read
+            builds: _RangeBuilds = self._built[1]  # type: ignore[assignment]
+            builds.held, builds.known = held, known
         head = self._range_hint_cost()  # the first line's recall hint: counted once, with the oldest range
-        ranges = _plan_ranges(decisions, max(room - head, 0), self._range_line_cost, names_of, shown, self._held,
+        ranges = _plan_ranges(decisions, max(room - head, 0), self._range_line_cost, names_of, shown, held,
                               known, units, self._built[1])
         if ranges:  # the first line's cost, its hint rendered: never more than the room planned for it
             line = _first_range_line(self._render_stub(ranges[0].page()), len(ranges) > 1)
@@ -2730,6 +3059,28 @@ class _Scorer:
                 cost += estimate_tokens(index_lines([ranges[0].page()])[0]) + 1
             ranges[0] = ranges[0]._replace(cost=cost)
         return ranges
+
+    def _range_serials(self, decisions: "_DecisionTable", names_of: Callable[[int], Tuple[str, ...]],
+                       units: Optional[List[Optional[str]]]) -> Callable[[Sequence[int]], Tuple[int, ...]]:
+        """Return a function of members' positions giving their serial numbers in range_memory (see
+        _RangeMemory: each block's signature is every field its range page's line is made of)."""
+        memory, serials = self.range_memory, self._serials
+        if len(serials) != len(decisions):
+            serials[:] = [None] * len(decisions)
+        blocks, kinds, roles, turns, tokens = (decisions.block, decisions.kind, decisions.role, decisions.turn,
+                                               decisions.tokens)
+
+        def of(members: Sequence[int]) -> Tuple[int, ...]:
+            found = tuple(map(serials.__getitem__, members))
+            if None not in found:
+                return found  # type: ignore[return-value]
+            for i in members:
+                if serials[i] is None:
+                    call = roles[i] == "assistant" and bool(units) and units[i] is not None  # type: ignore[index]
+                    serials[i] = memory.serial(  # type: ignore[union-attr]
+                        (blocks[i], kinds[i], roles[i], call, turns[i], tokens[i], names_of(i)))
+            return tuple(map(serials.__getitem__, members))  # type: ignore[arg-type]
+        return of
 
     def _range_line_cost(self, page: "StoredPage") -> int:
         """Return what a range page's line without the recall hint costs in the request (and in the
@@ -10938,6 +11289,7 @@ class Pager:
         self._intent: Optional[Intent] = None  # the last call's intent: a call with no user message keeps it
         # The last call's messages as read: (format, held, their fingerprint, the Conversation).
         self._read: Optional[Tuple[str, bool, bytes, Conversation]] = None
+        self._range_memory = _RangeMemory()  # the range pages the last call built (see _RangeMemory)
 
     # -- one pass --
 
@@ -11079,11 +11431,14 @@ class Pager:
                                    False, (lambda seen: definitions) if definitions else None, current)
             scorer.previous = self._actions  # the last pass's directives: with params.target they stand
             scorer.previous_ranges = self._ranges
+            self._range_memory.start(hint)  # the range pages built before, served where nothing they read changed
+            scorer.range_memory = self._range_memory
             scorer.use_work(intent.work)
             scorer.add_all(0, blocks)
             decisions = scorer.finish(current)
         except PagerError as exc:
             raise PagerError(f"messages: {exc}") from None
+        self._range_memory.settle()
         self._cache = scorer.fresh  # only blocks of this conversation: a dropped one is forgotten
         self._intent = self._intent if kept else intent
         plan = PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
@@ -11092,13 +11447,15 @@ class Pager:
                         intent_turn=intent.turn)
         return plan, scorer
 
-    def _page(self, d: Decision, text: str, now: str) -> StoredPage:
-        """Return the page of a newly paged block, reusing the one made before if nothing changed."""
-        old = self._pages.get(d.block)
-        if old is not None and old.text == text and (old.turn, old.role, old.kind, old.tokens, old.keywords) == (
-                d.turn, d.role, d.kind, d.tokens, d.matched):
+    def _page(self, fields: Tuple[str, int, str, Optional[str], int, Tuple[str, ...]], text: str,
+              now: str) -> StoredPage:
+        """Return the page of a newly paged block (``fields``: its block, turn, role, kind, tokens and
+        matched terms), reusing the one made before if nothing changed."""
+        old = self._pages.get(fields[0])
+        if old is not None and old.text == text and (old.block, old.turn, old.role, old.kind, old.tokens,
+                                                     old.keywords) == fields:
             return old
-        page = StoredPage(d.block, d.turn, d.role, d.kind, d.tokens, d.matched, _text_sha256(text), now, "", text)
+        page = StoredPage(*fields, _text_sha256(text), now, "", text)
         return _with_summary(page, self.params.stub_words)
 
     def _directives(self, plan: PassPlan, store: Optional[PageStore], now: str) -> Dict[str, Tuple[str, Optional[str]]]:
@@ -11108,29 +11465,35 @@ class Pager:
         stubs: Dict[str, str] = {}
         texts = plan.texts
         lookup = self._page_of(store)
-        for k, d in enumerate(plan.decisions):
-            if d.action == "page":
-                if d.stub or store is not None:
-                    page = lookup(d.block)
+        decisions = plan.decisions  # read by column: a Decision is built only for a page made anew
+        blocks, actions, stubbed = (_column(decisions, n) for n in ("block", "action", "stub"))
+        reasons, tokens = _column(decisions, "reason"), _column(decisions, "tokens")
+        turns, roles, kinds, matched = (_column(decisions, n) for n in ("turn", "role", "kind", "matched"))
+        for k, action in enumerate(actions):
+            block = blocks[k]
+            if action == "page":
+                if stubbed[k] or store is not None:
+                    page = lookup(block)
                     if page is None:
-                        raise PagerError(f"no stored text for paged block {_show(d.block)}")
+                        raise PagerError(f"no stored text for paged block {_show(block)}")
                 else:
-                    page = self._page(d, texts[k], now)  # type: ignore[arg-type, index]
-                newer, edge = _newer_copy(d.reason), _giant_edge(d.tokens, plan.params.budget)
+                    page = self._page((block, turns[k], roles[k], kinds[k], tokens[k], matched[k]),
+                                      texts[k], now)  # type: ignore[arg-type, index]
+                newer, edge = _newer_copy(reasons[k]), _giant_edge(tokens[k], plan.params.budget)
                 # The one-line stub of a page is the same every call; one naming a newer copy or a giant's is not.
-                same = self._pages.get(d.block) is page and newer is None and not edge
-                stub = self._stubs.get(d.block) if same else None
+                same = self._pages.get(block) is page and newer is None and not edge
+                stub = self._stubs.get(block) if same else None
                 if stub is None:
-                    stub = make_stub(_with_summary(page, self.params.stub_words), self.hint(d.block), newer, edge)
-                pages[d.block], stubs[d.block] = page, stub
-                out[d.block] = ("page", stub)
-            elif d.action == "retain" and d.stub:
-                page = lookup(d.block)
+                    stub = make_stub(_with_summary(page, self.params.stub_words), self.hint(block), newer, edge)
+                pages[block], stubs[block] = page, stub
+                out[block] = ("page", stub)
+            elif action == "retain" and stubbed[k]:
+                page = lookup(block)
                 if page is None:
-                    raise PagerError(f"no stored text for paged block {_show(d.block)}")
-                out[d.block] = ("retain", _verified_text(page, self.store or "the pager's pages"))
+                    raise PagerError(f"no stored text for paged block {_show(block)}")
+                out[block] = ("retain", _verified_text(page, self.store or "the pager's pages"))
             else:
-                out[d.block] = (d.action, None)
+                out[block] = (action, None)
         # A range page read back and paged again keeps its blocks recallable, in memory too.
         ranges = {r.id: (r.members, r.summary) for r in plan.ranges}
         old_ranges, old_pages = self._ranges, self._pages
