@@ -1879,6 +1879,17 @@ def _range_topics(rows: Sequence[Tuple[str, bool, Iterable[str]]], shown: Contai
     return [name for name, _, _ in _ranked_names(rows, shown, held, limit)]
 
 
+def _topic_room(blocks: int, rate: int) -> int:
+    """Return how many topics a range page of ``blocks`` blocks lists at ``rate`` / TOPIC_RATE_STEPS names
+    a block: RANGE_TOPICS at least.
+
+    Example:
+        >>> _topic_room(1, 15), _topic_room(40, 8), _topic_room(40, 15)
+        (8, 40, 75)
+    """
+    return max(RANGE_TOPICS, rate * blocks // TOPIC_RATE_STEPS)
+
+
 def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[["StoredPage"], int],
                  names_of: Callable[[int], Sequence[str]], shown: Container[str] = (),
                  held: Optional[Mapping[str, int]] = None,
@@ -2020,12 +2031,26 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
         return ranges
     # The room the lines leave names more of what the ranges hold: each new line lists the same
     # number of names per block it holds (RANGE_TOPICS at least), the most that fits (found by
-    # halving: TOPIC_RATE_STEPS); a line an earlier pass gave keeps its text.
+    # halving: TOPIC_RATE_STEPS); a line an earlier pass gave keeps its text. Each range is ranked
+    # once, for the most names its line could list in the room; a line with fewer lists the first.
     fresh = [k for k, r in enumerate(ranges) if r.id not in known]
+    if not fresh:
+        return ranges
+    spare = room - total  # each name a line adds costs a token or more: no line lists more than that many more
+    most = [build(list(ranges[k].positions),
+                  min(_topic_room(len(ranges[k].positions), 2 * TOPIC_RATE_STEPS - 1), RANGE_TOPICS + max(spare, 0)))
+            for k in fresh]
+
+    def listing(page: RangePage, rate: int) -> RangePage:
+        head, sep, topics = page.summary.partition(TOPICS_MARK)
+        if not sep:  # no topics to list
+            return page
+        cut = page._replace(summary=head + sep + ", ".join(topics.split(", ")[:_topic_room(len(page.positions), rate)]))
+        return cut._replace(cost=line_cost(cut.page()))
+
     rate, step, chosen = 0, TOPIC_RATE_STEPS, []
-    while step and fresh:
-        trial = [build(list(ranges[k].positions), max(RANGE_TOPICS, (rate + step) * len(ranges[k].positions)
-                                                      // TOPIC_RATE_STEPS)) for k in fresh]
+    while step:
+        trial = [listing(page, rate + step) for page in most]
         if total - sum(ranges[k].cost for k in fresh) + sum(r.cost for r in trial) <= room:
             rate, chosen = rate + step, trial
         step //= 2
