@@ -554,25 +554,54 @@ def _identifier_in(lowered: str, name: str) -> bool:
             or (bool(joined) and _found_between(lowered, joined, "")))
 
 
-def _hits(lowered: str, needles: List[Tuple[str, str]]) -> Tuple[str, ...]:
-    """Return _block_hits for ``(stem, needle)`` pairs worked out once per pass."""
+class _Needle(NamedTuple):
+    """One intent stem as _hits searches for it, worked out once per pass (see _needles)."""
+
+    stem: str
+    needle: str    # what every token stemming to ``stem`` starts with (_needle)
+    size: int      # len(needle)
+    name: bool     # an identifier (holds "_"): matched as a programmer reads it, not by stem
+    whole: bool    # a token that is the needle itself stems to ``stem``
+
+
+def _needles(stems: Iterable[str]) -> List[_Needle]:
+    """Return the _Needle of each stem, in order."""
+    out = []
+    for s in stems:
+        needle = _needle(s)
+        out.append(_Needle(s, needle, len(needle), "_" in s, bool(needle) and _stem(needle) == s))
+    return out
+
+
+def _hits(lowered: str, needles: List[_Needle]) -> Tuple[str, ...]:
+    """Return _block_hits for the ``needles`` of its stems (see _needles)."""
     found: Tuple[str, ...] = ()
-    for s, needle in needles:
-        if "_" in s:  # an identifier: matched as a programmer reads it, not by stem
+    find = lowered.find
+    end = len(lowered)
+    for s, needle, size, name, whole in needles:
+        if name:
             if _identifier_in(lowered, s):
                 found += (s,)
             continue
-        i = lowered.find(needle) if needle else -1  # one search tells whether it occurs and where
-        size = len(needle)
+        i = find(needle) if size else -1  # one search tells whether it occurs and where
         while i >= 0:
-            if i and (lowered[i - 1].isalnum() or lowered[i - 1] == "_"):
-                i = lowered.find(needle, i + size)  # inside a token, not at its start
+            if i:
+                c = lowered[i - 1]
+                if c.isalnum() or c == "_":
+                    i = find(needle, i + size)  # inside a token, not at its start
+                    continue
+            j = i + size
+            if j == end or not ((c := lowered[j]).isalnum() or c == "_"):  # the token is the needle itself
+                if whole:
+                    found += (s,)
+                    break
+                i = find(needle, j + 1)
                 continue
             token = _TOKEN_AT(lowered, i).group()
             if (_STEMS.get(token) or _stem(token)) == s:
                 found += (s,)
                 break
-            i = lowered.find(needle, i + len(token) + 1)
+            i = find(needle, i + len(token) + 1)
     return found
 
 
@@ -587,7 +616,7 @@ def _block_hits(lowered: str, stems: Iterable[str]) -> Tuple[str, ...]:
         >>> _block_hits("we retained the families' scores", ["retain", "famili", "pager"])
         ('retain', 'famili')
     """
-    return _hits(lowered, [(s, _needle(s)) for s in stems])
+    return _hits(lowered, _needles(stems))
 
 
 def _has_token(text: str, word: str) -> bool:
@@ -1967,7 +1996,7 @@ class _Scorer:
         self.params = params
         self.weighted = params.similarity == "weighted"
         self.terms = _keyword_stems(self.keywords) if self.weighted else self.keywords
-        self._needles = [(t, _needle(t)) for t in self.terms]
+        self._needles = _needles(self.terms)
         self.pages = pages  # id -> the stored original of a paged block, for blocks arriving as stubs
         # Budget mode prices every block as a stub; stub_text renders one (default hint: C.limn).
         if stub_text is None:
@@ -4361,6 +4390,7 @@ class _JsonlHead(NamedTuple):
 
     text: str                                  # the text they were read from (the reader checks it is its own)
     lines: int                                 # lines read: the reader parses from the next one
+    offset: int                                # where the next line starts in ``text``
     records: List[Tuple[int, Dict[str, Any]]]  # (line number, object) of each line that parsed as an object
     skipped: int                               # lines that did not
 
@@ -4394,12 +4424,46 @@ def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
     """
     head = _JSONL_HEADS.pop(id(text), None)
     if head is not None and head.text is text:
-        records, skipped, first = list(head.records), head.skipped, head.lines
+        records, skipped, number, start = list(head.records), head.skipped, head.lines, head.offset
     else:
-        records, skipped, first = [], 0, 0
-    lines = _jsonl_lines(text)
-    for number, line in enumerate(islice(lines, first, None) if first else lines, first + 1):
-        if not line or line.isspace():  # blank (strip() would copy every line to tell)
+        records, skipped, number, start = [], 0, 0, 0
+    # Each line's value is scanned where it lies in the text (no copy of every line, tens of MB on
+    # a long log), and counts when it ends within its line, as json.loads reads the line alone
+    # (_json_line); whatever else happens the line is read alone. After a value that ran past its
+    # line (a malformed log), every line is read alone: no scan reads far beyond its own line.
+    size = len(text)
+    scan, space = _JSON_SCAN, _JSON_SPACE.match
+    alone = False
+    while start <= size:
+        end = text.find("\n", start)
+        if end < 0:
+            end = size
+        number += 1
+        line_start, start = start, end + 1
+        if line_start == end:
+            continue  # blank
+        if not alone:
+            try:
+                obj, stop = scan(text, line_start)
+            except json.JSONDecodeError as exc:
+                if exc.pos <= end:  # the line's own characters are not JSON: read alone, neither are they
+                    skipped += 1
+                    continue
+                alone = True
+            except (StopIteration, ValueError, RecursionError):
+                pass  # white space first, no value, a number too long, too deep: the line alone tells
+            else:
+                if stop <= end:
+                    if stop != end and space(text, stop, end).end() != end:  # JSON's white space only
+                        skipped += 1  # extra data after the line's value
+                    elif type(obj) is dict:
+                        records.append((number, obj))
+                    else:
+                        skipped += 1
+                    continue
+                alone = True
+        line = text[line_start:end]
+        if line.isspace():  # blank (strip() would copy every line to tell)
             continue
         try:
             obj = _json_line(line)
@@ -4438,7 +4502,7 @@ def _jsonl_head(text: str, limit: int) -> _JsonlHead:
             records.append((number, obj))
         else:
             skipped += 1
-    return _JsonlHead(text, number, records, skipped)
+    return _JsonlHead(text, number, start, records, skipped)
 
 
 _COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # json.dumps would make one a call
@@ -4929,6 +4993,10 @@ def _assign_ids(msgs: List[_Msg], used: Optional[set] = None) -> None:
                 want = mid
             else:
                 want = _content_id(msg.role, part.kind, part.text, part.raw)
+            if want not in used:
+                used.add(want)
+                part.bid = want
+                continue
             # The content id is worked out again only for a native id used twice, not for every part.
             part.bid = take(want, part.turn, lambda: _content_id(msg.role, part.kind, part.text, part.raw))
 
@@ -5119,6 +5187,7 @@ def _part_kind_of_block(part: _Part) -> Optional[str]:
 
 # A text part's own keys: its text (a refusal part's is "refusal"), its type, a cache marker.
 TEXT_PART_KEYS = ("type", "text", "refusal", "cache_control")
+_TEXT_PART_KEYSET = frozenset(TEXT_PART_KEYS)
 
 
 def _own_tokens(part: _Part) -> Optional[int]:
@@ -5136,6 +5205,8 @@ def _own_tokens(part: _Part) -> Optional[int]:
     if part.kind == "text" and isinstance(part.raw, dict):
         # What a text part carries beside its text is sent with it (an Anthropic block's citations,
         # a Responses output_text's annotations): counted as its JSON.
+        if part.raw.keys() <= _TEXT_PART_KEYSET:  # nothing beside it (the usual text part)
+            return None
         extra = {k: v for k, v in part.raw.items() if k not in TEXT_PART_KEYS and v not in (None, "", [], {})}
         return estimate_tokens(part.text) + estimate_tokens(_compact_json(extra)) if extra else None
     if part.kind == "media":
@@ -6294,24 +6365,26 @@ def _thinking_problem(block: Dict[str, Any]) -> Optional[str]:
 def _anthropic_parts(content: Any, where: str, repairs: List[str],
                      start: int = 0) -> Tuple[List[_Part], bool]:
     """Return the parts of an Anthropic content value and whether it was a string."""
-    if isinstance(content, str):
-        return ([_text_part(where, content, content, start + 1)]
-                if content.strip() else []), True
+    if isinstance(content, str):  # blank: white space alone (isspace, not a stripped copy, tells)
+        return ([_Part("text", content, where, text=content, pos=start + 1)]
+                if content and not content.isspace() else []), True
     if not isinstance(content, list):
         raise PagerError(f"{where} must be a string or an array of blocks (got {_type_name(content)})")
     parts = []
-    for j, raw in enumerate(content):
-        w = f"{where}[{j}]"
-        pos = start + j + 1
-        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
-            raise PagerError(f"{w} must be an object with a type")
-        kind = raw["type"]
+    for j, raw in enumerate(content, start + 1):
+        w = f"{where}[{j - start - 1}]"
+        pos = j
+        kind = raw.get("type") if type(raw) is dict else None
+        if type(kind) is not str:
+            if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+                raise PagerError(f"{w} must be an object with a type")
+            kind = raw["type"]
         if kind == "text":
             text = raw.get("text")
             if not isinstance(text, str):
                 raise PagerError(f"{w}.text must be a string (got {_show(text)})")
-            if text.strip():
-                parts.append(_text_part(w, raw, text, pos))
+            if text and not text.isspace():
+                parts.append(_Part("text", raw, w, text=text, pos=pos))
             else:
                 repairs.append(f"{w} is an empty text block; dropped")
         elif kind == "tool_use":
@@ -6743,7 +6816,7 @@ def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, T
     low = boundary[0] if boundary is not None else 0
     # Only conversation lines after the boundary and off the branch can join it: a linear log has none.
     loose = [(number, obj) for number, obj in records
-             if number > low and number not in branch and _is_conversation_line(obj, sidechain)]
+             if number not in branch and number > low and _is_conversation_line(obj, sidechain)]
     if not loose:
         return sorted(branch.items()), boundary
     uuids = {o.get("uuid") for o in branch.values() if isinstance(o.get("uuid"), str)}
@@ -6832,29 +6905,32 @@ def _claude_messages(lines: List[Tuple[int, Dict[str, Any]]], repairs: List[str]
     for number, obj in lines:
         message = obj["message"]
         role = obj["type"]
-        where = f"line {number}.message.content"
+        get = obj.get
+        meta, summary = get("isMeta"), get("isCompactSummary")
         message_id = message.get("id") if role == "assistant" else None
         msg = by_message_id.get(message_id) if isinstance(message_id, str) else None
         if msg is None:
             # No message id: Claude Code's ids do not survive the Anthropic body a pass writes,
             # so every block takes a content id (tool calls keep theirs).
             msg = _Msg(role, f"line {number}", {"role": role}, [],
-                       harness=bool(obj.get("isMeta") or obj.get("isCompactSummary")),
-                       summary=bool(obj.get("isCompactSummary")))
+                       harness=bool(meta or summary), summary=bool(summary))
             msgs.append(msg)
             if isinstance(message_id, str):
                 by_message_id[message_id] = msg
+            start = 0
+        else:
+            start = counts[id(msg)]
         content = message.get("content")
-        start = counts.get(id(msg), 0)
-        parts, is_string = _anthropic_parts(content, where, repairs, start)
-        counts[id(msg)] = start + (1 if is_string else len(content))
-        if obj.get("isMeta") and not obj.get("isCompactSummary"):
+        parts, is_string = _anthropic_parts(content, f"line {number}.message.content", repairs, start)
+        seen = counts[id(msg)] = start + (1 if is_string else len(content))
+        if meta and not summary:
             for part in parts:
                 part.harness = part.kind == "text"  # only this line's metadata says so (see HARNESS)
-        msg.parts.extend(parts)
-        msg.string_content = is_string and counts[id(msg)] == 1
+        msg.parts += parts
+        msg.string_content = is_string and seen == 1
     for msg in msgs:
-        _sole(msg.parts, counts[id(msg)])
+        if counts[id(msg)] == 1:
+            _sole(msg.parts, 1)
     return msgs
 
 
@@ -6918,8 +6994,7 @@ def _aside_blocks(records: List[Tuple[int, Dict[str, Any]]], msgs: List[_Msg]) -
 
     Each takes the turn of the message before it, and an id from its line's uuid (else its number).
     """
-    starts = [(int(m.where.split()[-1]), m.turn) for m in msgs if m.where.startswith("line ")]
-    starts.sort()
+    starts: Optional[List[Tuple[int, int]]] = None  # (line, turn) of each message: worked out at the first aside
     blocks = []
     for number, obj in records:
         kind = obj.get("type")
@@ -6928,6 +7003,8 @@ def _aside_blocks(records: List[Tuple[int, Dict[str, Any]]], msgs: List[_Msg]) -
         text = _aside_text(obj)
         if not text:
             continue
+        if starts is None:
+            starts = sorted((int(m.where.split()[-1]), m.turn) for m in msgs if m.where.startswith("line "))
         before = bisect_right(starts, (number, _MAX_COUNT)) - 1
         key = obj.get("uuid") if isinstance(obj.get("uuid"), str) else f"line {number}"
         blocks.append({"id": "a-" + hashlib.sha256(f"{key}\n{text}".encode("utf-8")).hexdigest()[:12], "turn": starts[before][1] if before >= 0 else 0,
@@ -11791,9 +11868,14 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
         try:
             last = _LastRequest(pages.get if pages is not None else None)
             notes = _WorkNotes(params.work_steps)
-            for block in conv.blocks:
-                last.note(block)
-                notes.see(block)
+            note = last.note
+            if params.work_steps > 0:
+                for block in conv.blocks:
+                    note(block)
+                    notes.see(block)
+            else:  # no step of work is kept: only the last request is looked for
+                for block in conv.blocks:
+                    note(block)
             work = notes.work_keywords()
             if last.intent() is not None or work:
                 given = _header_intent({}, None, last.intent(), work)

@@ -110,14 +110,25 @@ def _long_session(messages):
     return "\n".join(lines) + "\n"
 
 
+def _count_scans(pager, monkeypatch):
+    """Return the list of lines the JSON scanner is started on (a line read alone, or scanned where it lies)."""
+    parsed = []
+    real = pager._JSON_SCAN
+
+    def scan(text, at):
+        end = text.find("\n", at)
+        parsed.append(text[at:end if end >= 0 else len(text)])
+        return real(text, at)
+    monkeypatch.setattr(pager, "_JSON_SCAN", scan)
+    return parsed
+
+
 @pytest.mark.parametrize("limit", [3, 2000])  # detection stops inside the file, or reads all of it
 def test_load_auto_parses_each_line_once(pager, monkeypatch, limit):
     text = _long_session(40)
     plain = load(text, detect_format(text))
     monkeypatch.setattr(pager, "DETECT_LINES", limit)
-    parsed = []
-    real = pager._json_line
-    monkeypatch.setattr(pager, "_json_line", lambda line: parsed.append(line) or real(line))
+    parsed = _count_scans(pager, monkeypatch)
     conv = load(text, "auto")
     assert sorted(parsed) == sorted(line for line in text.split("\n") if line)  # every line once, no line twice
     assert conv.blocks == plain.blocks
@@ -128,9 +139,7 @@ def test_the_cli_reads_a_jsonl_log_with_one_parse_per_line(cli, pager, monkeypat
     text = _long_session(30)
     history = tmp_path / "session.jsonl"
     history.write_text(text, encoding="utf-8")
-    parsed = []
-    real = pager._json_line
-    monkeypatch.setattr(pager, "_json_line", lambda line: parsed.append(line) or real(line))
+    parsed = _count_scans(pager, monkeypatch)
     result = cli("--history", str(history), "--contract", str(tmp_path / "c.limn"), "--now", "2026-01-01T00:00:00Z")
     assert result.code == 0, result.err
     assert sorted(parsed) == sorted(line for line in text.split("\n") if line)
