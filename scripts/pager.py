@@ -5236,9 +5236,10 @@ def _unknown_types(msgs: List[_Msg]) -> Dict[str, int]:
     found: Dict[str, int] = {}
     for msg in msgs:
         for part in msg.parts:
+            if part.kind != "other":
+                continue
             kind = part.raw.get("type") if isinstance(part.raw, dict) else None
-            if part.kind == "other" and isinstance(kind, str) and kind not in KNOWN_OTHER_PARTS \
-                    and not kind.endswith(ANTHROPIC_MARKER_SUFFIX):
+            if isinstance(kind, str) and kind not in KNOWN_OTHER_PARTS and not kind.endswith(ANTHROPIC_MARKER_SUFFIX):
                 found[kind] = found.get(kind, 0) + 1
     return found
 
@@ -5329,10 +5330,13 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
             if part.source is not None:
                 notes.setdefault(id(part.source), []).append(part)
     for msg in head + kept:
+        system = msg.role in SYSTEM_ROLES
         for part in msg.parts:
-            protected = "system" if msg.role in SYSTEM_ROLES else INSTRUCTIONS if _is_instruction(msg, part) else \
-                COMPACTION if _is_compaction_part(part) else None
-            kind = _part_kind_of_block(part)
+            # (only a text part is instructions, only an "other" part a compaction; a text's block kind is None)
+            text_part = part.kind == "text"
+            protected = "system" if system else INSTRUCTIONS if text_part and _is_instruction(msg, part) else \
+                COMPACTION if not text_part and _is_compaction_part(part) else None
+            kind = None if text_part else _part_kind_of_block(part)
             role = "tool" if part.kind == "result" else msg.role
             unit = part.unit
             if part.human:
