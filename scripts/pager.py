@@ -4372,19 +4372,6 @@ def _parse_json(text: str, where: str = "input") -> Any:
         raise PagerError(f"{where}: invalid JSON ({_decode_problem(exc) or exc})") from None
 
 
-def _jsonl_lines(text: str) -> List[str]:
-    r"""Return the lines of a JSONL text: split at ``\n`` only (a ``\r`` before it is JSON white space).
-
-    Never ``str.splitlines()``: it also breaks at U+2028, U+2029, U+0085, ``\x0b``, ``\x0c`` and
-    ``\x1c``-``\x1e``, which JSON allows raw inside a string, and would cut such a record in two.
-
-    Example:
-        >>> _jsonl_lines('{"text": "a\u2028b"}\r\n{}')
-        ['{"text": "a\u2028b"}\r', '{}']
-    """
-    return text.split("\n")
-
-
 class _JsonlHead(NamedTuple):
     """A JSONL text's first records as detection parsed them, for its reader to go on from."""
 
@@ -4418,9 +4405,16 @@ def _json_line(line: str) -> Any:
 
 
 def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
-    """Return (line number, object) for each JSONL line that parses, and the skipped count.
+    r"""Return (line number, object) for each JSONL line that parses, and the skipped count.
 
-    The lines detection parsed (a head ``_load`` hands over for this very text) are not parsed again.
+    Lines end at ``\n`` only (a ``\r`` before it is JSON white space). Never ``str.splitlines()``:
+    it also breaks at U+2028, U+2029, U+0085, ``\x0b``, ``\x0c`` and ``\x1c``-``\x1e``, which JSON
+    allows raw inside a string, and would cut such a record in two. The lines detection parsed (a
+    head ``_load`` hands over for this very text) are not parsed again.
+
+    Example:
+        >>> _jsonl_records('{"text": "a\u2028b"}\r\n[1]\n{}')
+        ([(1, {'text': 'a\u2028b'}), (3, {})], 1)
     """
     head = _JSONL_HEADS.pop(id(text), None)
     if head is not None and head.text is text:
@@ -4483,7 +4477,7 @@ DETECT_LINES = 2000  # JSONL records detection looks at: enough to tell; its rea
 def _jsonl_head(text: str, limit: int) -> _JsonlHead:
     """Return the head of a JSONL text: its lines up to the ``limit``-th that parses as an object.
 
-    Lines are found one at a time (``\n`` only, as _jsonl_lines splits): a huge log is not split whole to be told.
+    Lines are found one at a time (``\n`` only, as _jsonl_records reads them): a huge log is not split whole to be told.
     """
     records: List[Tuple[int, Dict[str, Any]]] = []
     start, number, skipped = 0, 0, 0

@@ -166,3 +166,39 @@ def test_detection_failures_still_name_the_json_problem():
         detect_format("[" * 100000)
     with pytest.raises(PagerError, match="input is empty"):
         detect_format(" \n\t ")
+
+
+def _records_line_by_line(text):
+    """(line number, object) of each line json.loads reads alone as an object, and the count of the others."""
+    records, skipped = [], 0
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line or line.isspace():
+            continue
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError):
+            skipped += 1
+            continue
+        if isinstance(value, dict):
+            records.append((number, value))
+        else:
+            skipped += 1
+    return records, skipped
+
+
+# Lines a scan of the whole text could read otherwise than json.loads reads the line alone: a value
+# cut at a line break (its rest on the next line), a value running on into the next lines, white
+# space first, extra data after the value, a value that is no object, a \r before the \n.
+MALFORMED_LINES = ['{"type": "user", "n": 1}', '{"a":', '1}', '[', '{"b": 2}', '{"c": 3},', "  ", "",
+                   '   {"d": 4}', '{"e": 5} {"f": 6}', "[1, 2]", '{"g": 7}\r', '{"h": "x\u2028y"}', "nul", '{"i": 8}']
+
+
+@pytest.mark.parametrize("head", [None, 2])  # read from the start, or on from detection's head
+def test_a_value_running_past_its_line_leaves_each_line_read_as_json_loads_reads_it_alone(pager, head):
+    text = "\n".join(MALFORMED_LINES)
+    if head is not None:
+        pager._JSONL_HEADS[id(text)] = pager._jsonl_head(text, head)
+    records, skipped = pager._jsonl_records(text)
+    assert (records, skipped) == _records_line_by_line(text)
+    # every object line that stands alone is read, those before and after the runaway value alike
+    assert [n for n, _ in records] == [1, 5, 9, 12, 13, 15] and skipped == 7
