@@ -561,7 +561,7 @@ class _Needle(NamedTuple):
     needle: str    # what every token stemming to ``stem`` starts with (_needle)
     size: int      # len(needle)
     name: bool     # an identifier (holds "_"): matched as a programmer reads it, not by stem
-    whole: bool    # a token that is the needle itself stems to ``stem``
+    whole: bool    # the needle is a token (word characters only) and stems to ``stem``
 
 
 def _needles(stems: Iterable[str]) -> List[_Needle]:
@@ -569,7 +569,8 @@ def _needles(stems: Iterable[str]) -> List[_Needle]:
     out = []
     for s in stems:
         needle = _needle(s)
-        out.append(_Needle(s, needle, len(needle), "_" in s, bool(needle) and _stem(needle) == s))
+        whole = _WORD_RE.fullmatch(needle) is not None and _stem(needle) == s  # a needle of word characters only
+        out.append(_Needle(s, needle, len(needle), "_" in s, whole))
     return out
 
 
