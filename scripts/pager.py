@@ -2163,7 +2163,7 @@ class _Scorer:
         if unit is not None:
             self._units[position] = shared.setdefault(unit, unit)  # type: ignore[assignment]
         self._protect(position, role, kind, pinned, protected)
-        if self._guards.get(position) == "system" and self.params.budget is not None:
+        if self.params.budget is not None and self._guards.get(position) == "system":
             # the same instructions sent again (a harness repeats them after each compaction): the
             # earlier copy is paged, naming the later one, so the request holds and counts one
             digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
@@ -5095,9 +5095,14 @@ def _number_turns(msgs: List[_Msg]) -> None:
     """
     turn = 0
     for msg in msgs:
-        for part in msg.parts:
-            part.human = _is_human(msg, part)
-        msg.human = any(p.human for p in msg.parts)
+        if msg.role == "user":
+            for part in msg.parts:
+                part.human = _is_human(msg, part)
+            msg.human = any(p.human for p in msg.parts)
+        else:  # no part of another role's message is (_is_human); the defaults say so
+            for part in msg.parts:
+                part.human = False
+            msg.human = False
         if msg.human and not any(p.stub_id is not None for p in msg.parts):
             # Each request opens the next turn.  Before the first, what the harness wrote (a tool
             # result, its text: lines of their own before the pass merged them) stays in the turn
@@ -6791,10 +6796,11 @@ def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, T
             repairs.append(f"line {number}: parentUuid chain loops back; walk stopped")
             break
         seen.add(number)
-        if _is_boundary(obj):
+        kind = obj.get("type")  # each rule below asks for its own type first
+        if kind == "system" and _is_boundary(obj):
             boundary = current
             break
-        if _is_conversation_line(obj, sidechain):
+        if kind in ("user", "assistant") and _is_conversation_line(obj, sidechain):
             branch[number] = obj
         parent = obj.get("parentUuid")
         if not isinstance(parent, str):
@@ -6857,10 +6863,10 @@ def _live_branch(records: List[Tuple[int, Dict[str, Any]]], repairs: List[str]
     A subagent log (every line on a side chain) is read as the subagent's own conversation.
     """
     by_uuid: Dict[str, Tuple[int, Dict[str, Any]]] = {}
-    for number, obj in records:
-        uuid = obj.get("uuid")
+    for record in records:
+        uuid = record[1].get("uuid")
         if isinstance(uuid, str) and uuid not in by_uuid:
-            by_uuid[uuid] = (number, obj)
+            by_uuid[uuid] = record
     sidechain = False
     leaf = next((r for r in reversed(records) if _is_conversation_line(r[1])), None)
     if leaf is None:
