@@ -6370,7 +6370,7 @@ def _anthropic_parts(content: Any, where: str, repairs: List[str],
                      start: int = 0) -> Tuple[List[_Part], bool]:
     """Return the parts of an Anthropic content value and whether it was a string."""
     if isinstance(content, str):  # blank: white space alone (isspace, not a stripped copy, tells)
-        return ([_Part("text", content, where, text=content, pos=start + 1)]
+        return ([_text_part(where, content, content, start + 1)]
                 if content and not content.isspace() else []), True
     if not isinstance(content, list):
         raise PagerError(f"{where} must be a string or an array of blocks (got {_type_name(content)})")
@@ -6388,7 +6388,7 @@ def _anthropic_parts(content: Any, where: str, repairs: List[str],
             if not isinstance(text, str):
                 raise PagerError(f"{w}.text must be a string (got {_show(text)})")
             if text and not text.isspace():
-                parts.append(_Part("text", raw, w, text=text, pos=pos))
+                parts.append(_text_part(w, raw, text, pos))
             else:
                 repairs.append(f"{w} is an empty text block; dropped")
         elif kind == "tool_use":
