@@ -61,7 +61,7 @@ import sqlite3
 import sys
 import tempfile
 from bisect import bisect_left, bisect_right
-from collections import Counter
+from collections import ChainMap, Counter
 from contextlib import contextmanager
 from functools import lru_cache
 from itertools import chain, compress, islice, repeat
@@ -145,7 +145,13 @@ RANGE_DIGITS = 12
 RANGE_REASON = "range; "   # the reason recorded with a range page's id in paged-blocks
 DEFAULT_INDEX_SHARE = 0.1  # the range pages' lines may take this share of the budget
 DEFAULT_RECENT_SHARE = 0.0  # in a history with tool work, recency fills this share of the room first (fit_budget)
-RANGE_TOPICS = 8           # at most this many names (topics) a range page's line lists
+RANGE_TOPICS = 8           # a range page's line lists this many names (topics), more in room the lines leave
+LINES_SHARE = 0.5          # the range lines are planned in this share of the index's room; the rest lists more names
+TOPIC_RATE_STEPS = 8       # ...names per block a range holds, in steps of 1/this (up to 2 a block)
+# Only the first range line of a request says how to recall (the command, then this when there are
+# more): the others are recalled the same way, and a command on every line would cost the index a
+# third of its room.
+RANGE_HINT_TAIL = "; the same for any range id"
 # A lone UTF-16 surrogate: valid in a JSON string ("\ud83d", where a log cut a long output inside an
 # emoji), not in UTF-8, so no page store can hold it.  A block holding one is never paged (reason
 # UNSTORABLE when it would have been), and the files the pager writes keep it as its JSON escape.
@@ -904,9 +910,13 @@ def make_stub(page: "StoredPage", hint: str, newer: Optional[str] = None, edge: 
         '[paged b4 | turn 8 | assistant | 19 tokens] Fixed the index helper. (recall: python3 scripts/pager.py recall b4 --contract C.limn)'
         >>> make_stub(page, "the recall tool", newer="b9")
         '[paged b4 | turn 8 | assistant | 19 tokens] Fixed the index helper. (newer copy: b9; recall: the recall tool)'
+
+    A range page's line (kind RANGE) says how to recall only with a ``hint``: a request gives it
+    to its first range line alone (see range_stubs).
     """
-    if page.kind == RANGE:  # a range page's line: its summary is the rest of the line (see range_line)
-        return f"[paged {page.block} | turn {page.turn} | {RANGE} | {page.summary} (recall: {hint})"
+    if page.kind == RANGE:  # a range page's line: its summary is the rest of the line (see range_summary)
+        line = f"[paged {page.block} | turn {page.turn} | {RANGE} | {page.summary}"
+        return line + (f" (recall: {hint})" if hint else "")
     where = f"newer copy: {newer}; " if newer is not None else ""
     ends = _giant_parts(page.text, edge)
     if ends is not None:
@@ -928,6 +938,9 @@ def range_id(members: Sequence[str]) -> str:
     return RANGE_PREFIX + digest[:RANGE_DIGITS]
 
 
+TOPICS_MARK = "] topics: "  # in a range page's summary, what ends its counts and opens its topics
+
+
 def range_summary(first_turn: int, last_turn: int, count: int, tokens: int, topics: Sequence[str]) -> str:
     """Return a range page's summary: the rest of its index line after ``[paged ID | turn T | range | ``.
 
@@ -935,8 +948,8 @@ def range_summary(first_turn: int, last_turn: int, count: int, tokens: int, topi
         >>> range_summary(3, 9, 14, 5210, ["src/totals.py", "typeerror"])
         'turns 3-9 | 14 blocks | 5210 tokens] topics: src/totals.py, typeerror'
     """
-    head = f"turns {first_turn}-{last_turn} | {count} blocks | {tokens} tokens]"
-    return head + (" topics: " + ", ".join(topics) if topics else "")
+    head = f"turns {first_turn}-{last_turn} | {count} blocks | {tokens} tokens"
+    return head + (TOPICS_MARK + ", ".join(topics) if topics else "]")
 
 
 class RangePage(NamedTuple):
@@ -962,6 +975,29 @@ class RangePage(NamedTuple):
         """Return the range page as JSON: id, members, turns, tokens, summary."""
         return {"id": self.id, "members": list(self.members), "turns": [self.first_turn, self.last_turn],
                 "tokens": self.tokens, "summary": self.summary}
+
+
+def _first_range_line(line: str, many: bool) -> str:
+    """Return ``line``, a range page's line with its recall hint, as a request's first range line:
+    with RANGE_HINT_TAIL inside the hint's parentheses when the request holds ``many`` range lines."""
+    return line[:-1] + RANGE_HINT_TAIL + ")" if many else line
+
+
+def range_stubs(ranges: Sequence[RangePage], hint: Callable[[str], str]) -> List[str]:
+    """Return the lines of ``ranges`` (a request's, oldest first) as the request shows them: the
+    first says how to recall it, and the other ranges (RANGE_HINT_TAIL) when there are more; the
+    rest list only their blocks.
+
+    Example:
+        >>> a = RangePage("r-1", ("b1", "b2"), (0, 1), 1, 2, 90, range_summary(1, 2, 2, 90, ["totals"]), 0)
+        >>> b = a._replace(id="r-2", summary=range_summary(4, 4, 1, 40, []))
+        >>> for line in range_stubs([a, b], lambda rid: f"recall {rid}"):
+        ...     print(line)
+        [paged r-1 | turn 1 | range | turns 1-2 | 2 blocks | 90 tokens] topics: totals (recall: recall r-1; the same for any range id)
+        [paged r-2 | turn 1 | range | turns 4-4 | 1 blocks | 40 tokens]
+    """
+    return [_first_range_line(make_stub(r.page(), hint(r.id)), len(ranges) > 1) if k == 0 else make_stub(r.page(), "")
+            for k, r in enumerate(ranges)]
 
 
 def _newer_copy(reason: str) -> Optional[str]:
@@ -1005,6 +1041,119 @@ class _IndexName(NamedTuple):
     turn: int    # ...and turn
 
 
+_TOPIC_TRAITS: Dict[str, Tuple[bool, Optional[Tuple[str, ...]]]] = {}  # a name -> _topic_traits(name), remembered
+
+
+def _topic_traits(name: str) -> Tuple[bool, Optional[Tuple[str, ...]]]:
+    """Return (whether ``name`` may be shown as a distinctive name, its compound parts or None): what
+    _ranked_names asks of each name, worked out once per name (remembered up to _STEMS_MAX names).
+
+    A name is distinctive when it is an identifier, a path or a number, or a word of INDEX_WORD_CHARS
+    letters or more; a compound (a path, a dotted or hyphenated name) breaks into its parts.
+
+    Example:
+        >>> _topic_traits("src/totals.py"), _topic_traits("total"), _topic_traits("quantize")
+        ((True, ('src', 'totals', 'py')), (False, None), (True, None))
+    """
+    distinctive = bool(name.strip("_") and (_INDEX_CODE.search(name) or len(name) >= INDEX_WORD_CHARS))
+    traits = (distinctive, tuple(_COMPOUND_BREAK.split(name)) if _COMPOUND_BREAK.search(name) else None)
+    if len(_TOPIC_TRAITS) < _STEMS_MAX:
+        _TOPIC_TRAITS[name] = traits
+    return traits
+
+
+_DISTINCTIVE: Dict[Tuple[str, ...], Tuple[str, ...]] = {}  # names -> the distinctive ones, remembered
+
+
+def _distinctive_names(names: Iterable[str]) -> Tuple[str, ...]:
+    """Return the names of ``names`` that _topic_traits calls distinctive, in order (remembered for
+    NAMES_CACHED name tuples: a block's names are one tuple, _names_of's).
+
+    Example:
+        >>> _distinctive_names(("total", "src/totals.py", "quantize"))
+        ('src/totals.py', 'quantize')
+    """
+    names = tuple(names)
+    kept = _DISTINCTIVE.get(names)
+    if kept is None:
+        traits = _TOPIC_TRAITS.get
+        kept = tuple(name for name in names if (traits(name) or _topic_traits(name))[0])
+        if len(_DISTINCTIVE) < NAMES_CACHED:
+            _DISTINCTIVE[names] = kept
+    return kept
+
+
+READ_STEP = 128        # rows between the states _read_rows keeps along the rows it read last, at least...
+READ_STATES = 8        # ...and doubled until it keeps at most this many states...
+READ_KEPT = 100_000    # ...holding at most this many names in all (a long range keeps few states, or none)
+# The rows _read_rows read last (oldest first) and its states along them: (rows read, each name's
+# newest row, each name's best tier) after each step and at the end. Replaced whole, never changed in place.
+_ROWS_READ: List[Tuple[list, list]] = [([], [])]
+
+
+def _tiers_of(rows: Sequence[Tuple[str, bool, Tuple[str, ...]]]) -> Dict[str, int]:
+    """Return each name's best tier over ``rows`` (see _ranked_names): the worst first, each better
+    one written over it (a tool call's name is TIER_AGENT when it is a path, else TIER_CALL)."""
+    tiers: Dict[str, int] = dict.fromkeys(chain.from_iterable(f for role, _, f in rows if role != "assistant"),
+                                          TIER_READ)
+    called = dict.fromkeys(chain.from_iterable(f for role, call, f in rows if role == "assistant" and call),
+                           TIER_CALL)
+    tiers.update(called)
+    tiers.update(dict.fromkeys([name for name in called if "/" in name], TIER_AGENT))
+    tiers.update(dict.fromkeys(chain.from_iterable(f for role, call, f in rows if role == "assistant" and not call),
+                               TIER_AGENT))
+    return tiers
+
+
+def _read_rows(rows: List[Tuple[str, bool, Tuple[str, ...]]]) -> Tuple[Dict[str, int], Dict[str, int]]:
+    """Return each name of ``rows`` (oldest first) -> the newest row holding it (its place in
+    ``rows``), and -> its best tier (_tiers_of).
+
+    A plan ranks ranges that begin with the same oldest rows (merging the oldest ranges by halving,
+    fit after fit), so the reading goes on from the longest state kept along the rows read last
+    that ``rows`` begins with (the same rows: role, call and the very names), and keeps its own.
+
+    Example:
+        >>> _read_rows([("tool", False, ("a_1", "b_2")), ("assistant", False, ("a_1",))])
+        ({'a_1': 1, 'b_2': 0}, {'a_1': 0, 'b_2': 2})
+    """
+    read, states = _ROWS_READ[0]
+    kept = 0  # the states that hold for ``rows``
+    done = 0
+    for count, _, _ in states:
+        if count > len(rows) or rows[done:count] != read[done:count]:
+            break
+        kept, done = kept + 1, count
+    if kept:
+        count, last, tiers = states[kept - 1]
+        last, tiers = dict(last), dict(tiers)
+    else:
+        count, last, tiers = 0, {}, {}
+    saved = states[:kept]
+    step = READ_STEP
+    while len(rows) > step * READ_STATES:
+        step *= 2
+    # (a range of fewer rows than READ_STEP is read whole: its states would only displace a long one's)
+    room = READ_KEPT - sum(len(state[1]) for state in saved) if len(rows) >= READ_STEP else 0
+    while count < len(rows):
+        end = min((count // step + 1) * step, len(rows))
+        chunk = rows[count:end]
+        last.update(zip(chain.from_iterable(found for _, _, found in chunk),
+                        chain.from_iterable(repeat(row, len(found)) for row, (_, _, found) in enumerate(chunk, count))))
+        better = _tiers_of(chunk)
+        if tiers:
+            ranked = tiers.get
+            better = {name: tier for name, tier in better.items() if tier < ranked(name, TIER_READ + 1)}
+        tiers.update(better)
+        count = end
+        if (count % step == 0 or count == len(rows)) and 0 < len(last) <= room:
+            saved.append((count, dict(last), dict(tiers)))
+            room -= len(last)
+    if len(saved) > kept:
+        _ROWS_READ[0] = (rows, saved)
+    return last, tiers
+
+
 def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Container[str] = (),
                   held: Optional[Mapping[str, int]] = None, limit: Optional[int] = None) -> List[Tuple[str, int, int]]:
     """Return (name, tier, age) of the distinctive names of ``rows``, the likeliest needed first: the
@@ -1027,58 +1176,73 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
         ...                ("assistant", True, ("src/totals.py", "totals", "quantize"))])
         [('src/totals.py', 0, 1), ('quantize', 1, 1), ('docs/rounding.md', 2, 0)]
     """
-    # Built with dict and Counter updates (C loops): a merged range holds thousands of names.
-    rows = [(role, call, tuple(found)) for role, call, found in rows]
-    newest: Dict[str, int] = {}  # a name -> the newest row holding it
-    for age in range(len(rows) - 1, -1, -1):
-        newest.update(dict.fromkeys(rows[age][2], age))
+    # Built with dict and Counter updates (C loops): a merged range holds thousands of names, the
+    # distinctive ones alone read (a row's, remembered by its names: blocks keep their names' tuples).
+    rows = [(role, call, _distinctive_names(found)) for role, call, found in rows]
+    last, tiers = _read_rows(rows[::-1])  # each name's newest row (counted from the oldest) and best tier
+    top = len(rows) - 1
     counted: List[Counter] = []  # how many rows hold each name, counted when first asked
 
     def rows_holding(name: str) -> int:
         if not counted:
             counted.append(Counter(chain.from_iterable(found for _, _, found in rows)))
         return counted[0][name]
-    # Each name's best tier: the worst first, each better one written over it.
-    tiers: Dict[str, int] = dict.fromkeys(chain.from_iterable(f for role, _, f in rows if role != "assistant"),
-                                          TIER_READ)
-    for role, call, found in rows:
-        if role == "assistant" and call:
-            tiers.update((name, TIER_AGENT if "/" in name else TIER_CALL) for name in found
-                         if tiers.get(name, TIER_READ) > TIER_AGENT)
-    tiers.update(dict.fromkeys(chain.from_iterable(f for role, call, f in rows if role == "assistant" and not call),
-                               TIER_AGENT))
 
-    def common(name: str) -> bool:
-        if held is None:
-            return rows_holding(name) > RARE_HOLDERS
-        count = held.get(name)
-        if count is None:  # a compound: held by no more blocks than its rarest part
-            parts = [held[part] for part in _COMPOUND_BREAK.split(name) if part in held]
-            count = min(parts) if parts else rows_holding(name)
-        return count > RARE_HOLDERS
+    def keyed(names: Iterable[str]) -> List[tuple]:
+        """Return the sort key of each of ``names`` shown (not ``known``, distinctive): (common, tier,
+        age, a word rather than a path or dotted name, name)."""
+        keys = []
+        traits_of = _TOPIC_TRAITS.get
+        for name in names:
+            if name in known:
+                continue
+            traits = traits_of(name)
+            if traits is None:
+                traits = _topic_traits(name)
+            if not traits[0]:
+                continue
+            parts = traits[1]
+            if held is None:
+                count = rows_holding(name)
+            else:
+                count = held.get(name)
+                if count is None:  # a compound: held by no more blocks than its rarest part
+                    counts = [held[part] for part in parts if part in held] if parts else []
+                    count = min(counts) if counts else rows_holding(name)
+            keys.append((count > RARE_HOLDERS, tiers[name], top - last[name], parts is None, name))
+        return keys
+
+    def chosen(keys: List[tuple]) -> List[tuple]:
+        """Return (common, name, tier, age) of the names ``keys`` rank first, a compound's parts after it
+        passed over; ``limit`` at most."""
+        if limit is None:
+            keys.sort()
+            ranked: Iterable[tuple] = keys
+        else:
+            heapq.heapify(keys)  # the same order, taken only as far as ``limit`` names need
+            ranked = (heapq.heappop(keys) for _ in range(len(keys)))
+        shown: set = set()
+        names = []
+        for common, tier, age, _, name in ranked:
+            if name in shown:
+                continue
+            shown.add(name)
+            parts = _TOPIC_TRAITS[name][1] if name in _TOPIC_TRAITS else _topic_traits(name)[1]
+            if parts is not None:  # "totals" is said by src/billing/totals.py
+                shown.update(parts)
+            names.append((common, name, tier, age))
+            if limit is not None and len(names) >= limit:
+                break
+        return names
 
     # Rare names first; a page's paths and dotted names before its words: the whole name shows its parts.
-    keys = [(common(name), tiers[name], age, not _COMPOUND_BREAK.search(name), name)
-            for name, age in newest.items()
-            if name not in known and name.strip("_") and (_INDEX_CODE.search(name) or len(name) >= INDEX_WORD_CHARS)]
-    if limit is None:
-        keys.sort()
-        ranked: Iterable[tuple] = keys
-    else:
-        heapq.heapify(keys)  # the same order, taken only as far as ``limit`` names need
-        ranked = (heapq.heappop(keys) for _ in range(len(keys)))
-    shown: set = set()
-    names = []
-    for _, tier, age, _, name in ranked:
-        if name in shown:
-            continue
-        shown.add(name)
-        if _COMPOUND_BREAK.search(name):  # "totals" is said by src/billing/totals.py
-            shown.update(_COMPOUND_BREAK.split(name))
-        names.append((name, tier, age))
-        if limit is not None and len(names) >= limit:
-            break
-    return names
+    if held is not None and limit is not None:
+        # Every rare name ranks before every other: when the names ``held`` counts as rare (and those
+        # it has no count for) alone fill ``limit``, the others are not read.
+        few = chosen(keyed(compress(last, map(RARE_HOLDERS.__ge__, map(held.get, last, repeat(0))))))
+        if len(few) >= limit and not any(common for common, _, _, _ in few):
+            return [(name, tier, age) for _, name, tier, age in few]
+    return [(name, tier, age) for _, name, tier, age in chosen(keyed(last))]
 
 
 def _index_names(rows: Sequence[Tuple[str, int, str, Optional[str], str]],
@@ -1731,18 +1895,18 @@ def _previous_actions(decisions: List[Decision], stub_tokens: List[int],
 
 
 def _range_topics(rows: Sequence[Tuple[str, bool, Iterable[str]]], shown: Container[str],
-                  held: Mapping[str, int]) -> List[str]:
+                  held: Mapping[str, int], limit: int = RANGE_TOPICS) -> List[str]:
     """Return a range page's topics: the names of its blocks the kept context does not show, the
     likeliest needed first (_ranked_names: rare in the history, ``held``; what the agent wrote and
     the paths its tool calls named before its calls' other names, before what it only read);
-    RANGE_TOPICS at most. ``rows``: (role, is a tool call, names) of its blocks, newest first.
+    ``limit`` at most. ``rows``: (role, is a tool call, names) of its blocks, newest first.
 
     Example:
         >>> _range_topics([("tool", False, ("rounding_mode",)), ("assistant", True, ("src/totals.py", "totals"))],
         ...               shown={"decimal"}, held={"rounding_mode": 1, "totals": 2})
         ['src/totals.py', 'rounding_mode']
     """
-    return [name for name, _, _ in _ranked_names(rows, shown, held, RANGE_TOPICS)]
+    return [name for name, _, _ in _ranked_names(rows, shown, held, limit)]
 
 
 def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[["StoredPage"], int],
@@ -1757,10 +1921,12 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
     boundary (in no request) are passed over, any other block ends the run. A long run is cut
     into ranges that grow with age (from the newest: 1, 1, 2, 2, 4, 4, ... pieces, a piece being
     a block or a whole tool unit: ``units``), so recent work gets the finest lines and the index
-    fills its room. Each range costs its line (``line_cost`` of its RangePage.page()); while the lines cost more
-    than ``room``, the two oldest ranges merge into one (the index stays bounded; the newest
-    runs keep the finest lines), and a last range that alone does not fit lists fewer topics
-    (its last ones: _range_topics ranks them). ``names_of`` gives a block's names, compounds included.
+    fills its room. Each range costs its line (``line_cost`` of its RangePage.page()). The lines are
+    planned with RANGE_TOPICS topics each in LINES_SHARE of ``room``: while they cost more, the two
+    oldest ranges merge into one (the index stays bounded; the newest runs keep the finest lines),
+    and a last range that alone does not fit lists fewer topics (its last ones: _range_topics ranks
+    them). The room the lines leave lists more topics: every new line the same number per block
+    it holds, the most that fit ``room``. ``names_of`` gives a block's names, compounds included.
     ``known`` maps range ids to the summary an earlier pass gave them: a range with the same
     blocks keeps its line, so the request's prefix stays the same between passes.  A run that is
     one range page read back from an earlier request (kind RANGE) stays that range page.
@@ -1788,14 +1954,19 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
     for members in reversed(runs):  # newest first: sizes 1, 1, 2, 2, 4, 4, ... pieces
         pieces: List[List[int]] = []
         for i in members:
-            unit = units[i] if units else None
-            if pieces and unit is not None and units[pieces[-1][-1]] == unit:  # type: ignore[index]
+            unit = units[i] if units and kinds[i] != RANGE else None  # a range page read back is a piece alone
+            if pieces and unit is not None and units[pieces[-1][-1]] == unit \
+                    and kinds[pieces[-1][-1]] != RANGE:  # type: ignore[index]
                 pieces[-1].append(i)
             else:
                 pieces.append([i])
         while pieces:
             size = 1 << (len(cut) // 2)
-            taken, pieces = pieces[-size:], pieces[:-size]
+            taken = pieces[-size:]
+            alone = [k for k, piece in enumerate(taken) if kinds[piece[0]] == RANGE]
+            if alone:  # a range page read back stays one range: it ends the range it would have joined
+                taken = taken[alone[-1] + 1:] or taken[-1:]
+            pieces = pieces[:-len(taken)]
             cut.append([i for piece in taken for i in piece])
     runs = cut[::-1]
     known = known or {}
@@ -1820,23 +1991,34 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
             said = [(roles[i], roles[i] == "assistant" and bool(units) and units[i] is not None,  # type: ignore[index]
                      names_of(i))
                     for i in reversed(members)]  # newest first
-            names = _range_topics(said, shown, counts)
+            limit = RANGE_TOPICS if topics is None else topics
+            names = _range_topics(said, shown, counts, limit) if limit else []
             summary = range_summary(min(turns[i] for i in members), max(turns[i] for i in members), len(members),
-                                    sum(tokens[i] for i in members), names[:topics] if topics is not None else names)
+                                    sum(tokens[i] for i in members), names)
         page = RangePage(rid, ids, tuple(members), turns[members[0]], max(turns[i] for i in members),
                          sum(tokens[i] for i in members), summary, 0)
         return page._replace(cost=line_cost(page.page()))
 
     # The lines are built from the newest back while they fit: once the newest k cost more than the
     # room, every older range is merged whatever it would cost alone, so it is never built alone.
+    def planned(page: RangePage) -> int:
+        # A line is planned at what it costs with RANGE_TOPICS topics, over LINES_SHARE: a line an
+        # earlier pass gave more (below) is planned as it was then, so the same ranges come again.
+        head, sep, topics = page.summary.partition(TOPICS_MARK)
+        names = topics.split(", ")
+        if sep and len(names) > RANGE_TOPICS:
+            page = page._replace(summary=head + sep + ", ".join(names[:RANGE_TOPICS]))
+            return int(line_cost(page.page()) / LINES_SHARE)
+        return int(page.cost / LINES_SHARE)
+
     count = len(runs)
     built_alone: List[Optional[RangePage]] = [None] * count
-    after = [0] * (count + 1)  # after[k]: what the lines of ranges k.. cost (from k on, where built)
+    after = [0] * (count + 1)  # after[k]: what the lines of ranges k.. are planned at (from k on, where built)
     k = count
     while k > 0:
         k -= 1
         page = built_alone[k] = build(runs[k])
-        after[k] = after[k + 1] + page.cost
+        after[k] = after[k + 1] + planned(page)
         if after[k] > room:
             break
     total = after[k]
@@ -1849,15 +2031,15 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
         while low <= high:
             middle = (low + high) // 2
             merged = build([i for members in runs[:middle + 1] for i in members])
-            if merged.cost + after[middle + 1] <= room:
+            if planned(merged) + after[middle + 1] <= room:
                 found, high = (middle, merged), middle - 1
             else:
                 low = middle + 1
         last = count - 1
         j, merged = found if found is not None else (last, build([i for members in runs for i in members]))
-        total = merged.cost + after[j + 1]
         built_alone[:j + 1] = [merged]
     ranges: List[RangePage] = built_alone  # type: ignore[assignment]  # each built, or merged into the first
+    total = sum(r.cost for r in ranges)
     if total > room:  # one range left, its line too long: fewer topics (none at worst)
         last = ranges[0]
         for topics in range(RANGE_TOPICS - 1, -1, -1):
@@ -1865,6 +2047,20 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
             if last.cost <= room:
                 break
         ranges[0] = last
+        return ranges
+    # The room the lines leave names more of what the ranges hold: each new line lists the same
+    # number of names per block it holds (RANGE_TOPICS at least), the most that fits (found by
+    # halving: TOPIC_RATE_STEPS); a line an earlier pass gave keeps its text.
+    fresh = [k for k, r in enumerate(ranges) if r.id not in known]
+    rate, step, chosen = 0, TOPIC_RATE_STEPS, []
+    while step and fresh:
+        trial = [build(list(ranges[k].positions), max(RANGE_TOPICS, (rate + step) * len(ranges[k].positions)
+                                                      // TOPIC_RATE_STEPS)) for k in fresh]
+        if total - sum(ranges[k].cost for k in fresh) + sum(r.cost for r in trial) <= room:
+            rate, chosen = rate + step, trial
+        step //= 2
+    for k, r in zip(fresh, chosen):
+        ranges[k] = r
     return ranges
 
 
@@ -1974,6 +2170,197 @@ class _StubCosts:
         return self.bound(position)
 
 
+def _counts_moved(last: Tuple[tuple, Counter], positions: tuple, names_of: Callable[[int], Sequence[str]]) -> Counter:
+    """Return how many of the blocks at ``positions`` hold each name (a block's names are distinct): the
+    counts ``last`` gave for other positions, moved by the blocks that came and went when they are few,
+    else counted anew. Either way a name no block holds has no entry.
+
+    Example:
+        >>> names = {i: (f"x{i}", "shared") for i in range(9)}.__getitem__
+        >>> counts = Counter(chain.from_iterable(map(names, range(8))))  # blocks 0-7
+        >>> moved = _counts_moved((tuple(range(8)), counts), tuple(range(1, 9)), names)  # 0 went, 8 came
+        >>> moved["shared"], "x0" in moved, moved["x8"]
+        (8, False, 1)
+    """
+    before, counts = last
+    came, went = set(positions).difference(before), set(before).difference(positions)
+    if len(came) + len(went) > len(positions) // 4:
+        return Counter(chain.from_iterable(map(names_of, positions)))
+    moved = Counter(counts)
+    moved.update(chain.from_iterable(map(names_of, came)))
+    gone = list(chain.from_iterable(map(names_of, went)))
+    moved.subtract(gone)
+    for name in gone:
+        if moved.get(name, 1) <= 0:
+            del moved[name]
+    return moved
+
+
+class _RangeMemory:
+    """The range pages a running Pager built, kept from one call to the next (its ``compact`` calls
+    plan ranges over mostly the same blocks: the trial plan, each fit, the next call's).
+
+    A build is kept under its members' signatures and its topic count, a signature being every
+    field of a block a range page's line is made of (id, kind, role, whether it is a tool call,
+    turn, tokens, its names: so a block whose text changed has another); each block signature gets
+    a serial number, never given to another (``serials``). A kept build is served only while what
+    its topics were ranked against is the same where its blocks' names are concerned: the kept
+    context's names (``shown``), the holder counts (``held``) of its names and their compound parts,
+    and the summary an earlier pass gave its id (``known``). What a call used is what the next keeps
+    (``settle``); a new recall hint (which a line holds) forgets everything.
+    """
+
+    def __init__(self) -> None:
+        self.serials: Dict[tuple, int] = {}   # a block's signature -> its serial number
+        self.builds: Dict[tuple, list] = {}   # (members' serials, topics) -> [page, shown, held, known summary, names]
+        self.used_serials: Dict[tuple, int] = {}
+        self.used_builds: Dict[tuple, list] = {}
+        self.count = 0      # serial numbers given so far
+        self.hint: Any = None
+        self.shown: set = set()      # the last kept names and holder counts given, so an equal one is the same object
+        # the ranged blocks' serials of the last plan, their names, and how many of them hold each name
+        self.counted: Tuple[tuple, Dict[int, Sequence[str]], Counter] = ((), {}, Counter())
+        self.held: Optional[Mapping[str, int]] = None
+
+    def start(self, hint: Any) -> None:
+        """Begin a call whose lines carry the recall hint ``hint``: a different one forgets every build."""
+        if hint is not self.hint:
+            self.serials, self.builds, self.hint = {}, {}, hint
+        self.used_serials, self.used_builds = {}, {}
+
+    def settle(self) -> None:
+        """End a call: keep only what it used."""
+        self.serials, self.builds = self.used_serials, self.used_builds
+        self.used_serials, self.used_builds = {}, {}
+
+    def serial(self, signature: tuple) -> int:
+        """Return the serial number of a block signature (a new one for a signature not seen)."""
+        number = self.used_serials.get(signature)
+        if number is None:
+            number = self.serials.get(signature)
+            if number is None:
+                self.count += 1
+                number = self.count
+            self.used_serials[signature] = number
+        return number
+
+    def held_counts(self, serials: Tuple[int, ...], positions: Sequence[int],
+                    names_of: Callable[[int], Sequence[str]]) -> Counter:
+        """Return how many of the blocks at ``positions`` (their ``serials``) hold each name: the counts
+        kept for the ranged blocks of the last plan, moved by the blocks that came and went
+        (_counts_moved; blocks are told apart by serial, so an edited one came and its old self went)."""
+        before, names, counts = self.counted
+        if serials != before:
+            now = dict(zip(serials, map(names_of, positions)))
+            either = ChainMap(now, names)
+            counts = _counts_moved((before, counts), serials, either.__getitem__)
+            self.counted = (serials, now, counts)
+        return counts
+
+    def same(self, shown: set, held: Mapping[str, int]) -> Tuple[set, Mapping[str, int]]:
+        """Return ``shown`` and ``held``, or the equal ones given before (a kept build made against
+        the very same objects needs no check of its names)."""
+        if shown is not self.shown and shown == self.shown:
+            shown = self.shown
+        if held is not self.held and self.held is not None and (
+                dict.__eq__(held, self.held) if isinstance(held, dict) and isinstance(self.held, dict)
+                else held == self.held):  # (a dict's own equality: a Counter's is a Python loop)
+            held = self.held
+        self.shown, self.held = shown, held
+        return shown, held
+
+
+class _BlockNames(dict):
+    """Position -> the names of that block's text (_names_of with compounds: a path shown whole), read
+    when first asked: its own text, else for a block that arrived as a stub its page's; () for none.
+    A dict, so a name list already read is one C lookup (range planning asks for thousands)."""
+
+    def __init__(self, texts: Sequence[Optional[str]], pages: Optional[Callable[[str], Optional["StoredPage"]]],
+                 stubs: Container[int], blocks: Sequence[str]) -> None:
+        super().__init__()
+        self.texts, self.pages, self.stubs, self.blocks = texts, pages, stubs, blocks
+
+    def __missing__(self, i: int) -> Tuple[str, ...]:
+        texts = self.texts
+        text = texts[i] if i < len(texts) else None
+        if text is None and self.pages is not None and i in self.stubs:
+            page = self.pages(self.blocks[i])
+            text = page.text if page is not None else None
+        found = self[i] = _names_of(text, compounds=True) if text else ()
+        return found
+
+
+class _RangeBuilds:
+    """The ``built`` mapping _plan_ranges fills in one plan ((members' positions, topics) -> RangePage),
+    backed by a _RangeMemory: a build of the same blocks kept from an earlier plan is served when
+    nothing its line depends on changed (see _RangeMemory)."""
+
+    def __init__(self, memory: _RangeMemory, serials: Callable[[Sequence[int]], Tuple[int, ...]],
+                 names_of: Callable[[int], Sequence[str]], shown: set, held: Mapping[str, int],
+                 known: Mapping[str, str]) -> None:
+        self.memory, self.serials, self.names_of = memory, serials, names_of
+        self.shown, self.held, self.known = shown, held, known
+        self.local: Dict[tuple, RangePage] = {}
+        self.moved: Dict[int, Tuple[set, set]] = {}  # id of another context's kept names -> (them, _moved)
+
+    def _moved(self, shown: set) -> set:
+        """Return the names kept in the context ``shown`` or in this plan's, not in both."""
+        moved = self.moved.get(id(shown))
+        if moved is None or moved[0] is not shown:
+            moved = self.moved[id(shown)] = (shown, shown.symmetric_difference(self.shown))
+        return moved[1]
+
+    def _names(self, members: Sequence[int]) -> frozenset:
+        """Return every name the ranking of ``members`` reads a count or a kept name for: their names and parts."""
+        names = set(chain.from_iterable(map(self.names_of, members)))
+        traits = _TOPIC_TRAITS.get
+        names.update(chain.from_iterable(filter(None, [(traits(name) or _topic_traits(name))[1] for name in names])))
+        return frozenset(names)
+
+    def get(self, key: Tuple[Tuple[int, ...], Optional[int]]) -> Optional[RangePage]:
+        page = self.local.get(key)
+        if page is not None:
+            return page
+        members, topics = key
+        memory = self.memory
+        kept = (self.serials(members), topics)
+        entry = memory.used_builds.get(kept) or memory.builds.get(kept)
+        if entry is None:
+            return None
+        page, shown, held, summary, names = entry
+        said = self.known.get(page.id) if topics is None else None
+        if said is not None:  # the line an earlier pass gave these blocks: what a build makes of them now
+            if said != page.summary:
+                return None
+        elif summary is not None and topics is None:  # that build's summary was an earlier pass's, not ranked
+            return None
+        elif held is not self.held:  # other counts: each of its names and parts read against both
+            if names is None:
+                names = self._names(members)
+            if shown is not self.shown and names.intersection(shown) != names.intersection(self.shown):
+                return None
+            if list(map(held.get, names)) != list(map(self.held.get, names)):
+                return None
+        elif shown is not self.shown:  # the same counts: does a name kept in one context and not the other name a block?
+            if names is not None:
+                if names.intersection(shown) != names.intersection(self.shown):
+                    return None
+            elif not self._moved(shown).isdisjoint(chain.from_iterable(map(self.names_of, members))):
+                return None
+        memory.used_builds[kept] = [page, shown if said is not None else self.shown,
+                                    held if said is not None else self.held, summary, names]
+        if page.positions != members:  # the same blocks elsewhere in the list
+            page = page._replace(positions=tuple(members))
+        self.local[key] = page
+        return page
+
+    def __setitem__(self, key: Tuple[Tuple[int, ...], Optional[int]], page: RangePage) -> None:
+        self.local[key] = page
+        members, topics = key
+        self.memory.used_builds[(self.serials(members), topics)] = [page, self.shown, self.held,
+                                                                    self.known.get(page.id), None]
+
+
 class _Scorer:
     """Scores blocks as they stream in, then classifies them once the whole history is seen.
 
@@ -2026,6 +2413,10 @@ class _Scorer:
         self._range_summaries: Dict[str, str] = {}  # a range page that arrived as a stub -> its summary
         # the ranges _make_ranges built in this pass, and the kept names they were built against
         self._built: Tuple[set, Dict[Tuple[Tuple[int, ...], Optional[int]], RangePage]] = (set(), {})
+        self.range_memory: Optional[_RangeMemory] = None  # a running Pager's builds of earlier plans and calls
+        self._serials: List[Optional[int]] = []  # each position's serial number in range_memory, when asked
+        self._serials_of: Optional[Callable[[Sequence[int]], Tuple[int, ...]]] = None  # see _range_serials
+        self._block_names: Optional[_BlockNames] = None  # each block's names, for range pages (_make_ranges)
         self._system_texts: Dict[bytes, int] = {}   # under a budget: digest of a system block -> its latest position
         self._system_repeats: Dict[int, str] = {}   # ...and an earlier copy's position -> the later copy's id
         # The text of each block that may end up paged, else None: a block is sure to be
@@ -2222,9 +2613,9 @@ class _Scorer:
     def _stub_cost(self, block_id: str, turn: int, role: str, kind: Optional[str], tokens: int,
                    matched: Tuple[str, ...], text: str, newer: Optional[str] = None) -> int:
         """Return what the block costs as a stub (and its page-index line, with --with-index)."""
-        if kind == RANGE and block_id in self._range_summaries:
+        if kind == RANGE and block_id in self._range_summaries:  # its own line says how to recall
             return self._range_line_cost(StoredPage(block_id, turn, RANGE, RANGE, tokens, (), "", "",
-                                                    self._range_summaries[block_id], ""))
+                                                    self._range_summaries[block_id], "")) + self._range_hint_cost()
         summary = stub_summary(text, matched, self.params.stub_words)
         page = StoredPage(block_id, turn, role, kind, tokens, matched, "", "", summary, text)
         cost = estimate_tokens(self._render_stub(page, newer, _giant_edge(tokens, self.params.budget)))
@@ -2395,7 +2786,7 @@ class _Scorer:
         wanted = [previous[block] for block in decisions.block]
         if any(a not in ACTIONS for a in wanted):
             return False
-        ranged = {b for members, _ in self.previous_ranges.values() for b in members}
+        ranged = self._ranged_before(decisions)
         if self.params.budget is not None:
             kept = sum(t for t, a in zip(decisions.tokens, wanted) if a == "retain")
             kept += sum(stub_tokens[i] for i, a in enumerate(wanted) if a == "page" and decisions.block[i] not in ranged)
@@ -2515,7 +2906,7 @@ class _Scorer:
             # directives) has none yet, and fits the whole budget.
             index_room = self._index_room()
             if target is not None and self.previous:
-                ranged = {b for members, _ in self.previous_ranges.values() for b in members}
+                ranged = self._ranged_before(decisions)
                 chosen, kept = _previous_actions(decisions, stub_tokens, self.previous, ranged)
                 lines = self._range_lines(decisions, chosen, ranged, index_room)
                 self.compacted = kept + lines + reserved > self.params.trigger * self.params.budget
@@ -2536,6 +2927,7 @@ class _Scorer:
                 kept = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
                                   self._floors, self._unpageable, _open_units(self._roles, units),
                                   self.worth, index_room, self.params.recent_share)
+                kept -= self._rerange(decisions, stub_tokens)
                 # the lines get what the fit set aside: less when the system prompt took some of it
                 self.ranges = self._make_ranges(decisions, min(index_room, max(room - kept, 0)))
                 lines = sum(r.cost for r in self.ranges)
@@ -2559,6 +2951,7 @@ class _Scorer:
                 kept = fit_budget(decisions, stub_tokens, room, units or None, self.params.results_apart,
                                   self._floors, self._unpageable, _open_units(self._roles, units),
                                   self.worth, 0, self.params.recent_share)
+                kept -= self._rerange(decisions, stub_tokens)
                 if any(r == RANGED and a == "page" for a, r in zip(decisions.action, decisions.reason)):
                     decisions.action[:], decisions.reason[:], self.ranges, self.tokens_after = fitted
                 else:
@@ -2605,16 +2998,45 @@ class _Scorer:
             if reasons[i] not in PROTECTIONS and reasons[i] != "compacted":
                 actions[i], reasons[i] = "retain", CURRENT
 
+    def _ranged_before(self, decisions: "_DecisionTable") -> Set[str]:
+        """Return the blocks an earlier pass left in range pages: the members of its range pages, and
+        the range pages read back from its request (each stays a range page while it is paged)."""
+        ranged = {b for members, _ in self.previous_ranges.values() for b in members}
+        ranged.update(b for b, kind in zip(decisions.block, decisions.kind) if kind == RANGE)
+        return ranged
+
+    def _rerange(self, decisions: "_DecisionTable", stub_tokens: List[int]) -> int:
+        """Make each range page read back that a fit paged with a stub of its own a range page of this
+        pass's again (reason RANGED: its line is one of the index's); return what its stub cost the fit."""
+        freed = 0
+        for i, kind in enumerate(decisions.kind):
+            if kind == RANGE and decisions.action[i] == "page" and decisions.reason[i] not in (RANGED, "compacted"):
+                decisions.reason[i] = RANGED
+                freed += stub_tokens[i]
+        return freed
+
+    def _widest_range(self) -> "StoredPage":
+        """Return the page of a range page whose line without topics is as long as any (five-digit turns)."""
+        return RangePage(RANGE_PREFIX + "0" * RANGE_DIGITS, (), (), 99999, 99999, 0,
+                         range_summary(99999, 99999, 99999, 9999999, ()), 0).page()
+
     def _least_range_line(self) -> int:
-        """Return what one range page's line without topics costs at most (five-digit turns)."""
-        widest = RangePage(RANGE_PREFIX + "0" * RANGE_DIGITS, (), (), 99999, 99999, 0,
-                           range_summary(99999, 99999, 99999, 9999999, ()), 0)
-        return self._range_line_cost(widest.page())
+        """Return what the line of a request's one range page costs at most without topics (five-digit
+        turns), its recall hint included."""
+        return self._range_line_cost(self._widest_range()) + self._range_hint_cost(many=False)
+
+    def _range_hint_cost(self, many: bool = True) -> int:
+        """Return what the recall hint costs the first range line of a request, ``many`` when the
+        request holds more than one (see range_stubs)."""
+        widest = self._widest_range()
+        tail = estimate_tokens(RANGE_HINT_TAIL) if many else 0
+        return estimate_tokens(self._render_stub(widest)) - estimate_tokens(make_stub(widest, "")) + tail + 1
 
     def _index_room(self) -> int:
         """Return the tokens the range pages' lines may take: the index share of the budget, and at
-        least one line without topics (a budget too small for that is one line over)."""
-        return max(int(self.params.index_share * self.params.budget), self._least_range_line())  # type: ignore[operator]
+        least one line without topics with the recall hint (a budget too small for that is one line over)."""
+        least = self._least_range_line() + estimate_tokens(RANGE_HINT_TAIL)
+        return max(int(self.params.index_share * self.params.budget), least)  # type: ignore[operator]
 
     def _range_lines(self, decisions: "_DecisionTable", chosen: List[str], ranged: Container[str],
                      room: int) -> int:
@@ -2630,17 +3052,9 @@ class _Scorer:
         """Return the range pages of this pass's blocks paged without a stub (see _plan_ranges)."""
         if RANGED not in decisions.reason:
             return []
-        cache: Dict[int, Tuple[str, ...]] = {}
-
-        def names_of(i: int) -> Tuple[str, ...]:
-            found = cache.get(i)
-            if found is None:
-                text = self.texts[i] if i < len(self.texts) else None
-                if text is None and self.pages is not None and i in self._stubs:
-                    page = self.pages(decisions.block[i])
-                    text = page.text if page is not None else None
-                found = cache[i] = _names_of(text, compounds=True) if text else ()  # a path shown whole
-            return found
+        if self._block_names is None:  # each block's names, read once a pass (texts and pages stay put)
+            self._block_names = _BlockNames(self.texts, self.pages, self._stubs, decisions.block)
+        names_of = self._block_names.__getitem__
 
         shown = set()
         for i, action in enumerate(decisions.action):
@@ -2649,14 +3063,59 @@ class _Scorer:
         known = {rid: summary for rid, (_, summary) in self.previous_ranges.items()}
         known.update(self._range_summaries)
         units = [self._units.get(i) for i in range(len(decisions))] if self._units else None
+        held = self._held
+        memory = self.range_memory
+        if memory is not None and self._serials_of is None:
+            self._serials_of = self._range_serials(decisions, names_of, units)
+        if memory is not None and held is None:  # the counts _plan_ranges would make: of every ranged block
+            ranged = [i for i, (action, reason) in enumerate(zip(decisions.action, decisions.reason))
+                      if reason == RANGED and action == "page"]
+            held = memory.held_counts(self._serials_of(ranged), ranged, names_of)  # type: ignore[misc]
+        if memory is not None:
+            shown, held = memory.same(shown, held)
         if self._built[0] != shown:  # what the ranges built on a fit before say holds while the kept names do
-            self._built = (shown, {})
-        return _plan_ranges(decisions, room, self._range_line_cost, names_of, shown, self._held, known, units,
-                            self._built[1])
+            self._built = (shown, {} if memory is None else
+                           _RangeBuilds(memory, self._serials_of, names_of, shown, held, known))  # type: ignore[dict-item,arg-type]
+        elif memory is not None:  # the builds of this plan stand as before; a new one is kept under what it read
+            builds: _RangeBuilds = self._built[1]  # type: ignore[assignment]
+            builds.held, builds.known = held, known
+        head = self._range_hint_cost()  # the first line's recall hint: counted once, with the oldest range
+        ranges = _plan_ranges(decisions, max(room - head, 0), self._range_line_cost, names_of, shown, held,
+                              known, units, self._built[1])
+        if ranges:  # the first line's cost, its hint rendered: never more than the room planned for it
+            line = _first_range_line(self._render_stub(ranges[0].page()), len(ranges) > 1)
+            cost = estimate_tokens(line) + 1
+            if self.with_index:
+                cost += estimate_tokens(index_lines([ranges[0].page()])[0]) + 1
+            ranges[0] = ranges[0]._replace(cost=cost)
+        return ranges
+
+    def _range_serials(self, decisions: "_DecisionTable", names_of: Callable[[int], Tuple[str, ...]],
+                       units: Optional[List[Optional[str]]]) -> Callable[[Sequence[int]], Tuple[int, ...]]:
+        """Return a function of members' positions giving their serial numbers in range_memory (see
+        _RangeMemory: each block's signature is every field its range page's line is made of)."""
+        memory, serials = self.range_memory, self._serials
+        if len(serials) != len(decisions):
+            serials[:] = [None] * len(decisions)
+        blocks, kinds, roles, turns, tokens = (decisions.block, decisions.kind, decisions.role, decisions.turn,
+                                               decisions.tokens)
+
+        def of(members: Sequence[int]) -> Tuple[int, ...]:
+            found = tuple(map(serials.__getitem__, members))
+            if None not in found:
+                return found  # type: ignore[return-value]
+            for i in members:
+                if serials[i] is None:
+                    call = roles[i] == "assistant" and bool(units) and units[i] is not None  # type: ignore[index]
+                    serials[i] = memory.serial(  # type: ignore[union-attr]
+                        (blocks[i], kinds[i], roles[i], call, turns[i], tokens[i], names_of(i)))
+            return tuple(map(serials.__getitem__, members))  # type: ignore[arg-type]
+        return of
 
     def _range_line_cost(self, page: "StoredPage") -> int:
-        """Return what a range page's line costs in the request (and in the page index, with --with-index)."""
-        cost = estimate_tokens(self._render_stub(page)) + 1
+        """Return what a range page's line without the recall hint costs in the request (and in the
+        page index, with --with-index); the first line's hint is _range_hint_cost."""
+        cost = estimate_tokens(make_stub(page, "")) + 1
         if self.with_index:
             cost += estimate_tokens(index_lines([page])[0]) + 1
         return cost
@@ -9412,6 +9871,7 @@ class _Materializer:
                   (d.action == "page" and not d.stub and kept.get(k) is None)]
         raws = self._raws(source, wanted)
         range_of = self.plan.range_of()
+        lines = dict(zip((r.id for r in self.plan.ranges), range_stubs(self.plan.ranges, self.hint)))
         for k, d in enumerate(decisions):
             raw = raws.get(k)
             if raw is None and d.action != "page":
@@ -9423,7 +9883,7 @@ class _Materializer:
                 self._write(self._emitted(d, raw, page))
             elif r.positions[0] == k:  # a range page stands where its first block was
                 self._write({"id": r.id, "turn": r.first_turn, "role": RANGE,
-                             "text": make_stub(r.page(), self.hint(r.id)), "stub": True})
+                             "text": lines[r.id], "stub": True})
         self.flush()
 
     def _raws(self, source: _HistorySource, wanted: List[int]) -> Dict[int, Dict[str, object]]:
@@ -9594,8 +10054,8 @@ def _range_directives(plan: PassPlan, out: Dict[str, Tuple[str, Optional[str]]],
     range never splits a tool unit, so the writers' unit rules keep every call with its results.
     """
     blocks = _column(plan.decisions, "block")
-    for r in plan.ranges:
-        out[blocks[r.positions[0]]] = ("page", make_stub(r.page(), hint(r.id)))
+    for r, line in zip(plan.ranges, range_stubs(plan.ranges, hint)):
+        out[blocks[r.positions[0]]] = ("page", line)
         for i in r.positions[1:]:
             out[blocks[i]] = ("evict", None)
     return out
@@ -10911,6 +11371,7 @@ class Pager:
         self._intent: Optional[Intent] = None  # the last call's intent: a call with no user message keeps it
         # The last call's messages as read: (format, held, their fingerprint, the Conversation).
         self._read: Optional[Tuple[str, bool, bytes, Conversation]] = None
+        self._range_memory = _RangeMemory()  # the range pages the last call built (see _RangeMemory)
 
     # -- one pass --
 
@@ -11052,11 +11513,14 @@ class Pager:
                                    False, (lambda seen: definitions) if definitions else None, current)
             scorer.previous = self._actions  # the last pass's directives: with params.target they stand
             scorer.previous_ranges = self._ranges
+            self._range_memory.start(hint)  # the range pages built before, served where nothing they read changed
+            scorer.range_memory = self._range_memory
             scorer.use_work(intent.work)
             scorer.add_all(0, blocks)
             decisions = scorer.finish(current)
         except PagerError as exc:
             raise PagerError(f"messages: {exc}") from None
+        self._range_memory.settle()
         self._cache = scorer.fresh  # only blocks of this conversation: a dropped one is forgotten
         self._intent = self._intent if kept else intent
         plan = PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
@@ -11065,13 +11529,15 @@ class Pager:
                         intent_turn=intent.turn)
         return plan, scorer
 
-    def _page(self, d: Decision, text: str, now: str) -> StoredPage:
-        """Return the page of a newly paged block, reusing the one made before if nothing changed."""
-        old = self._pages.get(d.block)
-        if old is not None and old.text == text and (old.turn, old.role, old.kind, old.tokens, old.keywords) == (
-                d.turn, d.role, d.kind, d.tokens, d.matched):
+    def _page(self, fields: Tuple[str, int, str, Optional[str], int, Tuple[str, ...]], text: str,
+              now: str) -> StoredPage:
+        """Return the page of a newly paged block (``fields``: its block, turn, role, kind, tokens and
+        matched terms), reusing the one made before if nothing changed."""
+        old = self._pages.get(fields[0])
+        if old is not None and old.text == text and (old.block, old.turn, old.role, old.kind, old.tokens,
+                                                     old.keywords) == fields:
             return old
-        page = StoredPage(d.block, d.turn, d.role, d.kind, d.tokens, d.matched, _text_sha256(text), now, "", text)
+        page = StoredPage(*fields, _text_sha256(text), now, "", text)
         return _with_summary(page, self.params.stub_words)
 
     def _directives(self, plan: PassPlan, store: Optional[PageStore], now: str) -> Dict[str, Tuple[str, Optional[str]]]:
@@ -11081,29 +11547,35 @@ class Pager:
         stubs: Dict[str, str] = {}
         texts = plan.texts
         lookup = self._page_of(store)
-        for k, d in enumerate(plan.decisions):
-            if d.action == "page":
-                if d.stub or store is not None:
-                    page = lookup(d.block)
+        decisions = plan.decisions  # read by column: a Decision is built only for a page made anew
+        blocks, actions, stubbed = (_column(decisions, n) for n in ("block", "action", "stub"))
+        reasons, tokens = _column(decisions, "reason"), _column(decisions, "tokens")
+        turns, roles, kinds, matched = (_column(decisions, n) for n in ("turn", "role", "kind", "matched"))
+        for k, action in enumerate(actions):
+            block = blocks[k]
+            if action == "page":
+                if stubbed[k] or store is not None:
+                    page = lookup(block)
                     if page is None:
-                        raise PagerError(f"no stored text for paged block {_show(d.block)}")
+                        raise PagerError(f"no stored text for paged block {_show(block)}")
                 else:
-                    page = self._page(d, texts[k], now)  # type: ignore[arg-type, index]
-                newer, edge = _newer_copy(d.reason), _giant_edge(d.tokens, plan.params.budget)
+                    page = self._page((block, turns[k], roles[k], kinds[k], tokens[k], matched[k]),
+                                      texts[k], now)  # type: ignore[arg-type, index]
+                newer, edge = _newer_copy(reasons[k]), _giant_edge(tokens[k], plan.params.budget)
                 # The one-line stub of a page is the same every call; one naming a newer copy or a giant's is not.
-                same = self._pages.get(d.block) is page and newer is None and not edge
-                stub = self._stubs.get(d.block) if same else None
+                same = self._pages.get(block) is page and newer is None and not edge
+                stub = self._stubs.get(block) if same else None
                 if stub is None:
-                    stub = make_stub(_with_summary(page, self.params.stub_words), self.hint(d.block), newer, edge)
-                pages[d.block], stubs[d.block] = page, stub
-                out[d.block] = ("page", stub)
-            elif d.action == "retain" and d.stub:
-                page = lookup(d.block)
+                    stub = make_stub(_with_summary(page, self.params.stub_words), self.hint(block), newer, edge)
+                pages[block], stubs[block] = page, stub
+                out[block] = ("page", stub)
+            elif action == "retain" and stubbed[k]:
+                page = lookup(block)
                 if page is None:
-                    raise PagerError(f"no stored text for paged block {_show(d.block)}")
-                out[d.block] = ("retain", _verified_text(page, self.store or "the pager's pages"))
+                    raise PagerError(f"no stored text for paged block {_show(block)}")
+                out[block] = ("retain", _verified_text(page, self.store or "the pager's pages"))
             else:
-                out[d.block] = (d.action, None)
+                out[block] = (action, None)
         # A range page read back and paged again keeps its blocks recallable, in memory too.
         ranges = {r.id: (r.members, r.summary) for r in plan.ranges}
         old_ranges, old_pages = self._ranges, self._pages

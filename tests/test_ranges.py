@@ -3,6 +3,8 @@ the floors, and the contract matching the request (issue 31)."""
 
 import json
 import re
+import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -52,12 +54,51 @@ def test_plan_ranges_collapses_runs_bounds_the_index_and_merges_the_oldest(pager
     assert all(20 not in r.positions for r in wide)
     # the newest ranges are the finest; a range's id comes from its blocks, in order
     assert len(wide[-1].members) == 1 and wide[-1].id == pager.range_id(wide[-1].members)
-    narrow = pager._plan_ranges(table, 30, cost, names)
-    assert sum(r.cost for r in narrow) <= 30 and len(narrow) == 3
+    narrow = pager._plan_ranges(table, 60, cost, names)  # the lines planned in LINES_SHARE of it: 3 of them
+    assert sum(r.cost for r in narrow) <= 60 and len(narrow) == 3
     assert narrow[-1] == wide[-1] and len(narrow[0].members) > len(wide[0].members)  # the oldest merged
     # topics: distinctive names, none the kept context shows
     shown = pager._plan_ranges(table, 10_000, cost, names, shown={"parser_39"})
     assert "parser_39" not in shown[-1].summary and "topics: parser_38" in shown[-2].summary
+
+
+def test_the_room_the_lines_leave_lists_more_names_per_block_and_the_index_stays_bounded(pager):
+    blocks = [{"id": f"b{i}", "turn": i, "role": "assistant", "text": f"edited src/module_{i}.py and ran check_{i}",
+               "tokens": 60} for i in range(64)]
+    decisions = pager.plan_pass({"intent_ir": ["nothing"], "blocks": blocks}, pager.Params(budget=100_000)).decisions
+    table = pager._DecisionTable(*decisions.columns())
+    table.action, table.reason = ["page"] * 64, [pager.RANGED] * 64
+    names = lambda i: pager._names_of(blocks[i]["text"], compounds=True)  # noqa: E731
+    cost = lambda page: pager.estimate_tokens(page.summary) + 8  # noqa: E731
+    topics = lambda r: r.summary.split(pager.TOPICS_MARK)[1].split(", ") if pager.TOPICS_MARK in r.summary else []  # noqa: E731
+    for room in (400, 900):
+        ranges = pager._plan_ranges(table, room, cost, names)
+        assert sum(r.cost for r in ranges) <= room
+        # the room the lines leave lists more names: the oldest, longest range more than RANGE_TOPICS
+        oldest = max(ranges, key=lambda r: len(r.members))
+        assert len(oldest.members) > 8 and len(topics(oldest)) > pager.RANGE_TOPICS
+        # names per block: no line lists fewer names per block than a longer one (RANGE_TOPICS at least)
+        for a in ranges:
+            for b in ranges:
+                if len(a.members) < len(b.members) and len(topics(a)) >= pager.RANGE_TOPICS:
+                    assert len(topics(a)) * len(b.members) >= len(topics(b)) * len(a.members) - len(b.members)
+    # more room, more names in the index
+    listed = lambda room: sum(len(topics(r)) for r in pager._plan_ranges(table, room, cost, names))  # noqa: E731
+    assert listed(300) < listed(600) < listed(900) == listed(5000)  # at most 2 names a block: all of them
+
+
+def test_range_pages_read_back_in_one_message_stay_apart(pager):
+    # two range lines an earlier request wrote into one message come back as one unit (a note)
+    table = pager._DecisionTable(*pager.plan_pass({"intent_ir": ["x"], "blocks": [
+        {"id": rid, "turn": 3, "role": "range", "text": "b1\nb2"} for rid in ("r-aaaaaaaaaaaa", "r-bbbbbbbbbbbb")]},
+        pager.Params(budget=100_000)).decisions.columns())
+    table.action, table.reason, table.kind = ["page"] * 2, [pager.RANGED] * 2, [pager.RANGE] * 2
+    known = {"r-aaaaaaaaaaaa": pager.range_summary(3, 3, 2, 90, ["totals"]),
+             "r-bbbbbbbbbbbb": pager.range_summary(3, 3, 2, 80, ["ledger"])}
+    ranges = pager._plan_ranges(table, 10_000, lambda page: 10, lambda i: (), known=known,
+                                units=["note:r-aaaaaaaaaaaa"] * 2)
+    assert [r.id for r in ranges] == ["r-aaaaaaaaaaaa", "r-bbbbbbbbbbbb"]
+    assert [r.summary for r in ranges] == [known["r-aaaaaaaaaaaa"], known["r-bbbbbbbbbbbb"]]
 
 
 def test_a_range_line_lists_the_path_a_tool_call_named_before_a_word_only_read(pager):
@@ -187,6 +228,33 @@ def test_the_watermarks_keep_a_range_line_between_compactions(cli, tmp_path):
     second = _pass(cli, history, contract, 8000, out, "2026-05-17T03:09:12+00:00")
     assert json.loads(second.out)["compacted"] is False
     assert json.loads(out.read_text())[:len(first)] == first  # the prefix, range lines included, is the same
+
+
+def test_only_the_first_range_line_says_how_to_recall_and_its_command_recalls_any_range(cli, pager, tmp_path):
+    history, contract, out = tmp_path / "chat.json", tmp_path / "c.limn", tmp_path / "out.json"
+    history.write_text(json.dumps(_chat(120)))
+    _pass(cli, history, contract, 8000, out)
+    lines = [m["content"] for m in json.loads(out.read_text())
+             if isinstance(m.get("content"), str) and m["content"].startswith("[paged r-")]
+    assert len(lines) > 2
+    first, rest = lines[0], lines[1:]
+    assert first.endswith(pager.RANGE_HINT_TAIL + ")") and "(recall: " in first
+    assert not any("recall" in line for line in rest)  # each later line is only its id, turns, size and topics
+    # the first line's command, with another range's id, recalls that range
+    command = re.search(r"\(recall: (.+?); ", first).group(1)
+    other = RANGE_ID.match(rest[-1][len("[paged "):]).group()
+    argv = shlex.split(command.replace(RANGE_ID.search(command).group(), other))
+    done = subprocess.run(argv + ["--json", "--now", NOW], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert [r["block"] for r in json.loads(done.stdout)["recalled"]] == \
+        pager.PageStore.open(str(tmp_path / "c.pages.sqlite3"), create=False).range_members(other)
+
+
+def test_a_lone_range_line_carries_the_command_alone(pager):
+    r = pager.RangePage("r-1", ("b1",), (0,), 1, 1, 40, pager.range_summary(1, 1, 1, 40, ["totals"]), 0)
+    [line] = pager.range_stubs([r], lambda rid: f"prosecode-pager recall {rid} --contract c.limn")
+    assert line.endswith("topics: totals (recall: prosecode-pager recall r-1 --contract c.limn)")
+    assert pager.RANGE_HINT_TAIL not in line
 
 
 def test_index_share_is_a_flag(cli, tmp_path):
