@@ -560,25 +560,55 @@ def _identifier_in(lowered: str, name: str) -> bool:
             or (bool(joined) and _found_between(lowered, joined, "")))
 
 
-def _hits(lowered: str, needles: List[Tuple[str, str]]) -> Tuple[str, ...]:
-    """Return _block_hits for ``(stem, needle)`` pairs worked out once per pass."""
+class _Needle(NamedTuple):
+    """One intent stem as _hits searches for it, worked out once per pass (see _needles)."""
+
+    stem: str
+    needle: str    # what every token stemming to ``stem`` starts with (_needle)
+    size: int      # len(needle)
+    name: bool     # an identifier (holds "_"): matched as a programmer reads it, not by stem
+    whole: bool    # the needle is a token (word characters only) and stems to ``stem``
+
+
+def _needles(stems: Iterable[str]) -> List[Tuple[str, str, int, bool, bool]]:
+    """Return each stem's _Needle fields, in order, as a plain tuple (a loop unpacks one faster than a NamedTuple)."""
+    out = []
+    for s in stems:
+        needle = _needle(s)
+        whole = _WORD_RE.fullmatch(needle) is not None and _stem(needle) == s  # a needle of word characters only
+        out.append(tuple(_Needle(s, needle, len(needle), "_" in s, whole)))
+    return out
+
+
+def _hits(lowered: str, needles: List[Tuple[str, str, int, bool, bool]]) -> Tuple[str, ...]:
+    """Return _block_hits for the ``needles`` of its stems (see _needles)."""
     found: Tuple[str, ...] = ()
-    for s, needle in needles:
-        if "_" in s:  # an identifier: matched as a programmer reads it, not by stem
+    find = lowered.find
+    end = len(lowered)
+    for s, needle, size, name, whole in needles:
+        if name:
             if _identifier_in(lowered, s):
                 found += (s,)
             continue
-        i = lowered.find(needle) if needle else -1  # one search tells whether it occurs and where
-        size = len(needle)
+        i = find(needle) if size else -1  # one search tells whether it occurs and where
         while i >= 0:
-            if i and (lowered[i - 1].isalnum() or lowered[i - 1] == "_"):
-                i = lowered.find(needle, i + size)  # inside a token, not at its start
+            if i:
+                c = lowered[i - 1]
+                if c.isalnum() or c == "_":
+                    i = find(needle, i + size)  # inside a token, not at its start
+                    continue
+            j = i + size
+            if j == end or not ((c := lowered[j]).isalnum() or c == "_"):  # the token is the needle itself
+                if whole:
+                    found += (s,)
+                    break
+                i = find(needle, j + 1)
                 continue
             token = _TOKEN_AT(lowered, i).group()
             if (_STEMS.get(token) or _stem(token)) == s:
                 found += (s,)
                 break
-            i = lowered.find(needle, i + len(token) + 1)
+            i = find(needle, i + len(token) + 1)
     return found
 
 
@@ -593,7 +623,7 @@ def _block_hits(lowered: str, stems: Iterable[str]) -> Tuple[str, ...]:
         >>> _block_hits("we retained the families' scores", ["retain", "famili", "pager"])
         ('retain', 'famili')
     """
-    return _hits(lowered, [(s, _needle(s)) for s in stems])
+    return _hits(lowered, _needles(stems))
 
 
 def _has_token(text: str, word: str) -> bool:
@@ -2379,7 +2409,7 @@ class _Scorer:
         self.params = params
         self.weighted = params.similarity == "weighted"
         self.terms = _keyword_stems(self.keywords) if self.weighted else self.keywords
-        self._needles = [(t, _needle(t)) for t in self.terms]
+        self._needles = _needles(self.terms)
         self.pages = pages  # id -> the stored original of a paged block, for blocks arriving as stubs
         # Budget mode prices every block as a stub; stub_text renders one (default hint: C.limn).
         if stub_text is None:
@@ -2549,7 +2579,7 @@ class _Scorer:
         if unit is not None:
             self._units[position] = shared.setdefault(unit, unit)  # type: ignore[assignment]
         self._protect(position, role, kind, pinned, protected)
-        if self._guards.get(position) == "system" and self.params.budget is not None:
+        if self.params.budget is not None and self._guards.get(position) == "system":
             # the same instructions sent again (a harness repeats them after each compaction): the
             # earlier copy is paged, naming the later one, so the request holds and counts one
             digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
@@ -4827,24 +4857,12 @@ def _parse_json(text: str, where: str = "input") -> Any:
         raise PagerError(f"{where}: invalid JSON ({_decode_problem(exc) or exc})") from None
 
 
-def _jsonl_lines(text: str) -> List[str]:
-    r"""Return the lines of a JSONL text: split at ``\n`` only (a ``\r`` before it is JSON white space).
-
-    Never ``str.splitlines()``: it also breaks at U+2028, U+2029, U+0085, ``\x0b``, ``\x0c`` and
-    ``\x1c``-``\x1e``, which JSON allows raw inside a string, and would cut such a record in two.
-
-    Example:
-        >>> _jsonl_lines('{"text": "a\u2028b"}\r\n{}')
-        ['{"text": "a\u2028b"}\r', '{}']
-    """
-    return text.split("\n")
-
-
 class _JsonlHead(NamedTuple):
     """A JSONL text's first records as detection parsed them, for its reader to go on from."""
 
     text: str                                  # the text they were read from (the reader checks it is its own)
     lines: int                                 # lines read: the reader parses from the next one
+    offset: int                                # where the next line starts in ``text``
     records: List[Tuple[int, Dict[str, Any]]]  # (line number, object) of each line that parsed as an object
     skipped: int                               # lines that did not
 
@@ -4872,18 +4890,59 @@ def _json_line(line: str) -> Any:
 
 
 def _jsonl_records(text: str) -> Tuple[List[Tuple[int, Dict[str, Any]]], int]:
-    """Return (line number, object) for each JSONL line that parses, and the skipped count.
+    r"""Return (line number, object) for each JSONL line that parses, and the skipped count.
 
-    The lines detection parsed (a head ``_load`` hands over for this very text) are not parsed again.
+    Lines end at ``\n`` only (a ``\r`` before it is JSON white space). Never ``str.splitlines()``:
+    it also breaks at U+2028, U+2029, U+0085, ``\x0b``, ``\x0c`` and ``\x1c``-``\x1e``, which JSON
+    allows raw inside a string, and would cut such a record in two. The lines detection parsed (a
+    head ``_load`` hands over for this very text) are not parsed again.
+
+    Example:
+        >>> _jsonl_records('{"text": "a\u2028b"}\r\n[1]\n{}')
+        ([(1, {'text': 'a\u2028b'}), (3, {})], 1)
     """
     head = _JSONL_HEADS.pop(id(text), None)
     if head is not None and head.text is text:
-        records, skipped, first = list(head.records), head.skipped, head.lines
+        records, skipped, number, start = list(head.records), head.skipped, head.lines, head.offset
     else:
-        records, skipped, first = [], 0, 0
-    lines = _jsonl_lines(text)
-    for number, line in enumerate(islice(lines, first, None) if first else lines, first + 1):
-        if not line or line.isspace():  # blank (strip() would copy every line to tell)
+        records, skipped, number, start = [], 0, 0, 0
+    # Each line's value is scanned where it lies in the text (no copy of every line, tens of MB on
+    # a long log), and counts when it ends within its line, as json.loads reads the line alone
+    # (_json_line); whatever else happens the line is read alone. After a value that ran past its
+    # line (a malformed log), every line is read alone: no scan reads far beyond its own line.
+    size = len(text)
+    scan, space = _JSON_SCAN, _JSON_SPACE.match
+    alone = False
+    while start <= size:
+        end = text.find("\n", start)
+        if end < 0:
+            end = size
+        number += 1
+        line_start, start = start, end + 1
+        if line_start == end:
+            continue  # blank
+        if not alone:
+            try:
+                obj, stop = scan(text, line_start)
+            except json.JSONDecodeError as exc:
+                if exc.pos <= end:  # the line's own characters are not JSON: read alone, neither are they
+                    skipped += 1
+                    continue
+                alone = True
+            except (StopIteration, ValueError, RecursionError):
+                pass  # white space first, no value, a number too long, too deep: the line alone tells
+            else:
+                if stop <= end:
+                    if stop != end and space(text, stop, end).end() != end:  # JSON's white space only
+                        skipped += 1  # extra data after the line's value
+                    elif type(obj) is dict:
+                        records.append((number, obj))
+                    else:
+                        skipped += 1
+                    continue
+                alone = True
+        line = text[line_start:end]
+        if line.isspace():  # blank (strip() would copy every line to tell)
             continue
         try:
             obj = _json_line(line)
@@ -4903,7 +4962,7 @@ DETECT_LINES = 2000  # JSONL records detection looks at: enough to tell; its rea
 def _jsonl_head(text: str, limit: int) -> _JsonlHead:
     """Return the head of a JSONL text: its lines up to the ``limit``-th that parses as an object.
 
-    Lines are found one at a time (``\n`` only, as _jsonl_lines splits): a huge log is not split whole to be told.
+    Lines are found one at a time (``\n`` only, as _jsonl_records reads them): a huge log is not split whole to be told.
     """
     records: List[Tuple[int, Dict[str, Any]]] = []
     start, number, skipped = 0, 0, 0
@@ -4922,7 +4981,7 @@ def _jsonl_head(text: str, limit: int) -> _JsonlHead:
             records.append((number, obj))
         else:
             skipped += 1
-    return _JsonlHead(text, number, records, skipped)
+    return _JsonlHead(text, number, start, records, skipped)
 
 
 _COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # json.dumps would make one a call
@@ -5413,6 +5472,10 @@ def _assign_ids(msgs: List[_Msg], used: Optional[set] = None) -> None:
                 want = mid
             else:
                 want = _content_id(msg.role, part.kind, part.text, part.raw)
+            if want not in used:
+                used.add(want)
+                part.bid = want
+                continue
             # The content id is worked out again only for a native id used twice, not for every part.
             part.bid = take(want, part.turn, lambda: _content_id(msg.role, part.kind, part.text, part.raw))
 
@@ -5516,9 +5579,14 @@ def _number_turns(msgs: List[_Msg]) -> None:
     """
     turn = 0
     for msg in msgs:
-        for part in msg.parts:
-            part.human = _is_human(msg, part)
-        msg.human = any(p.human for p in msg.parts)
+        if msg.role == "user":
+            for part in msg.parts:
+                part.human = _is_human(msg, part)
+            msg.human = any(p.human for p in msg.parts)
+        else:  # no part of another role's message is (_is_human); the defaults say so
+            for part in msg.parts:
+                part.human = False
+            msg.human = False
         if msg.human and not any(p.stub_id is not None for p in msg.parts):
             # Each request opens the next turn.  Before the first, what the harness wrote (a tool
             # result, its text: lines of their own before the pass merged them) stays in the turn
@@ -5603,6 +5671,7 @@ def _part_kind_of_block(part: _Part) -> Optional[str]:
 
 # A text part's own keys: its text (a refusal part's is "refusal"), its type, a cache marker.
 TEXT_PART_KEYS = ("type", "text", "refusal", "cache_control")
+_TEXT_PART_KEYSET = frozenset(TEXT_PART_KEYS)
 
 
 def _own_tokens(part: _Part) -> Optional[int]:
@@ -5620,6 +5689,8 @@ def _own_tokens(part: _Part) -> Optional[int]:
     if part.kind == "text" and isinstance(part.raw, dict):
         # What a text part carries beside its text is sent with it (an Anthropic block's citations,
         # a Responses output_text's annotations): counted as its JSON.
+        if part.raw.keys() <= _TEXT_PART_KEYSET:  # nothing beside it (the usual text part)
+            return None
         extra = {k: v for k, v in part.raw.items() if k not in TEXT_PART_KEYS and v not in (None, "", [], {})}
         return estimate_tokens(part.text) + estimate_tokens(_compact_json(extra)) if extra else None
     if part.kind == "media":
@@ -5649,9 +5720,10 @@ def _unknown_types(msgs: List[_Msg]) -> Dict[str, int]:
     found: Dict[str, int] = {}
     for msg in msgs:
         for part in msg.parts:
+            if part.kind != "other":
+                continue
             kind = part.raw.get("type") if isinstance(part.raw, dict) else None
-            if part.kind == "other" and isinstance(kind, str) and kind not in KNOWN_OTHER_PARTS \
-                    and not kind.endswith(ANTHROPIC_MARKER_SUFFIX):
+            if isinstance(kind, str) and kind not in KNOWN_OTHER_PARTS and not kind.endswith(ANTHROPIC_MARKER_SUFFIX):
                 found[kind] = found.get(kind, 0) + 1
     return found
 
@@ -5742,10 +5814,13 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
             if part.source is not None:
                 notes.setdefault(id(part.source), []).append(part)
     for msg in head + kept:
+        system = msg.role in SYSTEM_ROLES
         for part in msg.parts:
-            protected = "system" if msg.role in SYSTEM_ROLES else INSTRUCTIONS if _is_instruction(msg, part) else \
-                COMPACTION if _is_compaction_part(part) else None
-            kind = _part_kind_of_block(part)
+            # (only a text part is instructions, only an "other" part a compaction; a text's block kind is None)
+            text_part = part.kind == "text"
+            protected = "system" if system else INSTRUCTIONS if text_part and _is_instruction(msg, part) else \
+                COMPACTION if not text_part and _is_compaction_part(part) else None
+            kind = None if text_part else _part_kind_of_block(part)
             role = "tool" if part.kind == "result" else msg.role
             unit = part.unit
             if part.human:
@@ -6778,23 +6853,25 @@ def _thinking_problem(block: Dict[str, Any]) -> Optional[str]:
 def _anthropic_parts(content: Any, where: str, repairs: List[str],
                      start: int = 0) -> Tuple[List[_Part], bool]:
     """Return the parts of an Anthropic content value and whether it was a string."""
-    if isinstance(content, str):
+    if isinstance(content, str):  # blank: white space alone (isspace, not a stripped copy, tells)
         return ([_text_part(where, content, content, start + 1)]
-                if content.strip() else []), True
+                if content and not content.isspace() else []), True
     if not isinstance(content, list):
         raise PagerError(f"{where} must be a string or an array of blocks (got {_type_name(content)})")
     parts = []
-    for j, raw in enumerate(content):
-        w = f"{where}[{j}]"
-        pos = start + j + 1
-        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
-            raise PagerError(f"{w} must be an object with a type")
-        kind = raw["type"]
+    for j, raw in enumerate(content, start + 1):
+        w = f"{where}[{j - start - 1}]"
+        pos = j
+        kind = raw.get("type") if type(raw) is dict else None
+        if type(kind) is not str:
+            if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+                raise PagerError(f"{w} must be an object with a type")
+            kind = raw["type"]
         if kind == "text":
             text = raw.get("text")
             if not isinstance(text, str):
                 raise PagerError(f"{w}.text must be a string (got {_show(text)})")
-            if text.strip():
+            if text and not text.isspace():
                 parts.append(_text_part(w, raw, text, pos))
             else:
                 repairs.append(f"{w} is an empty text block; dropped")
@@ -7203,10 +7280,11 @@ def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, T
             repairs.append(f"line {number}: parentUuid chain loops back; walk stopped")
             break
         seen.add(number)
-        if _is_boundary(obj):
+        kind = obj.get("type")  # each rule below asks for its own type first
+        if kind == "system" and _is_boundary(obj):
             boundary = current
             break
-        if _is_conversation_line(obj, sidechain):
+        if kind in ("user", "assistant") and _is_conversation_line(obj, sidechain):
             branch[number] = obj
         parent = obj.get("parentUuid")
         if not isinstance(parent, str):
@@ -7227,7 +7305,7 @@ def _walk_branch(records: List[Tuple[int, Dict[str, Any]]], by_uuid: Dict[str, T
     low = boundary[0] if boundary is not None else 0
     # Only conversation lines after the boundary and off the branch can join it: a linear log has none.
     loose = [(number, obj) for number, obj in records
-             if number > low and number not in branch and _is_conversation_line(obj, sidechain)]
+             if number not in branch and number > low and _is_conversation_line(obj, sidechain)]
     if not loose:
         return sorted(branch.items()), boundary
     uuids = {o.get("uuid") for o in branch.values() if isinstance(o.get("uuid"), str)}
@@ -7269,10 +7347,10 @@ def _live_branch(records: List[Tuple[int, Dict[str, Any]]], repairs: List[str]
     A subagent log (every line on a side chain) is read as the subagent's own conversation.
     """
     by_uuid: Dict[str, Tuple[int, Dict[str, Any]]] = {}
-    for number, obj in records:
-        uuid = obj.get("uuid")
+    for record in records:
+        uuid = record[1].get("uuid")
         if isinstance(uuid, str) and uuid not in by_uuid:
-            by_uuid[uuid] = (number, obj)
+            by_uuid[uuid] = record
     sidechain = False
     leaf = next((r for r in reversed(records) if _is_conversation_line(r[1])), None)
     if leaf is None:
@@ -7316,29 +7394,32 @@ def _claude_messages(lines: List[Tuple[int, Dict[str, Any]]], repairs: List[str]
     for number, obj in lines:
         message = obj["message"]
         role = obj["type"]
-        where = f"line {number}.message.content"
+        get = obj.get
+        meta, summary = get("isMeta"), get("isCompactSummary")
         message_id = message.get("id") if role == "assistant" else None
         msg = by_message_id.get(message_id) if isinstance(message_id, str) else None
         if msg is None:
             # No message id: Claude Code's ids do not survive the Anthropic body a pass writes,
             # so every block takes a content id (tool calls keep theirs).
             msg = _Msg(role, f"line {number}", {"role": role}, [],
-                       harness=bool(obj.get("isMeta") or obj.get("isCompactSummary")),
-                       summary=bool(obj.get("isCompactSummary")))
+                       harness=bool(meta or summary), summary=bool(summary))
             msgs.append(msg)
             if isinstance(message_id, str):
                 by_message_id[message_id] = msg
+            start = 0
+        else:
+            start = counts[id(msg)]
         content = message.get("content")
-        start = counts.get(id(msg), 0)
-        parts, is_string = _anthropic_parts(content, where, repairs, start)
-        counts[id(msg)] = start + (1 if is_string else len(content))
-        if obj.get("isMeta") and not obj.get("isCompactSummary"):
+        parts, is_string = _anthropic_parts(content, f"line {number}.message.content", repairs, start)
+        seen = counts[id(msg)] = start + (1 if is_string else len(content))
+        if meta and not summary:
             for part in parts:
                 part.harness = part.kind == "text"  # only this line's metadata says so (see HARNESS)
-        msg.parts.extend(parts)
-        msg.string_content = is_string and counts[id(msg)] == 1
+        msg.parts += parts
+        msg.string_content = is_string and seen == 1
     for msg in msgs:
-        _sole(msg.parts, counts[id(msg)])
+        if counts[id(msg)] == 1:
+            _sole(msg.parts, 1)
     return msgs
 
 
@@ -7402,8 +7483,7 @@ def _aside_blocks(records: List[Tuple[int, Dict[str, Any]]], msgs: List[_Msg]) -
 
     Each takes the turn of the message before it, and an id from its line's uuid (else its number).
     """
-    starts = [(int(m.where.split()[-1]), m.turn) for m in msgs if m.where.startswith("line ")]
-    starts.sort()
+    starts: Optional[List[Tuple[int, int]]] = None  # (line, turn) of each message: worked out at the first aside
     blocks = []
     for number, obj in records:
         kind = obj.get("type")
@@ -7412,6 +7492,8 @@ def _aside_blocks(records: List[Tuple[int, Dict[str, Any]]], msgs: List[_Msg]) -
         text = _aside_text(obj)
         if not text:
             continue
+        if starts is None:
+            starts = sorted((int(m.where.split()[-1]), m.turn) for m in msgs if m.where.startswith("line "))
         before = bisect_right(starts, (number, _MAX_COUNT)) - 1
         key = obj.get("uuid") if isinstance(obj.get("uuid"), str) else f"line {number}"
         blocks.append({"id": "a-" + hashlib.sha256(f"{key}\n{text}".encode("utf-8")).hexdigest()[:12], "turn": starts[before][1] if before >= 0 else 0,
@@ -12288,9 +12370,14 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
         try:
             last = _LastRequest(pages.get if pages is not None else None)
             notes = _WorkNotes(params.work_steps)
-            for block in conv.blocks:
-                last.note(block)
-                notes.see(block)
+            note = last.note
+            if params.work_steps > 0:
+                for block in conv.blocks:
+                    note(block)
+                    notes.see(block)
+            else:  # no step of work is kept: only the last request is looked for
+                for block in conv.blocks:
+                    note(block)
             work = notes.work_keywords()
             if last.intent() is not None or work:
                 given = _header_intent({}, None, last.intent(), work)

@@ -80,3 +80,20 @@ def test_pre_compact_hands_the_blocks_on_with_the_collector_held(event, monkeypa
     claude_hooks.pre_compact(dict(event, trigger="auto"))
     assert held == [True]
     assert gc.isenabled()  # and given back afterwards
+
+
+def test_the_hook_process_ends_with_its_output_flushed_and_its_exit_code(event):
+    import json
+    import subprocess
+    import sys
+    script = ROOT / "scripts" / "claude_hooks.py"
+    # A large output left in the buffer, then the hook's fast exit: all of it arrives, and the code.
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import claude_hooks; "
+            "sys.stdout.write('x' * 100000); claude_hooks.exit_now(3)")
+    done = subprocess.run([sys.executable, "-c", code, str(script.parent)], capture_output=True, text=True)
+    assert (done.returncode, len(done.stdout)) == (3, 100000)
+    # The pre-compact hook run as Claude Code runs it: its whole JSON line, exit 0, the pages stored.
+    done = subprocess.run([sys.executable, str(script), "pre-compact"], input=json.dumps(event),
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "blocks stored before the compaction" in json.loads(done.stdout)["systemMessage"]

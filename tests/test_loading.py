@@ -110,14 +110,25 @@ def _long_session(messages):
     return "\n".join(lines) + "\n"
 
 
+def _count_scans(pager, monkeypatch):
+    """Return the list of lines the JSON scanner is started on (a line read alone, or scanned where it lies)."""
+    parsed = []
+    real = pager._JSON_SCAN
+
+    def scan(text, at):
+        end = text.find("\n", at)
+        parsed.append(text[at:end if end >= 0 else len(text)])
+        return real(text, at)
+    monkeypatch.setattr(pager, "_JSON_SCAN", scan)
+    return parsed
+
+
 @pytest.mark.parametrize("limit", [3, 2000])  # detection stops inside the file, or reads all of it
 def test_load_auto_parses_each_line_once(pager, monkeypatch, limit):
     text = _long_session(40)
     plain = load(text, detect_format(text))
     monkeypatch.setattr(pager, "DETECT_LINES", limit)
-    parsed = []
-    real = pager._json_line
-    monkeypatch.setattr(pager, "_json_line", lambda line: parsed.append(line) or real(line))
+    parsed = _count_scans(pager, monkeypatch)
     conv = load(text, "auto")
     assert sorted(parsed) == sorted(line for line in text.split("\n") if line)  # every line once, no line twice
     assert conv.blocks == plain.blocks
@@ -128,9 +139,7 @@ def test_the_cli_reads_a_jsonl_log_with_one_parse_per_line(cli, pager, monkeypat
     text = _long_session(30)
     history = tmp_path / "session.jsonl"
     history.write_text(text, encoding="utf-8")
-    parsed = []
-    real = pager._json_line
-    monkeypatch.setattr(pager, "_json_line", lambda line: parsed.append(line) or real(line))
+    parsed = _count_scans(pager, monkeypatch)
     result = cli("--history", str(history), "--contract", str(tmp_path / "c.limn"), "--now", "2026-01-01T00:00:00Z")
     assert result.code == 0, result.err
     assert sorted(parsed) == sorted(line for line in text.split("\n") if line)
@@ -157,3 +166,39 @@ def test_detection_failures_still_name_the_json_problem():
         detect_format("[" * 100000)
     with pytest.raises(PagerError, match="input is empty"):
         detect_format(" \n\t ")
+
+
+def _records_line_by_line(text):
+    """(line number, object) of each line json.loads reads alone as an object, and the count of the others."""
+    records, skipped = [], 0
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line or line.isspace():
+            continue
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError):
+            skipped += 1
+            continue
+        if isinstance(value, dict):
+            records.append((number, value))
+        else:
+            skipped += 1
+    return records, skipped
+
+
+# Lines a scan of the whole text could read otherwise than json.loads reads the line alone: a value
+# cut at a line break (its rest on the next line), a value running on into the next lines, white
+# space first, extra data after the value, a value that is no object, a \r before the \n.
+MALFORMED_LINES = ['{"type": "user", "n": 1}', '{"a":', '1}', '[', '{"b": 2}', '{"c": 3},', "  ", "",
+                   '   {"d": 4}', '{"e": 5} {"f": 6}', "[1, 2]", '{"g": 7}\r', '{"h": "x\u2028y"}', "nul", '{"i": 8}']
+
+
+@pytest.mark.parametrize("head", [None, 2])  # read from the start, or on from detection's head
+def test_a_value_running_past_its_line_leaves_each_line_read_as_json_loads_reads_it_alone(pager, head):
+    text = "\n".join(MALFORMED_LINES)
+    if head is not None:
+        pager._JSONL_HEADS[id(text)] = pager._jsonl_head(text, head)
+    records, skipped = pager._jsonl_records(text)
+    assert (records, skipped) == _records_line_by_line(text)
+    # every object line that stands alone is read, those before and after the runaway value alike
+    assert [n for n, _ in records] == [1, 5, 9, 12, 13, 15] and skipped == 7
