@@ -700,6 +700,17 @@ COMPOUND_MAX_CHARS = 80  # a longer path or dotted name is left to its parts
 NAMES_CACHED = 16384     # texts whose names are remembered (range planning asks for the same blocks' names on every fit)
 
 
+def _compounds_in(lowered: str) -> List[str]:
+    """Return the compound names (paths, dotted or hyphenated names) of ``lowered``: a text as
+    _names_of reads it (its two ends, escapes as spaces, lowercased).
+
+    Example:
+        >>> _compounds_in("read src/billing/totals.py and a-b")
+        ['src/billing/totals.py']
+    """
+    return [c for c in _COMPOUND_RE.findall(lowered) if NAME_MIN_CHARS <= len(c) <= COMPOUND_MAX_CHARS]
+
+
 @lru_cache(maxsize=NAMES_CACHED)
 def _names_of(text: str, compounds: bool = False) -> Tuple[str, ...]:
     """Return the names of ``text`` whose rarity the scorer counts: its distinct word tokens of
@@ -721,7 +732,15 @@ def _names_of(text: str, compounds: bool = False) -> Tuple[str, ...]:
     found = {shared.setdefault(t, t) if len(shared) < _STEMS_MAX else t
              for t in _NAME_RE.findall(lowered) if t not in STOP_WORDS}
     if compounds:
-        found.update(c for c in _COMPOUND_RE.findall(lowered) if NAME_MIN_CHARS <= len(c) <= COMPOUND_MAX_CHARS)
+        found.update(_compounds_in(lowered))
+    return tuple(found)
+
+
+def _names_with_compounds(text: str, names: Tuple[str, ...]) -> Tuple[str, ...]:
+    """Return _names_of(``text``, compounds=True), given ``names``, its _names_of(``text``): only the
+    compounds are read (a budget pass has read every block's names once already)."""
+    found = set(names)
+    found.update(_compounds_in(_unescaped_breaks(_two_ends(text)).lower()))
     return tuple(found)
 
 
@@ -2301,13 +2320,16 @@ class _BlockNames(dict):
     A dict, so a name list already read is one C lookup (range planning asks for thousands)."""
 
     def __init__(self, texts: Sequence[Optional[str]], pages: Optional[Callable[[str], Optional["StoredPage"]]],
-                 stubs: Container[int], blocks: Sequence[str]) -> None:
+                 stubs: Container[int], blocks: Sequence[str], read: Sequence[Tuple[str, ...]] = ()) -> None:
         super().__init__()
-        self.texts, self.pages, self.stubs, self.blocks = texts, pages, stubs, blocks
+        self.texts, self.pages, self.stubs, self.blocks, self.read = texts, pages, stubs, blocks, read
 
     def __missing__(self, i: int) -> Tuple[str, ...]:
         texts = self.texts
         text = texts[i] if i < len(texts) else None
+        if text is not None and i < len(self.read):  # its names without compounds, read as it came in
+            found = self[i] = _names_with_compounds(text, self.read[i]) if text else ()
+            return found
         if text is None and self.pages is not None and i in self.stubs:
             page = self.pages(self.blocks[i])
             text = page.text if page is not None else None
@@ -2853,8 +2875,7 @@ class _Scorer:
         self._seen = set()  # the ids are in the decisions now: let the set go before they are built
         owns, nears = self._similarities()
         if self.with_names:
-            self.worth = self._rare_names(owns)
-            self._names = []
+            self.worth = self._rare_names(owns)  # (the names stay: range pages read them, _BlockNames)
         n = len(self._ids)
         recency_of = {t: recency(current_turn - t) for t in set(turns)}
         recencies = array.array("d", map(recency_of.__getitem__, turns))
@@ -3078,7 +3099,7 @@ class _Scorer:
         if RANGED not in decisions.reason:
             return []
         if self._block_names is None:  # each block's names, read once a pass (texts and pages stay put)
-            self._block_names = _BlockNames(self.texts, self.pages, self._stubs, decisions.block)
+            self._block_names = _BlockNames(self.texts, self.pages, self._stubs, decisions.block, self._names)
         names_of = self._block_names.__getitem__
 
         shown = set()

@@ -5,6 +5,8 @@ import copy
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pager as engine
 
@@ -218,3 +220,11 @@ def test_a_ranking_reads_the_common_names_only_when_the_rare_ones_do_not_fill_it
     del held["src/common/path.py"]
     held["path"] = 1
     assert [n for n, _, _ in engine._ranked_names(rows, (), held, 3)] == ["rare_two", "src/common/path.py", "rare_one"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="abcXY_/.-:\\n 0123456789é", max_size=120))
+def test_a_blocks_names_with_compounds_read_from_its_plain_names_are_the_names_read_anew(text):
+    # a budget pass reads each block's names once as it comes in; range planning adds only the compounds
+    engine._names_of.cache_clear()
+    assert set(engine._names_with_compounds(text, engine._names_of(text))) == set(engine._names_of(text, compounds=True))
