@@ -2086,9 +2086,11 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
     if not fresh:
         return ranges
     spare = room - total  # each name a line adds costs a token or more: no line lists more than that many more
-    most = [build(list(ranges[k].positions),
-                  min(_topic_room(len(ranges[k].positions), 2 * TOPIC_RATE_STEPS - 1), RANGE_TOPICS + max(spare, 0)))
-            for k in fresh]
+    cap = [min(_topic_room(len(ranges[k].positions), 2 * TOPIC_RATE_STEPS - 1), RANGE_TOPICS + max(spare, 0))
+           for k in fresh]
+    # a line that lists fewer than RANGE_TOPICS already lists every name it has: it is ranked no further
+    most = [build(list(ranges[k].positions), most) if most > RANGE_TOPICS and
+            ranges[k].summary.count(", ") == RANGE_TOPICS - 1 else ranges[k] for k, most in zip(fresh, cap)]
 
     def listing(page: RangePage, rate: int) -> RangePage:
         head, sep, topics = page.summary.partition(TOPICS_MARK)
