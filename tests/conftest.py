@@ -1,6 +1,7 @@
 """Shared fixtures: the engine module, a CLI runner, and contract replay in Liminate."""
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -64,6 +65,21 @@ def liminate_module():
         import liminate  # noqa: F401  (ImportError fails the test in CI)
         return liminate
     return pytest.importorskip("liminate")
+
+
+def tool_chat(steps):
+    """Return a Chat Completions list: a system prompt, a request, then ``steps`` tool round trips
+    (round trip i greps helper_i in src/mod_i.py; its result names both six times)."""
+    msgs = [{"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "Fix the rounding in src/totals.py; the invoice totals are off."}]
+    for i in range(steps):
+        call = f"call_{i}"
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [{
+            "id": call, "type": "function",
+            "function": {"name": "shell", "arguments": json.dumps({"cmd": f"grep -n helper_{i} src/mod_{i}.py"})}}]})
+        msgs.append({"role": "tool", "tool_call_id": call,
+                     "content": f"src/mod_{i}.py:{i}: def helper_{i}(x): return round(x, {i % 5}) # step {i}\n" * 6})
+    return msgs
 
 
 def replay(text):

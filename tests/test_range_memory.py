@@ -2,30 +2,16 @@
 over the same blocks is served them, and never one a change has made stale."""
 
 import copy
-import json
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pager as engine
+from conftest import tool_chat
 
 BUDGET = 2000
 NEWEST = 36  # the unit of the newest range page under BUDGET (the units after it are the current work)
-
-
-def _chat(steps):
-    """Return a Chat Completions list: a system prompt, a request, then ``steps`` tool round trips."""
-    msgs = [{"role": "system", "content": "You are a coding agent."},
-            {"role": "user", "content": "Fix the rounding in src/totals.py; the invoice totals are off."}]
-    for i in range(steps):
-        call = f"call_{i}"
-        msgs.append({"role": "assistant", "content": None, "tool_calls": [{
-            "id": call, "type": "function",
-            "function": {"name": "shell", "arguments": json.dumps({"cmd": f"grep -n helper_{i} src/mod_{i}.py"})}}]})
-        msgs.append({"role": "tool", "tool_call_id": call,
-                     "content": f"src/mod_{i}.py:{i}: def helper_{i}(x): return round(x, {i % 5}) # step {i}\n" * 6})
-    return msgs
 
 
 def _range_lines(messages):
@@ -49,7 +35,7 @@ def _with_memory_of(agent):
 
 
 def test_a_pager_serves_its_kept_range_builds_when_nothing_they_read_changed(rankings):
-    msgs = _chat(40)
+    msgs = tool_chat(40)
     agent = engine.Pager(BUDGET)
     first = agent.compact(msgs)
     assert len(_range_lines(first.messages)) == 2 and rankings
@@ -103,7 +89,7 @@ N = NEWEST
     (_edit_shown_and_counts, f"topics: src/mod_{N}.py, helper_{N}", f"topics: src/mod_{N}.py"),
 ], ids=["its-block-text", "names-traded", "holder-counts", "kept-names", "kept-names-and-counts"])
 def test_a_kept_range_build_is_never_served_after_a_change_it_depends_on(edit, before, after):
-    msgs = _chat(40)
+    msgs = tool_chat(40)
     agent = engine.Pager(BUDGET)
     newest = _range_lines(agent.compact(msgs).messages)[-1]
     assert newest.endswith(before)
@@ -116,7 +102,7 @@ def test_a_kept_range_build_is_never_served_after_a_change_it_depends_on(edit, b
 
 
 def test_a_running_pager_matches_one_that_keeps_no_builds_call_after_call():
-    msgs = _chat(60)
+    msgs = tool_chat(60)
     kept, forgetful = engine.Pager(BUDGET), engine.Pager(BUDGET)
     for step in range(4):
         msgs = msgs + [{"role": "assistant", "content": f"Step {step}: helper_{step} rounds per line."}]
@@ -196,11 +182,11 @@ def test_a_ranking_goes_on_from_the_rows_read_before_and_never_from_changed_ones
 
 
 def test_the_kept_holder_counts_lose_the_blocks_that_went():
-    common = _chat(40)
+    common = tool_chat(40)
     _edit_counts(common)  # five older results name the newest range's path: it is no rare name
     agent = engine.Pager(BUDGET)
     assert _range_lines(agent.compact(common).messages)[-1].endswith(f"topics: helper_{N}, src/mod_{N}.py")
-    msgs = _chat(40)  # those results as they were: the path is rare again
+    msgs = tool_chat(40)  # those results as they were: the path is rare again
     cold = engine.Pager(BUDGET).compact(copy.deepcopy(msgs))
     assert _range_lines(cold.messages)[-1].endswith(f"topics: src/mod_{N}.py, helper_{N}")
     assert _with_memory_of(agent).compact(msgs).messages == cold.messages

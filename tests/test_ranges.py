@@ -9,24 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NOW, ROOT, replay
+from conftest import NOW, ROOT, replay, tool_chat
 
 DEV = ROOT.parent / "shared" / "data" / "transcripts-dev"
 RANGE_ID = re.compile(r"r-[0-9a-f]{12}")
-
-
-def _chat(steps):
-    """Return a Chat Completions list: a system prompt, a request, then ``steps`` tool round trips."""
-    msgs = [{"role": "system", "content": "You are a coding agent."},
-            {"role": "user", "content": "Fix the rounding in src/totals.py; the invoice totals are off."}]
-    for i in range(steps):
-        call = f"call_{i}"
-        msgs.append({"role": "assistant", "content": None, "tool_calls": [{
-            "id": call, "type": "function",
-            "function": {"name": "shell", "arguments": json.dumps({"cmd": f"grep -n helper_{i} src/mod_{i}.py"})}}]})
-        msgs.append({"role": "tool", "tool_call_id": call,
-                     "content": f"src/mod_{i}.py:{i}: def helper_{i}(x): return round(x, {i % 5}) # step {i}\n" * 6})
-    return msgs
 
 
 def _pass(cli, history, contract, budget, out, now=NOW, *extra):
@@ -123,7 +109,7 @@ def test_a_range_line_lists_the_path_a_tool_call_named_before_a_word_only_read(p
 
 
 def test_a_compacted_lists_range_lines_naming_the_paths_its_calls_named_first(pager):
-    msgs = pager.compact(_chat(120), budget=2000).messages
+    msgs = pager.compact(tool_chat(120), budget=2000).messages
     lines = [m["content"] for m in msgs if isinstance(m.get("content"), str) and m["content"].startswith("[paged r-")]
     units = [line for line in lines if "| 2 blocks |" in line]  # one call and its result
     assert units
@@ -166,7 +152,7 @@ def test_the_current_step_is_a_floor(pager):
 
 def test_range_pages_are_recorded_stored_and_recalled_exact_and_in_order(cli, pager, tmp_path):
     history, contract, out = tmp_path / "chat.json", tmp_path / "c.limn", tmp_path / "out.json"
-    msgs = _chat(120)
+    msgs = tool_chat(120)
     history.write_text(json.dumps(msgs))
     result = _pass(cli, history, contract, 2000, out)
     assert not any(r["action"] == "evict" for r in result.records)
@@ -208,7 +194,7 @@ def test_range_pages_are_recorded_stored_and_recalled_exact_and_in_order(cli, pa
 
 def test_reading_the_emitted_request_back_knows_the_ranges_again(cli, pager, tmp_path):
     history, contract, out, again = (tmp_path / n for n in ("chat.json", "c.limn", "out.json", "again.json"))
-    history.write_text(json.dumps(_chat(120)))
+    history.write_text(json.dumps(tool_chat(120)))
     _pass(cli, history, contract, 8000, out)
     second = _pass(cli, out, contract, 8000, again, "2026-05-17T03:09:12+00:00")
     summary = json.loads(second.out)
@@ -219,7 +205,7 @@ def test_reading_the_emitted_request_back_knows_the_ranges_again(cli, pager, tmp
 
 def test_the_watermarks_keep_a_range_line_between_compactions(cli, tmp_path):
     history, contract, out = tmp_path / "chat.json", tmp_path / "c.limn", tmp_path / "out.json"
-    msgs = _chat(300)
+    msgs = tool_chat(300)
     history.write_text(json.dumps(msgs))
     _pass(cli, history, contract, 8000, out)
     first = json.loads(out.read_text())
@@ -232,7 +218,7 @@ def test_the_watermarks_keep_a_range_line_between_compactions(cli, tmp_path):
 
 def test_only_the_first_range_line_says_how_to_recall_and_its_command_recalls_any_range(cli, pager, tmp_path):
     history, contract, out = tmp_path / "chat.json", tmp_path / "c.limn", tmp_path / "out.json"
-    history.write_text(json.dumps(_chat(120)))
+    history.write_text(json.dumps(tool_chat(120)))
     _pass(cli, history, contract, 8000, out)
     lines = [m["content"] for m in json.loads(out.read_text())
              if isinstance(m.get("content"), str) and m["content"].startswith("[paged r-")]
@@ -259,7 +245,7 @@ def test_a_lone_range_line_carries_the_command_alone(pager):
 
 def test_index_share_is_a_flag(cli, tmp_path):
     history, contract, out = tmp_path / "chat.json", tmp_path / "c.limn", tmp_path / "out.json"
-    history.write_text(json.dumps(_chat(200)))
+    history.write_text(json.dumps(tool_chat(200)))
     _pass(cli, history, contract, 8000, out, NOW, "--index-share", "0.3", "--target", "none")
     wide = RANGE_ID.findall(out.read_text())
     (tmp_path / "c.limn").unlink()
@@ -273,7 +259,7 @@ def test_index_share_is_a_flag(cli, tmp_path):
 # --- the library and the tools ---
 
 def test_library_pager_pages_a_long_tool_list_with_a_recallable_index(pager):
-    msgs = _chat(1000)  # 2,002 messages
+    msgs = tool_chat(1000)  # 2,002 messages
     assert len(msgs) == 2002
     p = pager.Pager(budget=8000)
     out, report = p.compact(msgs)
@@ -294,7 +280,7 @@ def test_library_pager_pages_a_long_tool_list_with_a_recallable_index(pager):
 def test_mcp_recall_takes_a_range_id(cli, tmp_path):
     import mcp_server
     history, contract, out = tmp_path / "chat.json", tmp_path / "c.limn", tmp_path / "out.json"
-    history.write_text(json.dumps(_chat(80)))
+    history.write_text(json.dumps(tool_chat(80)))
     _pass(cli, history, contract, 2000, out)
     rid = RANGE_ID.findall(out.read_text())[0]
     text = mcp_server.recall([rid], str(contract))
@@ -358,7 +344,7 @@ def test_search_finds_a_range_members_own_page_never_the_range_row(cli, pager, t
     """A range page's store row holds its members' ids: search (FTS5 and the scan alike) answers with the
     member whose text holds the name, and never with the range row; the injected index lists members only."""
     history, contract, out = tmp_path / "chat.json", tmp_path / "c.limn", tmp_path / "out.json"
-    history.write_text(json.dumps(_chat(120)))
+    history.write_text(json.dumps(tool_chat(120)))
     _pass(cli, history, contract, 2000, out)
     ranges = list(dict.fromkeys(RANGE_ID.findall(out.read_text())))
     store = pager.PageStore.open(str(tmp_path / "c.pages.sqlite3"), create=False)
@@ -402,7 +388,7 @@ def test_range_pages_have_records_so_the_round_trip_names_no_new_ids(cli, tmp_pa
     tokens): the pass over the emitted request reads its line back as a block of that id, and before
     this the round trip's records named 4-12 ids the first pass never had (../shared/tools/real-smoke.py)."""
     history, contract, out, again = (tmp_path / n for n in ("chat.json", "c.limn", "out.json", "again.json"))
-    history.write_text(json.dumps(_chat(120)))
+    history.write_text(json.dumps(tool_chat(120)))
     first = _pass(cli, history, contract, 8000, out)
     ranges = [r for r in first.records if r["kind"] == "range"]
     emitted = set(RANGE_ID.findall(out.read_text()))
