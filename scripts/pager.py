@@ -999,7 +999,7 @@ class RangePage(NamedTuple):
 def _first_range_line(line: str, many: bool) -> str:
     """Return ``line``, a range page's line with its recall hint, as a request's first range line:
     with RANGE_HINT_TAIL inside the hint's parentheses when the request holds ``many`` range lines."""
-    return line[:-1] + RANGE_HINT_TAIL + ")" if many else line
+    return line[:-1] + RANGE_HINT_TAIL + ")" if many and line.endswith(")") else line
 
 
 def range_stubs(ranges: Sequence[RangePage], hint: Callable[[str], str]) -> List[str]:

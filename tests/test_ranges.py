@@ -483,3 +483,11 @@ def test_under_a_budget_tool_work_under_the_evict_cut_is_paged_not_evicted(pager
     assert not any(d.action == "evict" for d in budget.decisions)
     ranged = {b for r in budget.ranges for b in r.members}
     assert {"c0:result", "c1", "meta"} <= ranged and budget.tokens_after <= 300
+
+
+def test_a_callers_empty_recall_hint_leaves_every_range_line_whole(pager):
+    out = pager.Pager(8000, hint=lambda block: "").compact(tool_chat(120))
+    lines = [m["content"] for m in out.messages if isinstance(m.get("content"), str) and "| range |" in m["content"]]
+    assert len(lines) > 1 and all("recall" not in line and "range id" not in line for line in lines)
+    assert all(line.endswith("]") or re.search(r"topics: [^ ]+(, [^ ]+)*$", line) for line in lines)
+    assert all(pager.STUB_LINE_RE.match(line) for line in lines)
