@@ -104,11 +104,14 @@ def search(query: str, contract: str, limit: int = 10) -> List[Dict[str, Any]]:
     return json.loads(run_engine(["search", f"--contract={contract}", f"--limit={limit}", "--json", "--", query]))
 
 
-def recall(ids: List[str], contract: str) -> str:
-    """Return the exact text of paged blocks (one block: its text alone) and record the page-in."""
+def recall(ids: List[str], contract: str, max_tokens: Optional[int] = None, start: Optional[str] = None) -> str:
+    """Return the exact text of paged blocks (one block: its text alone) and record the page-in;
+    within ``max_tokens`` (the rest stays paged: the last line says where ``start`` goes on)."""
     if not ids:
         raise PagerToolError("pager: error: recall needs at least one block id")
-    return run_engine(["recall", f"--contract={contract}", "--", *ids])  # "--": an id may start with "-"
+    flags = ([f"--max-tokens={max_tokens}"] if max_tokens is not None else []) + \
+        ([f"--from={start}"] if start is not None else [])
+    return run_engine(["recall", f"--contract={contract}", *flags, "--", *ids])  # "--": an id may start with "-"
 
 
 # ===== The tools: one row each =====
@@ -163,10 +166,13 @@ TOOLS: Tuple[Tool, ...] = (
         "Return the exact original text of paged blocks by id (checked against its SHA-256) and record "
         "the page-in in the contract. One id returns its text alone; several are separated by "
         "'==> id <==' headers. Recalling a block that is already back returns its text again. An id "
-        "that was never paged (unknown, retained or evicted) is an error."),
+        "that was never paged (unknown, retained or evicted) is an error. A range page's id (r-...) "
+        "gives all its blocks, which can be long: max_tokens gives them in parts (the last line says "
+        "which block 'from' goes on at)."),
         _schema({"ids": {"type": "array", "items": _TEXT, "description": "block ids from the index"},
-                 "contract": _CONTRACT}),
-        lambda a: recall(a["ids"], a["contract"])),
+                 "contract": _CONTRACT},
+                {"max_tokens": {"type": "integer", "minimum": 1}, "from": _TEXT}),
+        lambda a: recall(a["ids"], a["contract"], a.get("max_tokens"), a.get("from"))),
 )
 
 _JSON_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),

@@ -10307,8 +10307,18 @@ def _resolve_store(contract: str, store: Optional[str], state: ContractState) ->
     return store or (recorded if isinstance(recorded, str) else _default_store_path(contract))
 
 
-def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: str
-                  ) -> Tuple[str, List[StoredPage], List[str]]:
+class RecallLeft(NamedTuple):
+    """What a recall bounded by ``max_tokens`` left for a later call: how many blocks, their tokens,
+    and the first of them (where ``--from`` goes on)."""
+
+    blocks: int
+    tokens: int
+    next: str
+
+
+def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: str,
+                  max_tokens: Optional[int] = None, start: Optional[str] = None
+                  ) -> Tuple[str, List[StoredPage], List[str], Optional[RecallLeft]]:
     """Bring paged blocks back: their exact text (checked against its SHA-256), the page-in recorded.
 
     Under the contract's lock: every id must be listed as paged, its text is read from the
@@ -10316,7 +10326,11 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
     Recall is idempotent: a block already back (retained, its page still in the store, as after
     a recall) gives its text again and records nothing; a call that pages nothing in appends nothing.
     A range page's id gives each of its blocks, in order, and moves those still paged too.
-    Returns the store's path, the pages and their texts, in the order of ``ids`` (repeats once).
+    ``start``: begin at that block of the ones the ids give (a bounded recall going on).
+    ``max_tokens``: give blocks back, in order, while their tokens stay within it (the first one
+    whatever its size); the rest stay paged, a range page too until all its blocks are back.
+    Returns the store's path, the pages and their texts, in the order of ``ids`` (repeats once),
+    and what a bound left (None when nothing was left).
     """
     ids = list(dict.fromkeys(ids))
     for block in ids:
@@ -10342,18 +10356,37 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
                     raise PagerError(f"{contract}: {_not_paged(block, 'retain')}")
             # A range page gives its blocks, in order (a block of it no longer stored is left out).
             blocks: List[str] = []
+            held_by: Dict[str, List[str]] = {}  # a range page's id -> its blocks
             for block in ids:
-                members = opened.range_members(block) if block in state.ranges else []
+                members = held_by[block] = opened.range_members(block) if block in state.ranges else []
                 blocks += [m for m in members if state.directives.get(m) == "page"
                            or (state.directives.get(m) == "retain" and opened.row(m) is not None)] \
                     if members else [block]
             blocks = list(dict.fromkeys(blocks))
+            if start is not None:
+                if start not in blocks:
+                    raise PagerError(f"{contract}: --from {_show(start)} is not one of the blocks these ids give back")
+                blocks = blocks[blocks.index(start):]
+            left: Optional[RecallLeft] = None
+            if max_tokens is not None:
+                found = [opened.row(b) for b in blocks]
+                sizes = [row.tokens if row is not None else 0 for row in found]
+                kept, spent = 1, sizes[0] if sizes else 0
+                while kept < len(blocks) and spent + sizes[kept] <= max_tokens:
+                    spent += sizes[kept]
+                    kept += 1
+                if kept < len(blocks):
+                    left = RecallLeft(len(blocks) - kept, sum(sizes[kept:]), blocks[kept])
+                    blocks = blocks[:kept]
             pages = _paged_pages({block: "page" for block in blocks}, opened, store_path)
             texts = [_verified_text(page, store_path) for page in pages]
         finally:
             opened.close()
         statements = []
+        back_now = set(blocks)
         for block in dict.fromkeys(ids + blocks):
+            if any(state.directives.get(m) == "page" and m not in back_now for m in held_by.get(block, ())):
+                continue  # a range page stays paged while any of its blocks is (left for a later call)
             if state.directives.get(block) == "page":
                 statements.append(_statement_remove(block, "page", "recalled"))
                 statements.append(_statement_add(block, "retain", "recalled"))
@@ -10361,7 +10394,7 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
             statements.append(_statement_value("last-recall", now))
             _check_statements(statements)
             locked.append(_encode_batches(state, [statements]))
-    return store_path, pages, texts
+    return store_path, pages, texts, left
 
 
 def _search_checked(query: Any, limit: Any) -> None:
@@ -11779,8 +11812,8 @@ class Pager:
         return out
 
     def _recall_from_contract(self, ids: List[str]) -> Dict[str, str]:
-        _, pages, texts = _recall_pages(self.contract, ids, self._explicit_store,  # type: ignore[arg-type]
-                                        _normalize_now(self.now))
+        _, pages, texts, _ = _recall_pages(self.contract, ids, self._explicit_store,  # type: ignore[arg-type]
+                                           _normalize_now(self.now))
         return {page.block: text for page, text in zip(pages, texts)}
 
     def index(self) -> str:
@@ -12047,6 +12080,11 @@ def _build_recall_parser() -> argparse.ArgumentParser:
                      "(checked against its SHA-256) and record the page-in in the contract.")
     parser.add_argument("ids", nargs="+", metavar="ID", help="block ids the contract lists as paged")
     _store_flags(parser)
+    parser.add_argument("--max-tokens", type=_count_flag("--max-tokens"), metavar="N",
+                        help="give blocks back in order while they stay within N tokens (the first whatever "
+                        "its size); the rest stay paged, and the last line says where --from goes on")
+    parser.add_argument("--from", dest="start", metavar="ID",
+                        help="begin at this block of the ones the ids give back (a range's, say)")
     parser.add_argument("--now", metavar="ISO-8601", help="recall timestamp (default: the clock, UTC)")
     return parser
 
@@ -12416,15 +12454,23 @@ def _run_pass(args: argparse.Namespace, stdout, stderr) -> int:
 
 def _run_recall(args: argparse.Namespace, stdout, stderr) -> int:
     """Print paged blocks' original text and record the page-in; return the exit code."""
-    store_path, pages, texts = _recall_pages(args.contract, args.ids, args.store, _normalize_now(args.now))
+    store_path, pages, texts, left = _recall_pages(args.contract, args.ids, args.store, _normalize_now(args.now),
+                                                   args.max_tokens, args.start)
     if args.json:
-        stdout.write(json.dumps({"contract": args.contract, "store": store_path, "recalled": [
+        out: Dict[str, Any] = {"contract": args.contract, "store": store_path, "recalled": [
             {"block": p.block, "turn": p.turn, "role": p.role, "tokens": p.tokens, "sha256": p.sha256,
-             "text": text} for p, text in zip(pages, texts)]}, ensure_ascii=False) + "\n")
-    elif len(texts) == 1:
+             "text": text} for p, text in zip(pages, texts)]}
+        if left is not None:
+            out["left"] = left._asdict()
+        stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        return EXIT_OK
+    if len(texts) == 1 and left is None:
         stdout.write(texts[0])
     else:
         stdout.write("\n".join(f"==> {p.block} <==\n{text}" for p, text in zip(pages, texts)) + "\n")
+    if left is not None:
+        stdout.write(f"[recall stopped within {args.max_tokens} tokens: {left.blocks} more blocks "
+                     f"({left.tokens} tokens) are still paged; go on with --from {_shell_word(left.next)}]\n")
     return EXIT_OK
 
 

@@ -5,12 +5,13 @@ The server is launched with ``python -S`` (no site-packages): it needs nothing i
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import NOW, ROOT, tool_chat
 
 import pager  # noqa: E402  (conftest puts scripts/ on sys.path)
 
@@ -235,3 +236,24 @@ def test_every_tool_is_one_row_calling_the_engine():
     for tool in mcp_server.TOOLS:
         assert set(tool.schema["required"]) <= set(tool.schema["properties"])
     assert mcp_server._list_tools({})["tools"][0]["inputSchema"] is mcp_server.TOOLS[0].schema
+
+
+def test_recall_of_a_long_range_in_parts_through_the_server(tmp_path, cli):
+    history, contract, out = tmp_path / "chat.json", tmp_path / "c.limn", tmp_path / "out.json"
+    history.write_text(json.dumps(tool_chat(120)))
+    done = cli("--history", history, "--contract", contract, "--budget", "2000", "--emit", out, "--now", NOW)
+    assert done.code == 0, done.err
+    rid = re.search(r"r-[0-9a-f]{12}", out.read_text()).group()
+
+    async def check(client):
+        part = await client.call_tool("recall", {"ids": [rid], "contract": str(contract), "max_tokens": 300})
+        assert not part.is_error, text_of(part)
+        last = text_of(part).rstrip().splitlines()[-1]
+        start = re.fullmatch(r"\[recall stopped within 300 tokens: \d+ more blocks \(\d+ tokens\) are still paged; "
+                             r"go on with --from (\S+)\]", last).group(1)
+        rest = await client.call_tool("recall", {"ids": [rid], "contract": str(contract), "from": start})
+        assert not rest.is_error and "stopped" not in text_of(rest) and f"==> {start} <==" in text_of(rest)
+        bad = await client.call_tool("recall", {"ids": [rid], "contract": str(contract), "max_tokens": 0})
+        assert bad.is_error  # below the schema's minimum
+    session(check)
+    assert pager.contract_state(str(contract)).directives[rid] == "retain"  # every block back: the range too

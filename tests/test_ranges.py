@@ -491,3 +491,42 @@ def test_a_callers_empty_recall_hint_leaves_every_range_line_whole(pager):
     assert len(lines) > 1 and all("recall" not in line and "range id" not in line for line in lines)
     assert all(line.endswith("]") or re.search(r"topics: [^ ]+(, [^ ]+)*$", line) for line in lines)
     assert all(pager.STUB_LINE_RE.match(line) for line in lines)
+
+
+def test_a_bounded_recall_gives_a_range_back_in_parts_and_goes_on_from_where_it_stopped(cli, pager, tmp_path):
+    history, contract, out = tmp_path / "chat.json", tmp_path / "c.limn", tmp_path / "out.json"
+    history.write_text(json.dumps(tool_chat(120)))
+    _pass(cli, history, contract, 2000, out)
+    rid = RANGE_ID.findall(out.read_text())[0]
+    store = pager.PageStore.open(str(tmp_path / "c.pages.sqlite3"), create=False)
+    members = store.range_members(rid)
+    sizes = {m: store.row(m).tokens for m in members}
+    store.close()
+    assert sum(sizes.values()) > 1000
+    first = cli("recall", rid, "--contract", contract, "--max-tokens", "300", "--json", "--now", NOW)
+    assert first.code == 0, first.err
+    body = json.loads(first.out)
+    got = [r["block"] for r in body["recalled"]]
+    assert got == members[:len(got)] and 0 < len(got) < len(members)
+    assert sum(sizes[b] for b in got) <= 300 or len(got) == 1
+    assert sum(sizes[b] for b in got) + sizes[members[len(got)]] > 300  # it stopped at the first that did not fit
+    assert body["left"] == {"blocks": len(members) - len(got), "tokens": sum(sizes[b] for b in members[len(got):]),
+                            "next": members[len(got)]}
+    state = pager.contract_state(str(contract))
+    assert all(state.directives[b] == "retain" for b in got)
+    assert state.directives[members[len(got)]] == "page" and state.directives[rid] == "page"  # the rest: later
+    # the text form ends with the line that says where to go on
+    again = cli("recall", rid, "--contract", contract, "--max-tokens", "300", "--now", NOW)
+    assert again.out.rstrip().endswith(f"go on with --from {members[len(got)]}]")
+    rest = cli("recall", rid, "--contract", contract, "--from", members[len(got)], "--json", "--now", NOW)
+    assert [r["block"] for r in json.loads(rest.out)["recalled"]] == members[len(got):]
+    assert "left" not in json.loads(rest.out)
+    state = pager.contract_state(str(contract))
+    assert state.directives[rid] == "retain" and all(state.directives[m] == "retain" for m in members)
+    # bad input: one line, exit 2, the contract unchanged
+    before = contract.read_text()
+    for flags, message in ((["--max-tokens", "0"], "--max-tokens must be a positive integer (got \"0\")"),
+                           (["--from", "nosuch"], "--from \"nosuch\" is not one of the blocks these ids give back")):
+        bad = cli("recall", rid, "--contract", contract, *flags, "--now", NOW)
+        assert bad.code == 2 and message in bad.err and len(bad.err.strip().splitlines()) == 1, bad.err
+    assert contract.read_text() == before
