@@ -10316,6 +10316,39 @@ class RecallLeft(NamedTuple):
     next: str
 
 
+def _recall_bound(blocks: List[str], size_of: Callable[[str], int], max_tokens: Optional[int],
+                  start: Optional[str]) -> Tuple[List[str], Optional[RecallLeft]]:
+    """Return the part of ``blocks`` (in recall order) a bounded recall gives back, and what it left.
+
+    ``start``: begin at that block (PagerError if it is not one of them). ``max_tokens``: keep
+    blocks while their ``size_of`` stays within it, the first whatever its size.
+
+    Example:
+        >>> _recall_bound(["a", "b", "c", "d"], {"a": 50, "b": 40, "c": 30, "d": 5}.get, 70, "b")
+        (['b', 'c'], RecallLeft(blocks=1, tokens=5, next='d'))
+    """
+    if start is not None:
+        if start not in blocks:
+            raise PagerError(f"--from {_show(start)} is not one of the blocks these ids give back")
+        blocks = blocks[blocks.index(start):]
+    if max_tokens is None or not blocks:
+        return blocks, None
+    sizes = [size_of(b) for b in blocks]
+    kept, spent = 1, sizes[0]
+    while kept < len(blocks) and spent + sizes[kept] <= max_tokens:
+        spent += sizes[kept]
+        kept += 1
+    if kept == len(blocks):
+        return blocks, None
+    return blocks[:kept], RecallLeft(len(blocks) - kept, sum(sizes[kept:]), blocks[kept])
+
+
+def _recall_stopped(max_tokens: int, left: RecallLeft) -> str:
+    """Return the line that ends a bounded recall: what it left, and where ``--from`` goes on."""
+    return (f"[recall stopped within {max_tokens} tokens: {left.blocks} more blocks ({left.tokens} tokens) "
+            f"are still paged; go on with --from {_shell_word(left.next)}]")
+
+
 def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: str,
                   max_tokens: Optional[int] = None, start: Optional[str] = None
                   ) -> Tuple[str, List[StoredPage], List[str], Optional[RecallLeft]]:
@@ -10363,21 +10396,10 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
                            or (state.directives.get(m) == "retain" and opened.row(m) is not None)] \
                     if members else [block]
             blocks = list(dict.fromkeys(blocks))
-            if start is not None:
-                if start not in blocks:
-                    raise PagerError(f"{contract}: --from {_show(start)} is not one of the blocks these ids give back")
-                blocks = blocks[blocks.index(start):]
-            left: Optional[RecallLeft] = None
-            if max_tokens is not None:
-                found = [opened.row(b) for b in blocks]
-                sizes = [row.tokens if row is not None else 0 for row in found]
-                kept, spent = 1, sizes[0] if sizes else 0
-                while kept < len(blocks) and spent + sizes[kept] <= max_tokens:
-                    spent += sizes[kept]
-                    kept += 1
-                if kept < len(blocks):
-                    left = RecallLeft(len(blocks) - kept, sum(sizes[kept:]), blocks[kept])
-                    blocks = blocks[:kept]
+            try:
+                blocks, left = _recall_bound(blocks, lambda b: getattr(opened.row(b), "tokens", 0), max_tokens, start)
+            except PagerError as exc:
+                raise PagerError(f"{contract}: {exc}") from None
             pages = _paged_pages({block: "page" for block in blocks}, opened, store_path)
             texts = [_verified_text(page, store_path) for page in pages]
         finally:
@@ -11028,7 +11050,8 @@ def _report_summary(report: _SessionReport) -> str:
 RECALL_TOOL_NAME = "recall_pages"
 RECALL_TOOL_DESCRIPTION = ("Return the exact original text of blocks the context pager paged out. A paged "
                            "block appears as a line '[paged ID | turn T | role | N tokens] summary'; pass "
-                           "its ID.")
+                           "its ID. A range (ID r-...) gives all its blocks: pass max_tokens to get them in "
+                           "parts, then 'from' as the last line says.")
 _SEARCH_TOOL_NAME = "search_pages"
 _SEARCH_TOOL_DESCRIPTION = ("Find blocks the context pager paged out by words or names (files, functions, "
                            "commands, errors): the best pages first, each with its ID and the line that "
@@ -11082,7 +11105,12 @@ def _fingerprint(value: Any) -> Optional[bytes]:
 
 _RECALL_SCHEMA = {"type": "object",
                   "properties": {"ids": {"type": "array", "items": {"type": "string"},
-                                         "description": "ids of paged blocks, as their stubs show them"}},
+                                         "description": "ids of paged blocks, as their stubs show them"},
+                                 "max_tokens": {"type": "integer", "minimum": 1,
+                                                "description": "give a long range back in parts of at most this "
+                                                               "many tokens; the last line says where to go on"},
+                                 "from": {"type": "string",
+                                          "description": "go on from this block (what a part's last line names)"}},
                   "required": ["ids"], "additionalProperties": False}
 
 
@@ -11380,10 +11408,13 @@ def _tool_call_parts(call: Any) -> Tuple[str, Optional[str], Optional[str], Any]
     return (api,) + _FORMATS[api].tool_call(call)
 
 
-def _tool_recall(recall: Callable[[List[str]], Dict[str, str]], name: Any, arguments: Any) -> Tuple[str, bool]:
+def _tool_recall(recall: Callable[..., Tuple[Dict[str, str], Optional[RecallLeft]]], name: Any,
+                 arguments: Any) -> Tuple[str, bool]:
     """Return (result text, failed) for a recall call's name and arguments (a JSON text or an object).
 
-    ``recall`` maps ids to texts, raising PagerError for an id it cannot give back.
+    ``recall(ids, max_tokens, start)`` maps ids to texts and says what a bound left (see
+    _recall_bound), raising PagerError for an id it cannot give back. The arguments: ``ids``, and
+    optionally ``max_tokens`` and ``from`` (a bounded recall going on), as ``pager.py recall`` takes them.
     """
     if name != RECALL_TOOL_NAME:
         return f"error: unknown tool {_show(name)} (this pager answers {RECALL_TOOL_NAME} and {_SEARCH_TOOL_NAME})", True
@@ -11397,13 +11428,19 @@ def _tool_recall(recall: Callable[[List[str]], Dict[str, str]], name: Any, argum
         ids = [ids]
     if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
         return f"error: ids must be a non-empty list of block ids (got {_show(ids)})", True
+    max_tokens, start = arguments.get("max_tokens"), arguments.get("from")  # type: ignore[union-attr]
+    if max_tokens is not None and (not _is_int(max_tokens) or max_tokens < 1):
+        return f"error: max_tokens must be a positive integer (got {_show(max_tokens)})", True
+    if start is not None and not isinstance(start, str):
+        return f"error: from must be a block id (got {_show(start)})", True
     try:
-        texts = recall(ids)
+        texts, left = recall(ids, max_tokens, start)
     except PagerError as exc:
         return f"error: {exc}", True
-    if len(texts) == 1:
+    if len(texts) == 1 and left is None:
         return next(iter(texts.values())), False
-    return "\n".join(f"==> {block} <==\n{text}" for block, text in texts.items()), False
+    text = "\n".join(f"==> {block} <==\n{text}" for block, text in texts.items())
+    return (text + "\n" + _recall_stopped(max_tokens, left) if left is not None else text), False
 
 
 class Pager:
@@ -11767,12 +11804,20 @@ class Pager:
 
         With a contract the page-in is recorded there, as ``pager.py recall`` does.
         """
+        return self.recall_parts(ids)[0]
+
+    def recall_parts(self, ids: Any, max_tokens: Optional[int] = None,
+                     start: Optional[str] = None) -> Tuple[Dict[str, str], Optional[RecallLeft]]:
+        """Return ``recall``'s texts from block ``start`` on within ``max_tokens`` (the first block
+        whatever its size; see _recall_bound), and what the bound left (None: nothing)."""
         wanted = [ids] if isinstance(ids, str) else list(ids)
         if not wanted or not all(isinstance(i, str) for i in wanted):
             raise PagerError(f"ids must be a non-empty list of block ids (got {_show(ids)})")
         wanted = list(dict.fromkeys(wanted))
         if self.contract is not None:
-            return self._recall_from_contract(wanted)
+            _, pages, texts, left = _recall_pages(self.contract, wanted, self._explicit_store,  # type: ignore[arg-type]
+                                                  _normalize_now(self.now), max_tokens, start)
+            return {page.block: text for page, text in zip(pages, texts)}, left
         # A range page gives its blocks, in order (a block that is itself a range page, its own).
         expanded: List[str] = []
         for block in wanted:
@@ -11784,13 +11829,15 @@ class Pager:
             if action != "page" and not (block in inside and (block in self._pages or self.store is not None)):
                 raise PagerError(_not_paged(block, action))
         if self.store is None:
-            return {block: self._pages[block].text for block in wanted}
+            wanted, left = _recall_bound(wanted, lambda b: self._pages[b].tokens, max_tokens, start)
+            return {block: self._pages[block].text for block in wanted}, left
         store = PageStore.open(self.store, create=False, stub_words=self.params.stub_words)
         if store is None:
             raise PagerError(f"{self.store}: the page store does not exist")
         try:
+            wanted, left = _recall_bound(wanted, lambda b: getattr(store.row(b), "tokens", 0), max_tokens, start)
             pages = _paged_pages({block: "page" for block in wanted}, store, self.store)
-            return {page.block: _verified_text(page, self.store) for page in pages}
+            return {page.block: _verified_text(page, self.store) for page in pages}, left
         finally:
             store.close()
 
@@ -11810,11 +11857,6 @@ class Pager:
             else:
                 out.append(member)
         return out
-
-    def _recall_from_contract(self, ids: List[str]) -> Dict[str, str]:
-        _, pages, texts, _ = _recall_pages(self.contract, ids, self._explicit_store,  # type: ignore[arg-type]
-                                           _normalize_now(self.now))
-        return {page.block: text for page, text in zip(pages, texts)}
 
     def index(self) -> str:
         """Return the page index of the last pass: a header naming the recall tool, one line per page."""
@@ -11866,7 +11908,7 @@ class Pager:
 
     def recall_text(self, ids: Any) -> Tuple[str, bool]:
         """Return (the recall tool's answer for ``ids``, whether it is an error). Never raises."""
-        return _tool_recall(self.recall, RECALL_TOOL_NAME, {"ids": ids})
+        return _tool_recall(self.recall_parts, RECALL_TOOL_NAME, {"ids": ids})
 
     def run_tool_call(self, call: Any) -> Dict[str, Any]:
         """Execute a recall tool call; return the tool result in the call's API shape. Never raises.
@@ -11881,7 +11923,7 @@ class Pager:
         if name == _SEARCH_TOOL_NAME:
             text, failed = _tool_search(self.search, arguments)
         else:
-            text, failed = _tool_recall(self.recall, name, arguments)
+            text, failed = _tool_recall(self.recall_parts, name, arguments)
         return _FORMATS[api].tool_result(call_id, text, failed)
 
 
@@ -12469,8 +12511,7 @@ def _run_recall(args: argparse.Namespace, stdout, stderr) -> int:
     else:
         stdout.write("\n".join(f"==> {p.block} <==\n{text}" for p, text in zip(pages, texts)) + "\n")
     if left is not None:
-        stdout.write(f"[recall stopped within {args.max_tokens} tokens: {left.blocks} more blocks "
-                     f"({left.tokens} tokens) are still paged; go on with --from {_shell_word(left.next)}]\n")
+        stdout.write(_recall_stopped(args.max_tokens, left) + "\n")
     return EXIT_OK
 
 

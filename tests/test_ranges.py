@@ -530,3 +530,26 @@ def test_a_bounded_recall_gives_a_range_back_in_parts_and_goes_on_from_where_it_
         bad = cli("recall", rid, "--contract", contract, *flags, "--now", NOW)
         assert bad.code == 2 and message in bad.err and len(bad.err.strip().splitlines()) == 1, bad.err
     assert contract.read_text() == before
+
+
+def test_the_library_recall_tool_gives_a_long_range_in_parts(pager):
+    agent = pager.Pager(2000)
+    out = agent.compact(tool_chat(120))
+    rid = RANGE_ID.findall(json.dumps(out.messages))[0]
+    whole = agent.recall(rid)
+
+    def call(arguments):
+        done = agent.run_tool_call({"id": "c1", "type": "function",
+                                    "function": {"name": pager.RECALL_TOOL_NAME, "arguments": json.dumps(arguments)}})
+        return done["content"]
+
+    part = call({"ids": [rid], "max_tokens": 300})
+    shown = re.findall(r"^==> (\S+) <==$", part, re.M)
+    start = re.search(r"go on with --from (\S+)\]$", part.rstrip()).group(1)
+    assert shown == list(whole)[:len(shown)] and 0 < len(shown) < len(whole) and start == list(whole)[len(shown)]
+    rest = call({"ids": [rid], "from": start})
+    assert re.findall(r"^==> (\S+) <==$", rest, re.M) == list(whole)[len(shown):] and "stopped" not in rest
+    assert call({"ids": [rid], "max_tokens": 0}).startswith("error: max_tokens must be a positive integer")
+    assert call({"ids": [rid], "from": "nosuch"}).startswith('error: --from "nosuch" is not one of the blocks')
+    schema = pager.recall_tool("openai")["function"]["parameters"]
+    assert schema["required"] == ["ids"] and set(schema["properties"]) == {"ids", "max_tokens", "from"}
