@@ -9325,14 +9325,22 @@ class PageStore:
         """Return (block, turn, tokens) of every stored block's page, in one query (range pages' rows left out)."""
         return self._db.execute("SELECT block, turn, tokens FROM pages WHERE kind IS NOT ?", (RANGE,)).fetchall()
 
-    def texts(self, blocks: Sequence[str]) -> List[Tuple[str, int, Optional[str], str]]:
-        """Return (block, turn, kind, text) of the pages of ``blocks`` that are stored, a few queries in all."""
-        rows: List[Tuple[str, int, Optional[str], str]] = []
+    def _columns_of(self, columns: str, blocks: Sequence[str]) -> List[tuple]:
+        """Return ``columns`` of the stored pages of ``blocks``, a few queries in all."""
+        rows: List[tuple] = []
         for start in range(0, len(blocks), _PAGE_ROWS // 2):
             part = blocks[start:start + _PAGE_ROWS // 2]
-            rows += self._db.execute("SELECT block, turn, kind, text FROM pages WHERE block IN (%s)"
+            rows += self._db.execute(f"SELECT {columns} FROM pages WHERE block IN (%s)"
                                      % ",".join("?" * len(part)), part).fetchall()
         return rows
+
+    def texts(self, blocks: Sequence[str]) -> List[Tuple[str, int, Optional[str], str]]:
+        """Return (block, turn, kind, text) of the pages of ``blocks`` that are stored, a few queries in all."""
+        return self._columns_of("block, turn, kind, text", blocks)
+
+    def tokens_of(self, blocks: Sequence[str]) -> Dict[str, int]:
+        """Return block -> its page's tokens, for the stored ones of ``blocks`` (their texts unread)."""
+        return dict(self._columns_of("block, tokens", blocks))
 
     def count(self) -> int:
         """Return how many pages the store holds (range pages' rows left out), in one query."""
@@ -10316,15 +10324,17 @@ class RecallLeft(NamedTuple):
     next: str
 
 
-def _recall_bound(blocks: List[str], size_of: Callable[[str], int], max_tokens: Optional[int],
+def _recall_bound(blocks: List[str], sizes_of: Callable[[List[str]], Mapping[str, int]], max_tokens: Optional[int],
                   start: Optional[str]) -> Tuple[List[str], Optional[RecallLeft]]:
     """Return the part of ``blocks`` (in recall order) a bounded recall gives back, and what it left.
 
     ``start``: begin at that block (PagerError if it is not one of them). ``max_tokens``: keep
-    blocks while their ``size_of`` stays within it, the first whatever its size.
+    blocks while their sizes (``sizes_of`` the blocks from ``start`` on, asked only with a bound)
+    stay within it, the first whatever its size.
 
     Example:
-        >>> _recall_bound(["a", "b", "c", "d"], {"a": 50, "b": 40, "c": 30, "d": 5}.get, 70, "b")
+        >>> sizes = {"a": 50, "b": 40, "c": 30, "d": 5}
+        >>> _recall_bound(["a", "b", "c", "d"], lambda blocks: sizes, 70, "b")
         (['b', 'c'], RecallLeft(blocks=1, tokens=5, next='d'))
     """
     if start is not None:
@@ -10333,7 +10343,8 @@ def _recall_bound(blocks: List[str], size_of: Callable[[str], int], max_tokens: 
         blocks = blocks[blocks.index(start):]
     if max_tokens is None or not blocks:
         return blocks, None
-    sizes = [size_of(b) for b in blocks]
+    known = sizes_of(blocks)
+    sizes = [known.get(b, 0) for b in blocks]  # (a block not stored is an error where its text is read)
     kept, spent = 1, sizes[0]
     while kept < len(blocks) and spent + sizes[kept] <= max_tokens:
         spent += sizes[kept]
@@ -10397,7 +10408,7 @@ def _recall_pages(contract: str, ids: Iterable[str], store: Optional[str], now: 
                     if members else [block]
             blocks = list(dict.fromkeys(blocks))
             try:
-                blocks, left = _recall_bound(blocks, lambda b: getattr(opened.row(b), "tokens", 0), max_tokens, start)
+                blocks, left = _recall_bound(blocks, opened.tokens_of, max_tokens, start)
             except PagerError as exc:
                 raise PagerError(f"{contract}: {exc}") from None
             pages = _paged_pages({block: "page" for block in blocks}, opened, store_path)
@@ -11829,13 +11840,14 @@ class Pager:
             if action != "page" and not (block in inside and (block in self._pages or self.store is not None)):
                 raise PagerError(_not_paged(block, action))
         if self.store is None:
-            wanted, left = _recall_bound(wanted, lambda b: self._pages[b].tokens, max_tokens, start)
+            wanted, left = _recall_bound(wanted, lambda blocks: {b: self._pages[b].tokens for b in blocks},
+                                         max_tokens, start)
             return {block: self._pages[block].text for block in wanted}, left
         store = PageStore.open(self.store, create=False, stub_words=self.params.stub_words)
         if store is None:
             raise PagerError(f"{self.store}: the page store does not exist")
         try:
-            wanted, left = _recall_bound(wanted, lambda b: getattr(store.row(b), "tokens", 0), max_tokens, start)
+            wanted, left = _recall_bound(wanted, store.tokens_of, max_tokens, start)
             pages = _paged_pages({block: "page" for block in wanted}, store, self.store)
             return {page.block: _verified_text(page, self.store) for page in pages}, left
         finally:
