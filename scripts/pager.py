@@ -3131,11 +3131,9 @@ class _Scorer:
         ranges = _plan_ranges(decisions, max(room - head, 0), self._range_line_cost, names_of, shown, held,
                               known, units, self._built[1])
         if ranges:  # the first line's cost, its hint rendered: never more than the room planned for it
-            line = _first_range_line(self._render_stub(ranges[0].page()), len(ranges) > 1)
-            cost = estimate_tokens(line) + 1
-            if self.with_index:
-                cost += estimate_tokens(index_lines([ranges[0].page()])[0]) + 1
-            ranges[0] = ranges[0]._replace(cost=cost)
+            page = ranges[0].page()
+            line = _first_range_line(self._render_stub(page), len(ranges) > 1)
+            ranges[0] = ranges[0]._replace(cost=estimate_tokens(line) + 1 + self._index_line_cost(page))
         return ranges
 
     def _range_serials(self, decisions: "_DecisionTable", names_of: Callable[[int], Tuple[str, ...]],
@@ -3163,10 +3161,11 @@ class _Scorer:
     def _range_line_cost(self, page: "StoredPage") -> int:
         """Return what a range page's line without the recall hint costs in the request (and in the
         page index, with --with-index); the first line's hint is _range_hint_cost."""
-        cost = estimate_tokens(make_stub(page, "")) + 1
-        if self.with_index:
-            cost += estimate_tokens(index_lines([page])[0]) + 1
-        return cost
+        return estimate_tokens(make_stub(page, "")) + 1 + self._index_line_cost(page)
+
+    def _index_line_cost(self, page: "StoredPage") -> int:
+        """Return what a range page's line costs in the page index (--with-index), else 0."""
+        return estimate_tokens(index_lines([page])[0]) + 1 if self.with_index else 0
 
 
 # ===== Harness markup =====
