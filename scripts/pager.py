@@ -147,7 +147,7 @@ DEFAULT_INDEX_SHARE = 0.1  # the range pages' lines may take this share of the b
 DEFAULT_RECENT_SHARE = 0.0  # in a history with tool work, recency fills this share of the room first (fit_budget)
 RANGE_TOPICS = 8           # a range page's line lists this many names (topics), more in room the lines leave
 LINES_SHARE = 0.5          # the range lines are planned in this share of the index's room; the rest lists more names
-TOPIC_RATE_STEPS = 8       # ...names per block a range holds, in steps of 1/this (up to 2 a block)
+TOPICS_PER_BLOCK = 2       # ...at most this many names per block a range holds
 # Only the first range line of a request says how to recall (the command, then this when there are
 # more): the others are recalled the same way, and a command on every line would cost the index a
 # third of its room.
@@ -1928,15 +1928,15 @@ def _range_topics(rows: Sequence[Tuple[str, bool, Iterable[str]]], shown: Contai
     return [name for name, _, _ in _ranked_names(rows, shown, held, limit)]
 
 
-def _topic_room(blocks: int, rate: int) -> int:
-    """Return how many topics a range page of ``blocks`` blocks lists at ``rate`` / TOPIC_RATE_STEPS names
-    a block: RANGE_TOPICS at least.
+def _topic_room(blocks: int, longest: int, names: int) -> int:
+    """Return how many topics a range page of ``blocks`` blocks lists when the longest new line's
+    range (of ``longest`` blocks) lists ``names``: the same number per block, RANGE_TOPICS at least.
 
     Example:
-        >>> _topic_room(1, 15), _topic_room(40, 8), _topic_room(40, 15)
-        (8, 40, 75)
+        >>> _topic_room(40, 40, 75), _topic_room(20, 40, 75), _topic_room(1, 40, 75)
+        (75, 37, 8)
     """
-    return max(RANGE_TOPICS, rate * blocks // TOPIC_RATE_STEPS)
+    return max(RANGE_TOPICS, names * blocks // longest)
 
 
 def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[["StoredPage"], int],
@@ -2079,32 +2079,39 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
         ranges[0] = last
         return ranges
     # The room the lines leave names more of what the ranges hold: each new line lists the same
-    # number of names per block it holds (RANGE_TOPICS at least), the most that fits (found by
-    # halving: TOPIC_RATE_STEPS); a line an earlier pass gave keeps its text. Each range is ranked
-    # once, for the most names its line could list in the room; a line with fewer lists the first.
+    # number of names per block it holds (RANGE_TOPICS at least, TOPICS_PER_BLOCK at most), the
+    # most that fits, found by halving on the longest new line's count, one name at a time (a
+    # coarser step left most of the room unused where one range holds hundreds of blocks); a line
+    # an earlier pass gave keeps its text. Each range is ranked once, for the most names its line
+    # could list in the room; a line with fewer lists the first.
     fresh = [k for k, r in enumerate(ranges) if r.id not in known]
     if not fresh:
         return ranges
     spare = room - total  # each name a line adds costs a token or more: no line lists more than that many more
-    cap = [min(_topic_room(len(ranges[k].positions), 2 * TOPIC_RATE_STEPS - 1), RANGE_TOPICS + max(spare, 0))
+    cap = [min(max(RANGE_TOPICS, TOPICS_PER_BLOCK * len(ranges[k].positions)), RANGE_TOPICS + max(spare, 0))
            for k in fresh]
     # a line that lists fewer than RANGE_TOPICS already lists every name it has: it is ranked no further
     most = [build(list(ranges[k].positions), most) if most > RANGE_TOPICS and
             ranges[k].summary.count(", ") == RANGE_TOPICS - 1 else ranges[k] for k, most in zip(fresh, cap)]
+    longest = max(len(page.positions) for page in most)
 
-    def listing(page: RangePage, rate: int) -> RangePage:
+    def listing(page: RangePage, names: int) -> RangePage:
         head, sep, topics = page.summary.partition(TOPICS_MARK)
         if not sep:  # no topics to list
             return page
-        cut = page._replace(summary=head + sep + ", ".join(topics.split(", ")[:_topic_room(len(page.positions), rate)]))
+        listed = topics.split(", ")[:_topic_room(len(page.positions), longest, names)]
+        cut = page._replace(summary=head + sep + ", ".join(listed))
         return cut._replace(cost=line_cost(cut.page()))
 
-    rate, step, chosen = 0, TOPIC_RATE_STEPS, []
-    while step:
-        trial = [listing(page, rate + step) for page in most]
-        if total - sum(ranges[k].cost for k in fresh) + sum(r.cost for r in trial) <= room:
-            rate, chosen = rate + step, trial
-        step //= 2
+    others = total - sum(ranges[k].cost for k in fresh)  # what the lines an earlier pass gave cost
+    low, high, chosen = RANGE_TOPICS + 1, max(cap), []
+    while low <= high:
+        names = (low + high) // 2
+        trial = [listing(page, names) for page in most]
+        if others + sum(r.cost for r in trial) <= room:
+            low, chosen = names + 1, trial
+        else:
+            high = names - 1
     for k, r in zip(fresh, chosen):
         ranges[k] = r
     return ranges

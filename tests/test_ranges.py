@@ -70,7 +70,25 @@ def test_the_room_the_lines_leave_lists_more_names_per_block_and_the_index_stays
                     assert len(topics(a)) * len(b.members) >= len(topics(b)) * len(a.members) - len(b.members)
     # more room, more names in the index
     listed = lambda room: sum(len(topics(r)) for r in pager._plan_ranges(table, room, cost, names))  # noqa: E731
-    assert listed(300) < listed(600) < listed(900) == listed(5000)  # at most 2 names a block: all of them
+    assert listed(300) < listed(450) < listed(900) == listed(5000)  # at most 2 names a block: all of them
+
+
+def test_one_range_of_hundreds_of_blocks_fills_the_room_its_line_is_given_name_by_name(pager):
+    # a long session under a small budget: the lines merge into one range of 300 blocks; the room
+    # left after its eight planned topics is less than an eighth of a name per block, and is still
+    # spent on names (a per-block step left it unused: eight topics under a 300-block range)
+    blocks = [{"id": f"b{i}", "turn": i, "role": "assistant", "text": f"edited src/module_{i}.py and ran check_{i}",
+               "tokens": 60} for i in range(300)]
+    decisions = pager.plan_pass({"intent_ir": ["nothing"], "blocks": blocks}, pager.Params(budget=100_000)).decisions
+    table = pager._DecisionTable(*decisions.columns())
+    table.action, table.reason = ["page"] * 300, [pager.RANGED] * 300
+    names = lambda i: pager._names_of(blocks[i]["text"], compounds=True)  # noqa: E731
+    cost = lambda page: pager.estimate_tokens(page.summary) + 8  # noqa: E731
+    for room in (80, 120):
+        [line] = pager._plan_ranges(table, room, cost, names)
+        listed = line.summary.split(pager.TOPICS_MARK)[1].split(", ")
+        assert len(line.members) == 300 and pager.RANGE_TOPICS < len(listed) < 300 // 8
+        assert room - 6 < line.cost <= room  # less room left than one more name costs
 
 
 def test_range_pages_read_back_in_one_message_stay_apart(pager):
