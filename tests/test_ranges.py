@@ -48,14 +48,20 @@ def test_plan_ranges_collapses_runs_bounds_the_index_and_merges_the_oldest(pager
     assert "parser_39" not in shown[-1].summary and "topics: parser_38" in shown[-2].summary
 
 
-def test_the_room_the_lines_leave_lists_more_names_per_block_and_the_index_stays_bounded(pager):
+def _ranged_edits(pager, count):
+    """Return (decision table, names of a block, a line's cost) of ``count`` edits, each naming its own
+    path and check, every one paged into range pages."""
     blocks = [{"id": f"b{i}", "turn": i, "role": "assistant", "text": f"edited src/module_{i}.py and ran check_{i}",
-               "tokens": 60} for i in range(64)]
+               "tokens": 60} for i in range(count)]
     decisions = pager.plan_pass({"intent_ir": ["nothing"], "blocks": blocks}, pager.Params(budget=100_000)).decisions
     table = pager._DecisionTable(*decisions.columns())
-    table.action, table.reason = ["page"] * 64, [pager.RANGED] * 64
-    names = lambda i: pager._names_of(blocks[i]["text"], compounds=True)  # noqa: E731
-    cost = lambda page: pager.estimate_tokens(page.summary) + 8  # noqa: E731
+    table.action, table.reason = ["page"] * count, [pager.RANGED] * count
+    return (table, lambda i: pager._names_of(blocks[i]["text"], compounds=True),
+            lambda page: pager.estimate_tokens(page.summary) + 8)
+
+
+def test_the_room_the_lines_leave_lists_more_names_per_block_and_the_index_stays_bounded(pager):
+    table, names, cost = _ranged_edits(pager, 64)
     topics = lambda r: r.summary.split(pager.TOPICS_MARK)[1].split(", ") if pager.TOPICS_MARK in r.summary else []  # noqa: E731
     for room in (400, 900):
         ranges = pager._plan_ranges(table, room, cost, names)
@@ -77,13 +83,7 @@ def test_one_range_of_hundreds_of_blocks_fills_the_room_its_line_is_given_name_b
     # a long session under a small budget: the lines merge into one range of 300 blocks; the room
     # left after its eight planned topics is less than an eighth of a name per block, and is still
     # spent on names (a per-block step left it unused: eight topics under a 300-block range)
-    blocks = [{"id": f"b{i}", "turn": i, "role": "assistant", "text": f"edited src/module_{i}.py and ran check_{i}",
-               "tokens": 60} for i in range(300)]
-    decisions = pager.plan_pass({"intent_ir": ["nothing"], "blocks": blocks}, pager.Params(budget=100_000)).decisions
-    table = pager._DecisionTable(*decisions.columns())
-    table.action, table.reason = ["page"] * 300, [pager.RANGED] * 300
-    names = lambda i: pager._names_of(blocks[i]["text"], compounds=True)  # noqa: E731
-    cost = lambda page: pager.estimate_tokens(page.summary) + 8  # noqa: E731
+    table, names, cost = _ranged_edits(pager, 300)
     for room in (80, 120):
         [line] = pager._plan_ranges(table, room, cost, names)
         listed = line.summary.split(pager.TOPICS_MARK)[1].split(", ")
