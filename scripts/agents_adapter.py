@@ -78,10 +78,11 @@ def recall_tool(pager: "_pager.Pager") -> Any:
 
     async def invoke(_context: Any, arguments: str) -> str:
         try:
-            ids = json.loads(arguments or "{}").get("ids")
+            given = json.loads(arguments or "{}")
+            ids = given.get("ids")
         except (ValueError, AttributeError):
             return f"error: the arguments are not a JSON object (got {arguments[:60]!r})"
-        return pager.recall_text(ids)[0]
+        return pager.recall_text(ids, given.get("max_tokens"), given.get("from"))[0]
 
     schema = _pager.recall_tool("responses")["parameters"]
     return FunctionTool(name=_pager.RECALL_TOOL_NAME, description=_pager.RECALL_TOOL_DESCRIPTION,

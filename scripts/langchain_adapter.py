@@ -62,14 +62,16 @@ def recall_tool(pager: "_pager.Pager") -> Any:
     """
     from langchain_core.tools import StructuredTool, ToolException
 
-    def recall_pages(ids: List[str]) -> str:
-        text, failed = pager.recall_text(ids)
+    def recall_pages(ids: List[str], max_tokens: Optional[int] = None, **more: Any) -> str:
+        # (``from``, where a bounded recall goes on, is a Python keyword: it comes in ``more``)
+        text, failed = pager.recall_text(ids, max_tokens, more.get("from"))
         if failed:
             raise ToolException(text)
         return text
 
-    return StructuredTool.from_function(recall_pages, name=_pager.RECALL_TOOL_NAME,
-                                        description=_pager.RECALL_TOOL_DESCRIPTION, handle_tool_error=True)
+    schema = _pager.recall_tool("openai")["function"]["parameters"]  # ids, and max_tokens and from for a range
+    return StructuredTool(name=_pager.RECALL_TOOL_NAME, description=_pager.RECALL_TOOL_DESCRIPTION,
+                          args_schema=schema, func=recall_pages, handle_tool_error=True)
 
 
 def pager_middleware(pager: Optional["_pager.Pager"] = None, *, with_tool: bool = True, **options: Any) -> Any:

@@ -6654,6 +6654,24 @@ def _responses_msg(item: Any, where: str, repairs: List[str]) -> _Msg:
                 mid=item.get("id") if isinstance(item.get("id"), str) else None, item=True)
 
 
+def _strict_schema(schema: Dict[str, Any]) -> Dict[str, Any]:
+    """Return a copy of a tool's parameter schema as strict function calling takes it (the Responses
+    API's default, the Agents SDK's): every property required, an optional one's value may be null
+    (the tools read null as left out).
+
+    Example:
+        >>> _strict_schema({"type": "object", "properties": {"ids": {"type": "array"}, "from": {"type": "string"}},
+        ...                 "required": ["ids"], "additionalProperties": False})["properties"]["from"]
+        {'type': ['string', 'null']}
+    """
+    strict = json.loads(json.dumps(schema))
+    for key, field in strict["properties"].items():
+        if key not in schema["required"]:
+            field["type"] = [field["type"], "null"]
+    strict["required"] = list(strict["properties"])
+    return strict
+
+
 class _Responses(_Format):
     """OpenAI Responses: an input item list, or a request body with ``input`` (and ``instructions``)."""
 
@@ -6845,7 +6863,9 @@ class _Responses(_Format):
         return problems
 
     def tool_definition(self, name: str, description: str, schema: Dict[str, Any]) -> Dict[str, Any]:
-        return {"type": "function", "name": name, "description": description, "parameters": schema}
+        # The Responses API checks a function's schema strictly unless told otherwise: strict it is.
+        return {"type": "function", "name": name, "description": description, "parameters": _strict_schema(schema),
+                "strict": True}
 
     def tool_call(self, call: Any) -> Tuple[Optional[str], Optional[str], Any]:
         return call.get("call_id"), call.get("name"), call.get("arguments")
@@ -11200,7 +11220,8 @@ def _tool_search(search: Callable[[str, int], List[Dict[str, Any]]], arguments: 
         except ValueError:
             return f"error: the arguments are not JSON (got {_show(arguments)})", True
     query = arguments.get("query") if isinstance(arguments, dict) else None
-    limit = arguments.get("limit", SEARCH_LIMIT) if isinstance(arguments, dict) else SEARCH_LIMIT
+    limit = arguments.get("limit") if isinstance(arguments, dict) else None
+    limit = SEARCH_LIMIT if limit is None else limit  # a strict call sends null for a field it leaves out
     if not isinstance(query, str) or not query.strip():
         return f"error: query must be a non-empty text (got {_show(query)})", True
     try:
@@ -11924,9 +11945,10 @@ class Pager:
         """Return the tool list to offer the model: the recall and search tools in ``api``'s shape."""
         return [recall_tool(api), _search_tool(api)]
 
-    def recall_text(self, ids: Any) -> Tuple[str, bool]:
-        """Return (the recall tool's answer for ``ids``, whether it is an error). Never raises."""
-        return _tool_recall(self.recall_parts, RECALL_TOOL_NAME, {"ids": ids})
+    def recall_text(self, ids: Any, max_tokens: Optional[int] = None, start: Optional[str] = None) -> Tuple[str, bool]:
+        """Return (the recall tool's answer for ``ids``, whether it is an error), within ``max_tokens``
+        from block ``start`` on when given (see recall_parts). Never raises."""
+        return _tool_recall(self.recall_parts, RECALL_TOOL_NAME, {"ids": ids, "max_tokens": max_tokens, "from": start})
 
     def run_tool_call(self, call: Any) -> Dict[str, Any]:
         """Execute a recall tool call; return the tool result in the call's API shape. Never raises.

@@ -111,3 +111,32 @@ def test_a_run_whose_conversation_the_server_holds_keeps_its_tool_outputs(pager,
     second = model.inputs[1]
     assert [(item["type"], item["call_id"]) for item in second] == [("function_call_output", "r1")]
     assert second[0]["output"].startswith("error: ")
+
+
+def test_the_recall_tool_is_strict_and_gives_a_range_back_in_parts_through_the_runner(pager):
+    items = responses_items()
+    engine = pager.Pager(600, intent=INTENT)
+    tool = agents_adapter.recall_tool(engine)
+    # strict, as the SDK sends it: every field required, the bound's fields nullable (null: left out)
+    schema = tool.params_json_schema
+    assert tool.strict_json_schema and sorted(schema["required"]) == ["from", "ids", "max_tokens"]
+    assert schema["properties"]["max_tokens"]["type"] == ["integer", "null"]
+    assert schema["properties"]["from"]["type"] == ["string", "null"]
+    range_id = next(p for p in engine.compact(items, format="responses").report.paged if p.startswith("r-"))
+    whole = engine.recall_text([range_id])[0]
+
+    def bounded(call_id, start):
+        return ResponseFunctionToolCall(type="function_call", call_id=call_id, name="recall_pages", id=f"fc_{call_id}",
+                                        arguments=json.dumps({"ids": [range_id], "max_tokens": 60, "from": start}),
+                                        status="completed")
+
+    first = agents.Runner.run_sync(
+        agents.Agent(name="coder", instructions="You fix code.", model=ScriptedModel([bounded("r1", None), answer("ok")]),
+                     tools=[tool]),
+        items, run_config=agents.RunConfig(call_model_input_filter=agents_adapter.call_model_input_filter(engine),
+                                           tracing_disabled=True))
+    part = next(i["output"] for i in first.to_input_list() if i.get("call_id") == "r1" and "output" in i)
+    start = part.rstrip().rsplit("--from ", 1)[1].rstrip("]")  # the first part ends saying where to go on
+    assert part.startswith("==> ") and len(part) < len(whole) and start in whole
+    rest = asyncio.run(tool.on_invoke_tool(None, bounded("r2", start).arguments))
+    assert rest.split("\n", 1)[0] == f"==> {start} <=="  # the next part starts where the first said

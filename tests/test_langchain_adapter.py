@@ -125,3 +125,23 @@ def test_pre_model_hook_in_a_langgraph_react_agent(pager, mode):
     assert tool_messages["r1"].content == originals(pager)[paged]
     assert tool_messages["r2"].status == "error"
     assert len(result["messages"]) == len(history()) + 5
+
+
+def test_the_recall_tool_takes_the_bound_and_gives_a_range_back_in_parts_in_an_agent_loop(pager):
+    agents = _framework("langchain.agents")
+    engine = pager.Pager(600, intent=INTENT)
+    range_id = next(p for p in langchain_adapter.compact_messages(engine, history())[1].paged if p.startswith("r-"))
+    tool = langchain_adapter.recall_tool(engine)
+    assert set(tool.args) == {"ids", "max_tokens", "from"}  # the model is offered the bound it is told about
+    whole = engine.recall_text([range_id])[0]
+    model = ScriptedModel(messages=iter([
+        AIMessage("", tool_calls=[{"name": "recall_pages", "args": {"ids": [range_id], "max_tokens": 60}, "id": "r1"}]),
+        AIMessage("Read the first part.")]))
+    agent = agents.create_agent(model=model, tools=[], middleware=[langchain_adapter.pager_middleware(engine)])
+    result = agent.invoke({"messages": history()})
+    part = next(m.content for m in result["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "r1")
+    start = part.rstrip().rsplit("--from ", 1)[1].rstrip("]")  # the part ends saying where to go on
+    assert part.startswith("==> ") and len(part) < len(whole) and start in whole
+    rest = tool.invoke({"name": "recall_pages", "args": {"ids": [range_id], "max_tokens": 60, "from": start},
+                        "id": "r2", "type": "tool_call"})
+    assert rest.content.split("\n", 1)[0] == f"==> {start} <=="  # the next part starts where the first said

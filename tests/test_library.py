@@ -163,6 +163,14 @@ def test_tool_definitions_for_the_three_apis(pager):
     assert chat["function"]["parameters"]["properties"]["ids"]["type"] == "array"
     assert responses["type"] == "function" and responses["name"] == "recall_pages" and "parameters" in responses
     assert anthropic["name"] == "recall_pages" and anthropic["input_schema"]["required"] == ["ids"]
+    # The Responses API checks a function's parameters strictly by default: every field is required,
+    # a field the tools may go without takes null, and the definition says strict.
+    for tool in (responses, pager._search_tool("responses")):
+        params = tool["parameters"]
+        assert tool["strict"] is True and params["required"] == list(params["properties"])
+        assert params["additionalProperties"] is False
+    assert responses["parameters"]["properties"]["max_tokens"]["type"] == ["integer", "null"]
+    assert pager._search_tool("responses")["parameters"]["properties"]["limit"]["type"] == ["integer", "null"]
     with pytest.raises(pager.PagerError, match="api must be one of"):
         pager.recall_tool("gemini")
 
@@ -357,3 +365,14 @@ def test_a_live_mini_swe_agent_message_list_compacts_as_chat_messages(pager):
     # what does not fit is paged (into range pages), never evicted for the budget
     assert report.format == "openai" and report.tokens_after <= 1200 and report.counts["page"] > 0
     assert not any(d.action == "evict" and d.reason.startswith("budget") for d in report.decisions)
+
+
+def test_a_strict_call_with_null_for_the_fields_it_leaves_out_recalls_and_searches(pager):
+    agent = pager.Pager(900, intent=INTENT)
+    paged = agent.compact(tool_conversation()).report.paged[0]
+    recalled = agent.run_tool_call({"type": "function_call", "call_id": "c1", "name": "recall_pages",
+                                    "arguments": json.dumps({"ids": [paged], "max_tokens": None, "from": None})})
+    assert recalled == {"type": "function_call_output", "call_id": "c1", "output": agent.recall(paged)[paged]}
+    found = agent.run_tool_call({"type": "function_call", "call_id": "c2", "name": "search_pages",
+                                 "arguments": json.dumps({"query": "rounding", "limit": None})})
+    assert not found["output"].startswith("error") and found["output"].count("\n") < pager.SEARCH_LIMIT
