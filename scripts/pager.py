@@ -2031,15 +2031,20 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
 
     # The lines are built from the newest back while they fit: once the newest k cost more than the
     # room, every older range is merged whatever it would cost alone, so it is never built alone.
+    def first_topics(page: RangePage, count: int) -> RangePage:
+        """Return ``page`` with its line listing only its first ``count`` topics, its cost counted again
+        (``page`` itself when it lists no more)."""
+        head, sep, topics = page.summary.partition(TOPICS_MARK)
+        names = topics.split(", ")
+        if not sep or len(names) <= count:
+            return page
+        cut = page._replace(summary=head + sep + ", ".join(names[:count]))
+        return cut._replace(cost=line_cost(cut.page()))
+
     def planned(page: RangePage) -> int:
         # A line is planned at what it costs with RANGE_TOPICS topics, over LINES_SHARE: a line an
         # earlier pass gave more (below) is planned as it was then, so the same ranges come again.
-        head, sep, topics = page.summary.partition(TOPICS_MARK)
-        names = topics.split(", ")
-        if sep and len(names) > RANGE_TOPICS:
-            page = page._replace(summary=head + sep + ", ".join(names[:RANGE_TOPICS]))
-            return int(line_cost(page.page()) / LINES_SHARE)
-        return int(page.cost / LINES_SHARE)
+        return int(first_topics(page, RANGE_TOPICS).cost / LINES_SHARE)
 
     count = len(runs)
     built_alone: List[Optional[RangePage]] = [None] * count
@@ -2095,19 +2100,11 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
             ranges[k].summary.count(", ") == RANGE_TOPICS - 1 else ranges[k] for k, most in zip(fresh, cap)]
     longest = max(len(page.positions) for page in most)
 
-    def listing(page: RangePage, names: int) -> RangePage:
-        head, sep, topics = page.summary.partition(TOPICS_MARK)
-        if not sep:  # no topics to list
-            return page
-        listed = topics.split(", ")[:_topic_room(len(page.positions), longest, names)]
-        cut = page._replace(summary=head + sep + ", ".join(listed))
-        return cut._replace(cost=line_cost(cut.page()))
-
     others = total - sum(ranges[k].cost for k in fresh)  # what the lines an earlier pass gave cost
     low, high, chosen = RANGE_TOPICS + 1, max(cap), []
     while low <= high:
         names = (low + high) // 2
-        trial = [listing(page, names) for page in most]
+        trial = [first_topics(page, _topic_room(len(page.positions), longest, names)) for page in most]
         if others + sum(r.cost for r in trial) <= room:
             low, chosen = names + 1, trial
         else:
