@@ -694,7 +694,9 @@ def _unescaped_breaks(text: str) -> str:
 
 _NAMES: Dict[str, str] = {}  # one copy of each name: a session repeats its names in many blocks
 # A path, a dotted or hyphenated name: words joined by . / -; a ":" ends one (grep's file:line, a URL scheme).
-_COMPOUND_RE = re.compile(r"\w+(?:[./-]\w+)+")
+# Tried at word starts only: from inside a word the same match fails again, and each try walks the
+# word's rest (a text of long words cost the square of their length).
+_COMPOUND_RE = re.compile(r"(?<!\w)\w+(?:[./-]\w+)+")
 _COMPOUND_BREAK = re.compile(r"[./:-]")
 COMPOUND_MAX_CHARS = 80  # a longer path or dotted name is left to its parts
 NAMES_CACHED = 16384     # texts whose names are remembered (range planning asks for the same blocks' names on every fit)
@@ -708,6 +710,8 @@ def _compounds_in(lowered: str) -> List[str]:
         >>> _compounds_in("read src/billing/totals.py and a-b")
         ['src/billing/totals.py']
     """
+    if "." not in lowered and "/" not in lowered and "-" not in lowered:
+        return []
     return [c for c in _COMPOUND_RE.findall(lowered) if NAME_MIN_CHARS <= len(c) <= COMPOUND_MAX_CHARS]
 
 
@@ -729,8 +733,10 @@ def _names_of(text: str, compounds: bool = False) -> Tuple[str, ...]:
     """
     shared = _NAMES
     lowered = _unescaped_breaks(_two_ends(text)).lower()
-    found = {shared.setdefault(t, t) if len(shared) < _STEMS_MAX else t
-             for t in _NAME_RE.findall(lowered) if t not in STOP_WORDS}
+    found = set(_NAME_RE.findall(lowered))
+    found -= STOP_WORDS
+    if len(shared) < _STEMS_MAX:  # each distinct name once (a set's order is no part of the answer)
+        found = {shared.setdefault(t, t) for t in found}
     if compounds:
         found.update(_compounds_in(lowered))
     return tuple(found)

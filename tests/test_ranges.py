@@ -142,6 +142,20 @@ def test_a_path_with_a_line_number_is_named_as_the_path(pager):
     assert compounds == ["src/app/route.ts"]
 
 
+@pytest.mark.parametrize("text", [
+    "a..b -a.b x/y-z. __init__.py ./run.sh src//lib/x.rs a.b..c.d",  # doubled and trailing joints
+    "see lib/pager.py:12, then https://example.org/a-b/c.d; v1.2.3-rc1 and é.tude/ça-va",
+    ("w" * 3000 + " ") * 3 + "long_" * 400 + "x.py " + "more.py",  # long words: tried at word starts only
+    "no joint at all in these words",
+], ids=["joints", "urls-and-versions", "long-words", "none"])
+def test_compound_names_are_the_words_joined_by_dots_slashes_and_hyphens(pager, text):
+    # The reference: every non-overlapping run of words joined by single . / - from left to right.
+    expected = [c for c in re.findall(r"\w+(?:[./-]\w+)+", text)
+                if pager.NAME_MIN_CHARS <= len(c) <= pager.COMPOUND_MAX_CHARS]
+    assert pager._compounds_in(text) == expected
+    assert bool(expected) == (text != "no joint at all in these words")
+
+
 def test_budget_pages_what_does_not_fit_and_never_evicts_a_human(pager):
     blocks = [{"id": f"h{i}", "turn": i, "role": "user", "text": f"request {i}: " + "words " * 60,
                "protected": "human"} for i in range(1, 60)]
