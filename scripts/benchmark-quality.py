@@ -685,7 +685,12 @@ def common_prefix(before, after):
 
 
 def prefix_kept(before, after, old_ids):
-    """Return True if ``after``'s blocks from the previous history are exactly ``before``."""
+    """Return True if ``after``'s blocks from the previous history are exactly ``before``.
+
+    A block of ``before`` that is no block of the history (a range page's line, ``r-...``) counts as
+    one of the previous history's: it is kept when the same block comes again, byte for byte.
+    """
+    old_ids = set(old_ids).union(b["id"] for b in before)
     old = [b for b in after if b["id"] in old_ids]
     return len(old) == len(before) and common_prefix(before, old) == len(before)
 

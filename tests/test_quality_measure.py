@@ -203,6 +203,18 @@ def test_a_compacted_session_is_measured_as_the_contexts_its_agent_had(bq):
     assert after[0]["kind"] == "summary"
 
 
+def test_a_range_page_line_sent_again_keeps_the_prefix(bq):
+    # A range page's line is a block of the emitted request but no block of the history (its id
+    # is r-...): sent again byte for byte it is part of the kept prefix; rewritten or gone it is not.
+    line = {"id": "r-0123456789ab", "role": "user", "text": "[paged r-0123456789ab | turns 1-4 | topics: a.py]"}
+    a, b, c = ({"id": n, "role": "tool", "text": n * 8} for n in "abc")
+    assert bq.prefix_kept([line, a, b], [line, a, b, c], {"a", "b", "x"})
+    assert not bq.prefix_kept([line, a, b], [dict(line, text=line["text"] + " b.py"), a, b, c], {"a", "b", "x"})
+    assert not bq.prefix_kept([line, a, b], [a, b, c], {"a", "b", "x"})
+    figures = bq.cache_figures([([a, b], [line, a, b]), ([a, b, c], [line, a, b, c])], budget=5)
+    assert figures["prefix_kept"] == 1.0
+
+
 def test_common_prefix_and_cache_figures(bq):
     a, b, c, d = ({"id": n, "role": "tool", "text": n * 8} for n in "abcd")
     changed_a = dict(a, text="[stub a]")  # same size, other bytes
