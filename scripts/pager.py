@@ -1900,6 +1900,33 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     return budget - left - reserved
 
 
+def _pass_growth(roles: Sequence[str], tokens: Sequence[int], new: Sequence[bool],
+                 steps: int = DEFAULT_WORK_STEPS) -> Tuple[int, int]:
+    """Return (the tokens of the ``new`` blocks, the growth a pass typically brings): the median size
+    of the last ``steps`` steps (a step: a run of assistant blocks and what follows it up to the next
+    one, as the recent work counts them), times the steps this pass brought (at least one: an agent
+    may run the pager every few steps; then the median is of that many steps at least).
+
+    Example:
+        >>> roles = ["user", "assistant", "tool", "assistant", "tool", "assistant", "tool"]
+        >>> _pass_growth(roles, [50, 10, 900, 10, 40, 10, 990], [False] * 5 + [True] * 2)
+        (1000, 910)
+    """
+    grown = sum(t for t, fresh in zip(tokens, new) if fresh)
+    sizes: List[int] = []
+    size = brought = 0
+    for i in range(len(tokens) - 1, -1, -1):
+        size += tokens[i]
+        if roles[i] == "assistant" and (i == 0 or roles[i - 1] != "assistant"):  # where a step starts
+            sizes.append(size)
+            size = 0
+            brought += new[i]
+            if len(sizes) >= max(steps, brought) and not new[i]:
+                break
+    sizes = sorted(sizes[:max(steps, brought)])
+    return grown, (sizes[len(sizes) // 2] if sizes else 0) * max(1, brought)
+
+
 def _previous_actions(decisions: List[Decision], stub_tokens: List[int],
                       previous: Mapping[str, str], ranged: Container[str] = ()) -> Tuple[List[str], int]:
     """Return every block's directive of the previous pass (a new block: retain) and the tokens they keep.
@@ -2497,6 +2524,8 @@ class _Scorer:
         self.repeated: Dict[int, str] = {}     # position of a tool result -> id of a later one with its content
         self._long: set = set()                # positions of tool results of REPEAT_MIN_CHARS or more
         self.compacted: Optional[bool] = None  # with --target: whether this pass compacted
+        self.compacted_to: Optional[float] = None  # ...and then to what share of the budget (_compaction_share)
+        self.grown = 0  # ...and the tokens of the blocks new since the pass before
         self.with_names = False  # whether each block's names are read (see use_work)
         self._names: List[Tuple[str, ...]] = []  # then each block's names (_names_of)
         self.worth: Dict[int, float] = {}  # position -> what its R per token is worth under a budget (_rare_names)
@@ -2978,7 +3007,8 @@ class _Scorer:
                     self.ranges = self._make_ranges(decisions, index_room)
                     self.tokens_after = kept + sum(r.cost for r in self.ranges) + reserved
                     return decisions
-                room = max(0, int(target * self.params.budget) - reserved)
+                self.compacted_to = self._compaction_share(decisions, target)
+                room = max(0, int(self.compacted_to * self.params.budget) - reserved)
             before = (list(decisions.action), list(decisions.reason))
             index_room = min(index_room, room)
             for attempt in range(2):  # a second fit gives back the index room the lines left unused
@@ -3055,6 +3085,25 @@ class _Scorer:
                 continue  # a giant floor (a whole log pasted as the request) is paged as its head and tail at worst
             if reasons[i] not in PROTECTIONS and reasons[i] != "compacted":
                 actions[i], reasons[i] = "retain", CURRENT
+
+    def _compaction_share(self, decisions: "_DecisionTable", target: float) -> float:
+        """Return the share of the budget a compacting pass fits the history into: ``target``, or the
+        trigger when the history grows by more than the room between the two from pass to pass.
+
+        The watermarks trade verbatim room for a stable prompt prefix: the history is fitted into
+        ``target`` so that the passes after it grow into the room up to the trigger, sending what was
+        sent before. When the passes' growth is more than that room (an agent whose tool outputs are
+        large under a small budget), every pass compacts whatever the target: the room keeps no
+        prefix and only holds less of the history verbatim than the budget allows, so the whole
+        budget is fitted. Both this pass's growth and the growth its recent steps make typical
+        (_pass_growth) must pass the room: one long file read does not, for the small steps after it
+        would then compact again at once where the target lets them grow in place.
+        """
+        previous = self.previous or {}
+        self.grown, typical = _pass_growth(decisions.role, decisions.tokens, [b not in previous for b in decisions.block])
+        trigger = self.params.trigger
+        room = (trigger - target) * self.params.budget  # type: ignore[operator]
+        return trigger if min(self.grown, typical) > room else target
 
     def _ranged_before(self, decisions: "_DecisionTable") -> Set[str]:
         """Return the blocks an earlier pass left in range pages: the members of its range pages, and
@@ -3368,6 +3417,8 @@ class PassPlan:
     tokens_after: Optional[int] = None  # kept verbatim plus stubs, when a budget was fitted
     intent_source: str = "intent_ir"    # where the keywords came from (see Intent)
     compacted: Optional[bool] = None    # with a --target: True if the pass compacted, False if it kept the last
+    compacted_to: Optional[float] = None  # ...the share of the budget it compacted to (_Scorer._compaction_share)
+    grown: int = 0                      # ...the tokens of the blocks new since the pass before
     # Per decision, the text of a block that may be paged, kept from the read (else None);
     # the page store takes new pages' text from here instead of reading the history again.
     texts: Optional[List[Optional[str]]] = dataclasses.field(default=None, repr=False, compare=False)
@@ -3668,7 +3719,8 @@ def plan_pass(history: Mapping[str, object], params: Params = Params(),
     header = {key: value for key, value in history.items() if key != "blocks"}
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                     params, header, scorer.tokens_before, scorer.tokens_after, intent.source,
-                    compacted=scorer.compacted, ranges=scorer.ranges, texts=scorer.texts, intent_block=intent.block,
+                    compacted=scorer.compacted, compacted_to=scorer.compacted_to, grown=scorer.grown,
+                    ranges=scorer.ranges, texts=scorer.texts, intent_block=intent.block,
                     intent_turn=intent.turn)
 
 
@@ -4607,7 +4659,8 @@ def _load_and_plan(source, params: Params,
         raise PagerError(message if message.startswith(source.name + ":") else f"{source.name}: {message}") from None
     return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                     params, header, scorer.tokens_before, scorer.tokens_after, chosen.source,  # type: ignore[union-attr]
-                    compacted=scorer.compacted, ranges=scorer.ranges, texts=scorer.texts, intent_block=chosen.block,  # type: ignore[union-attr]
+                    compacted=scorer.compacted, compacted_to=scorer.compacted_to, grown=scorer.grown,
+                    ranges=scorer.ranges, texts=scorer.texts, intent_block=chosen.block,  # type: ignore[union-attr]
                     intent_turn=chosen.turn, settled=scorer.settled)  # type: ignore[union-attr]
 
 
@@ -11684,7 +11737,8 @@ class Pager:
         self._intent = self._intent if kept else intent
         plan = PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
                         params, header, scorer.tokens_before, scorer.tokens_after, intent.source,
-                        compacted=scorer.compacted, ranges=scorer.ranges, texts=scorer.texts, intent_block=intent.block,
+                        compacted=scorer.compacted, compacted_to=scorer.compacted_to, grown=scorer.grown,
+                        ranges=scorer.ranges, texts=scorer.texts, intent_block=intent.block,
                         intent_turn=intent.turn)
         return plan, scorer
 
@@ -12104,7 +12158,8 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--target", type=_target_flag, metavar="SHARE",
                         help="with --budget: cache-stable compaction. Keep the contract's last directives (new "
                              "blocks verbatim) until the history reaches --trigger times the budget, then compact "
-                             f"down to SHARE of it (default {DEFAULT_TARGET}; a first pass fills the whole budget). "
+                             f"down to SHARE of it (default {DEFAULT_TARGET}; a first pass fills the whole budget, and so does "
+                             "a compaction when the passes grow by more than the room between SHARE and --trigger). "
                              "'none': fit the whole budget on every pass")
     parser.add_argument("--trigger", type=_number_flag("--trigger"), default=DEFAULT_TRIGGER, metavar="SHARE",
                         help=f"with --budget: the pressure that starts a compaction (default {DEFAULT_TRIGGER})")
@@ -12406,6 +12461,8 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
                         "pressure_after": round(rho[1], 4), "over_budget": rho[1] > 1.0})
         if plan.compacted is not None:
             summary["compacted"] = plan.compacted
+            if plan.compacted:
+                summary["compacted_to"], summary["grown"] = plan.compacted_to, plan.grown
         definitions = conv.definitions_tokens if conv is not None else 0
         summary["fixed_tokens"] = plan.fixed_tokens(definitions)
         summary["over_by"] = max(0, plan.tokens_after - params.budget)  # type: ignore[operator]
@@ -12432,8 +12489,11 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
             extra += (f"; pressure {rho[0]:.2f} -> {rho[1]:.2f} of {params.budget} tokens "
                       f"({plan.tokens_before} -> {plan.tokens_after})")
             if plan.compacted is not None:
-                extra += (f"; compacted to {params.target:g} of the budget" if plan.compacted
+                extra += (f"; compacted to {plan.compacted_to:g} of the budget" if plan.compacted
                           else f"; kept the last directives (under the trigger, {params.trigger:g})")
+                if plan.compacted and plan.compacted_to != params.target:
+                    extra += (f" (the history grew {plan.grown} tokens since the pass before, more than the "
+                              f"{int((params.trigger - params.target) * params.budget)} between --target and --trigger)")
         extra += f"; stored {stored} page{'' if stored == 1 else 's'} in {store_path}" if stored else ""
         extra += f"; wrote {args.emit}" if summary["emitted"] else ""
         if skipped:

@@ -210,6 +210,64 @@ def test_watermarks_are_the_default_under_a_budget(pager, cli, tmp_path):
     assert first.code == 0 and json.loads(first.out.splitlines()[-1])["tokens_after"] > 900
 
 
+def test_a_pass_that_grew_past_the_room_between_the_watermarks_compacts_to_the_whole_budget(pager, cli, tmp_path):
+    # Each step is about 380 tokens: more than the 300 between the target (0.7) and the trigger
+    # (1.0) of a 1,000-token budget, so once the budget is full every pass compacts whatever the
+    # target. Then fitting 700 would keep no prefix and only hold one step verbatim, not two: the
+    # pass fits the whole budget.
+    passes = _grow(pager, cli, tmp_path, [300] * 8)
+    later = [summary for summary, _ in passes[2:]]
+    assert all(s["compacted"] for s in later)
+    assert all(s["compacted_to"] == 1.0 and s["grown"] > 300 for s in later)
+    assert all(700 < s["tokens_after"] <= 1000 for s in later)
+    # Steps of about 190 tokens fit that room: a compaction goes down to the target, as before.
+    (tmp_path / "small").mkdir()
+    small = _grow(pager, cli, tmp_path / "small", [150] * 14)
+    compacting = [summary for summary, _ in small[1:] if summary["compacted"]]
+    assert compacting and all(s["compacted_to"] == 0.7 and s["grown"] <= 300 for s in compacting)
+    assert all(s["tokens_after"] <= 700 for s in compacting)
+
+
+def test_one_long_step_among_small_ones_compacts_to_the_target_and_the_next_pass_keeps_the_prefix(
+        pager, cli, tmp_path):
+    # Steps of about 250 tokens (two blocks of 127) and then one block of 377: that pass grew by
+    # more than the 300 between target and trigger, but its steps are typically smaller, so it
+    # compacts to the target and the small step after it grows in place.
+    passes = _grow(pager, cli, tmp_path, [100] * 14 + [300] + [100] * 3)
+    burst, after = passes[14][0], passes[15]
+    assert burst["compacted"] and burst["grown"] > 300 and burst["compacted_to"] == 0.7
+    assert after[0]["compacted"] is False and after[1][:len(passes[14][1])] == passes[14][1]
+
+
+def test_pass_growth_is_this_pass_and_the_median_of_the_recent_steps(pager):
+    roles = ["user"] + ["assistant", "tool"] * 4
+    tokens = [50, 10, 90, 10, 990, 10, 90, 10, 990]
+    # the last step is new: 1,000 tokens now; its steps are 100, 1,000, 100, 1,000: the median of the
+    # last three is 1,000
+    assert pager._pass_growth(roles, tokens, [False] * 7 + [True] * 2) == (1000, 1000)
+    # three steps new (an agent paging every third step): three times the median of those three
+    assert pager._pass_growth(roles, tokens, [False] * 3 + [True] * 6) == (2100, 3000)
+    tokens[4] = 90  # one long step among short ones: typical growth stays short
+    assert pager._pass_growth(roles, tokens, [False] * 7 + [True] * 2) == (1000, 100)
+    assert pager._pass_growth([], [], []) == (0, 0)
+
+
+def test_the_summary_line_says_why_a_compaction_fitted_the_whole_budget(cli, tmp_path):
+    import json
+    history, contract = tmp_path / "h.json", tmp_path / "c.limn"
+    blocks = [{"id": f"b{n}", "turn": n + 1, "role": "assistant" if n % 2 else "user",
+               "text": f"step {n} " + "word " * 300} for n in range(3)]
+    lines = []
+    for n in (1, 2, 3):
+        history.write_text(json.dumps({"blocks": blocks[:n]}))
+        result = cli("--history", history, "--contract", contract, "--budget", "1000",
+                     "--now", f"2026-05-17T03:0{n}:00Z")
+        assert result.code == 0, result.err
+        lines.append(result.out)
+    assert "compacted to 1 of the budget (the history grew 377 tokens since the pass before" in lines[2]
+    assert "more than the 300 between --target and --trigger)" in lines[2]
+
+
 def test_without_a_target_every_pass_refits_the_whole_budget(pager, cli, tmp_path):
     passes = _grow(pager, cli, tmp_path, [150] * 10, "--target", "none")
     assert all("compacted" not in summary for summary, _ in passes)
