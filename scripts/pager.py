@@ -2108,6 +2108,11 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
         built_alone[:j + 1] = [merged]
     ranges: List[RangePage] = built_alone  # type: ignore[assignment]  # each built, or merged into the first
     total = sum(r.cost for r in ranges)
+    if total > room and len(ranges) > 1:
+        # Lines an earlier pass gave more names than their plan counts (a compaction that fills
+        # the budget leaves no slack for them): each lists its first RANGE_TOPICS, as planned.
+        ranges = [first_topics(r, RANGE_TOPICS) if r.id in known else r for r in ranges]
+        total = sum(r.cost for r in ranges)
     if total > room:  # one range left, its line too long: fewer topics (none at worst)
         last = ranges[0]
         for topics in range(RANGE_TOPICS - 1, -1, -1):

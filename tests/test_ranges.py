@@ -91,6 +91,23 @@ def test_one_range_of_hundreds_of_blocks_fills_the_room_its_line_is_given_name_b
         assert room - 6 < line.cost <= room  # less room left than one more name costs
 
 
+def test_lines_an_earlier_pass_gave_more_names_are_cut_to_their_plan_in_less_room(pager):
+    # An earlier pass gave the lines the names its room had (the fill). A later pass plans the same
+    # ranges in less room (a compaction that fits the whole budget leaves the index less): the lines
+    # it keeps list their first RANGE_TOPICS names, as they were planned, and stay in the room.
+    table, names, cost = _ranged_edits(pager, 64)
+    before = pager._plan_ranges(table, 580, cost, names)
+    known = {r.id: r.summary for r in before}
+    assert sum(r.cost for r in before) > 520
+    after = pager._plan_ranges(table, 520, cost, names, known=known)
+    assert [r.id for r in after] == [r.id for r in before]  # the same ranges
+    assert sum(r.cost for r in after) <= 520
+    assert all(r.summary.split(pager.TOPICS_MARK)[1].split(", ")
+               == known[r.id].split(pager.TOPICS_MARK)[1].split(", ")[:pager.RANGE_TOPICS] for r in after)
+    # in the room they had, every line keeps its text
+    assert [r.summary for r in pager._plan_ranges(table, 580, cost, names, known=known)] == list(known.values())
+
+
 def test_range_pages_read_back_in_one_message_stay_apart(pager):
     # two range lines an earlier request wrote into one message come back as one unit (a note)
     table = pager._DecisionTable(*pager.plan_pass({"intent_ir": ["x"], "blocks": [
