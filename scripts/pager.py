@@ -1414,6 +1414,11 @@ class Params:
             raise PagerError(f"--evict-cut ({self.evict_cut!r}) must not exceed --retain-cut ({self.retain_cut!r})")
         return self
 
+    def growth_room(self) -> float:
+        """Return the tokens between --target and --trigger: what the passes between two compactions
+        grow into (with a budget and a target)."""
+        return (self.trigger - self.target) * self.budget  # type: ignore[operator]
+
     def classify(self, r: float) -> str:
         """Return the directive for score ``r``: retain, page or evict."""
         if r >= self.retain_cut:
@@ -1629,26 +1634,36 @@ def _page_before_compaction(decisions: "_DecisionTable", units: Sequence[Optiona
         actions[i], reasons[i] = "page", BEFORE_COMPACTION
 
 
-def _recent_steps(roles: Sequence[str], steps: int, skip: Container[int] = ()) -> List[int]:
-    """Return the positions of the last ``steps`` agent steps, latest first.
+def _steps_back(roles: Sequence[str], skip: Container[int] = ()) -> Iterator[List[int]]:
+    """Yield the agent's steps, latest first, each as its positions latest first.
 
     A step is a run of assistant blocks (text, thinking, tool calls) with the tool results
     after it, as _WorkNotes reads them while a history streams; user blocks and the positions
     in ``skip`` (stubs: they stand for old blocks) belong to no step.
 
     Example:
+        >>> list(_steps_back(["user", "assistant", "tool", "assistant", "assistant", "tool", "user"]))
+        [[5, 4, 3], [2, 1]]
+    """
+    step: List[int] = []
+    for i in range(len(roles) - 1, -1, -1):
+        if i not in skip and roles[i] in ("assistant", "tool"):
+            step.append(i)
+            if roles[i] == "assistant" and (i == 0 or roles[i - 1] != "assistant"):
+                yield step
+                step = []
+    if step:
+        yield step
+
+
+def _recent_steps(roles: Sequence[str], steps: int, skip: Container[int] = ()) -> List[int]:
+    """Return the positions of the last ``steps`` agent steps (_steps_back), latest first.
+
+    Example:
         >>> _recent_steps(["user", "assistant", "tool", "assistant", "assistant", "tool", "user"], 1)
         [5, 4, 3]
     """
-    found: List[int] = []
-    i = len(roles) - 1
-    while i >= 0 and steps > 0:
-        if i not in skip and roles[i] in ("assistant", "tool"):
-            found.append(i)
-            if roles[i] == "assistant" and (i == 0 or roles[i - 1] != "assistant"):
-                steps -= 1
-        i -= 1
-    return found
+    return list(chain.from_iterable(islice(_steps_back(roles, skip), max(steps, 0))))
 
 
 def _open_units(roles: Sequence[str], units: Sequence[Optional[str]]) -> "frozenset[str]":
@@ -1900,12 +1915,12 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     return budget - left - reserved
 
 
-def _pass_growth(roles: Sequence[str], tokens: Sequence[int], new: Sequence[bool],
+def _pass_growth(roles: Sequence[str], tokens: Sequence[int], new: Sequence[bool], skip: Container[int] = (),
                  steps: int = DEFAULT_WORK_STEPS) -> Tuple[int, int]:
     """Return (the tokens of the ``new`` blocks, the growth a pass typically brings): the median size
-    of the last ``steps`` steps (a step: a run of assistant blocks and what follows it up to the next
-    one, as the recent work counts them), times the steps this pass brought (at least one: an agent
-    may run the pager every few steps; then the median is of that many steps at least).
+    of the last ``steps`` agent steps (_steps_back, ``skip`` as there), times the steps this pass
+    brought (at least one: an agent may run the pager every few steps; then the median is of that
+    many steps at least).
 
     Example:
         >>> roles = ["user", "assistant", "tool", "assistant", "tool", "assistant", "tool"]
@@ -1914,15 +1929,12 @@ def _pass_growth(roles: Sequence[str], tokens: Sequence[int], new: Sequence[bool
     """
     grown = sum(t for t, fresh in zip(tokens, new) if fresh)
     sizes: List[int] = []
-    size = brought = 0
-    for i in range(len(tokens) - 1, -1, -1):
-        size += tokens[i]
-        if roles[i] == "assistant" and (i == 0 or roles[i - 1] != "assistant"):  # where a step starts
-            sizes.append(size)
-            size = 0
-            brought += new[i]
-            if len(sizes) >= max(steps, brought) and not new[i]:
-                break
+    brought = 0
+    for step in _steps_back(roles, skip):
+        sizes.append(sum(tokens[i] for i in step))
+        brought += new[step[-1]]  # (its first block)
+        if len(sizes) >= max(steps, brought) and not new[step[-1]]:
+            break
     sizes = sorted(sizes[:max(steps, brought)])
     return grown, (sizes[len(sizes) // 2] if sizes else 0) * max(1, brought)
 
@@ -3012,7 +3024,7 @@ class _Scorer:
                     self.ranges = self._make_ranges(decisions, index_room)
                     self.tokens_after = kept + sum(r.cost for r in self.ranges) + reserved
                     return decisions
-                self.compacted_to = self._compaction_share(decisions, target)
+                self.compacted_to = self._compaction_share(decisions)
                 room = max(0, int(self.compacted_to * self.params.budget) - reserved)
             before = (list(decisions.action), list(decisions.reason))
             index_room = min(index_room, room)
@@ -3091,12 +3103,12 @@ class _Scorer:
             if reasons[i] not in PROTECTIONS and reasons[i] != "compacted":
                 actions[i], reasons[i] = "retain", CURRENT
 
-    def _compaction_share(self, decisions: "_DecisionTable", target: float) -> float:
-        """Return the share of the budget a compacting pass fits the history into: ``target``, or the
+    def _compaction_share(self, decisions: "_DecisionTable") -> float:
+        """Return the share of the budget a compacting pass fits the history into: the target, or the
         trigger when the history grows by more than the room between the two from pass to pass.
 
         The watermarks trade verbatim room for a stable prompt prefix: the history is fitted into
-        ``target`` so that the passes after it grow into the room up to the trigger, sending what was
+        the target so that the passes after it grow into the room up to the trigger, sending what was
         sent before. When the passes' growth is more than that room (an agent whose tool outputs are
         large under a small budget), every pass compacts whatever the target: the room keeps no
         prefix and only holds less of the history verbatim than the budget allows, so the whole
@@ -3105,10 +3117,10 @@ class _Scorer:
         would then compact again at once where the target lets them grow in place.
         """
         previous = self.previous or {}
-        self.grown, typical = _pass_growth(decisions.role, decisions.tokens, [b not in previous for b in decisions.block])
-        trigger = self.params.trigger
-        room = (trigger - target) * self.params.budget  # type: ignore[operator]
-        return trigger if min(self.grown, typical) > room else target
+        self.grown, typical = _pass_growth(decisions.role, decisions.tokens, [b not in previous for b in decisions.block],
+                                           self._stubs)
+        params = self.params
+        return params.trigger if min(self.grown, typical) > params.growth_room() else params.target  # type: ignore[return-value]
 
     def _ranged_before(self, decisions: "_DecisionTable") -> Set[str]:
         """Return the blocks an earlier pass left in range pages: the members of its range pages, and
@@ -12498,7 +12510,7 @@ def _locked_pass(args: argparse.Namespace, params: Params, now: str, given: Opti
                           else f"; kept the last directives (under the trigger, {params.trigger:g})")
                 if plan.compacted and plan.compacted_to != params.target:
                     extra += (f" (the history grew {plan.grown} tokens since the pass before, more than the "
-                              f"{int((params.trigger - params.target) * params.budget)} between --target and --trigger)")
+                              f"{int(params.growth_room())} between --target and --trigger)")
         extra += f"; stored {stored} page{'' if stored == 1 else 's'} in {store_path}" if stored else ""
         extra += f"; wrote {args.emit}" if summary["emitted"] else ""
         if skipped:
