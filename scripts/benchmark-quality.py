@@ -67,7 +67,7 @@ agent keeps its instructions, and count against B):
   pager       the pager as an agent runs it: a pass of ``pager.main`` before every assistant
               step (the history so far, written as the pager's own JSON; current_turn = the
               last block's turn), all on one contract, ``--budget B`` and its defaults (so the
-              watermarks: compact at the budget, down to 0.7 of it, directives sticky between);
+              watermarks: compact at the budget, down to 0.8 of it, directives sticky between);
               at a cut point, kept verbatim = that pass's records with action ``retain``.
               Passes over budget are counted (every pass of the replay).
   refit       the same with ``--target none``: no watermarks, the whole budget fitted anew

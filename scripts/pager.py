@@ -184,7 +184,7 @@ NEIGHBOUR_POWER = 1.5      # ...raised to this power: a block that clearly raise
 DIALOGUE_ROLES = frozenset({"user", "assistant"})  # neighbour credit flows between these only
 SYSTEM_ROLES = frozenset({"system", "developer"})  # always retained: the agent's instructions
 DEFAULT_TRIGGER = 1.0      # under a budget: compact when the history as last decided reaches this share of it...
-DEFAULT_TARGET = 0.7       # ...and then down to this share, so the passes between keep their prompt prefix
+DEFAULT_TARGET = 0.8       # ...and then down to this share, so the passes between keep their prompt prefix
 NO_TARGET = "none"         # --target none: fit the whole budget on every pass (no watermarks)
 REPEAT_MIN_CHARS = 400     # a tool result this long whose text a later result repeats is paged first
 MASK_RESULT_SHARE = 0.1    # --mask-results: tool results above this share of the budget page apart from their call
@@ -11560,7 +11560,7 @@ class Pager:
     ``budget`` and the other Params fields (alpha, beta, retain_cut, evict_cut, similarity,
     stub_words, keep_recent, results_apart, trigger, target, work_steps) are the CLI's flags;
     ``work_steps`` defaults to 0 here (the CLI's 3 changes the intent at every step, which
-    empties the per-block cache), and with a budget and ``target`` (default 0.7, as the CLI's;
+    empties the per-block cache), and with a budget and ``target`` (default 0.8, as the CLI's;
     ``None``: re-fit every call) the last call's directives stand between compactions, as the
     contract's do for the CLI; the first call fills the whole budget.  Pages live in this object unless ``contract``
     (a ``.limn`` file the passes and recalls are appended to, with its page store beside it or at

@@ -203,7 +203,8 @@ def test_watermarks_are_the_default_under_a_budget(pager, cli, tmp_path):
     passes = _grow(pager, cli, tmp_path, [150] * 14)
     compacted = [summary["compacted"] for summary, _ in passes[1:]]
     assert compacted.count(True) >= 2 and compacted.count(False) >= 8
-    assert all(s["tokens_after"] <= 700 for s, _ in passes[1:] if s["compacted"])  # down to the default 0.7
+    # down to the default 0.8 (four steps of 190 tokens), not to 0.7 (three)
+    assert all(700 < s["tokens_after"] <= 800 and s["compacted_to"] == 0.8 for s, _ in passes[1:] if s["compacted"])
     # A first pass over the whole history (a fresh contract) fills the budget, not the target.
     first = cli("--history", tmp_path / "h.json", "--contract", tmp_path / "fresh.limn", "--budget", "1000",
                 "--json", "--now", "2026-05-17T04:00:00Z")
@@ -215,14 +216,14 @@ def test_a_pass_that_grew_past_the_room_between_the_watermarks_compacts_to_the_w
     # (1.0) of a 1,000-token budget, so once the budget is full every pass compacts whatever the
     # target. Then fitting 700 would keep no prefix and only hold one step verbatim, not two: the
     # pass fits the whole budget.
-    passes = _grow(pager, cli, tmp_path, [300] * 8)
+    passes = _grow(pager, cli, tmp_path, [300] * 8, "--target", "0.7")
     later = [summary for summary, _ in passes[2:]]
     assert all(s["compacted"] for s in later)
     assert all(s["compacted_to"] == 1.0 and s["grown"] > 300 for s in later)
     assert all(700 < s["tokens_after"] <= 1000 for s in later)
     # Steps of about 190 tokens fit that room: a compaction goes down to the target, as before.
     (tmp_path / "small").mkdir()
-    small = _grow(pager, cli, tmp_path / "small", [150] * 14)
+    small = _grow(pager, cli, tmp_path / "small", [150] * 14, "--target", "0.7")
     compacting = [summary for summary, _ in small[1:] if summary["compacted"]]
     assert compacting and all(s["compacted_to"] == 0.7 and s["grown"] <= 300 for s in compacting)
     assert all(s["tokens_after"] <= 700 for s in compacting)
@@ -233,7 +234,7 @@ def test_one_long_step_among_small_ones_compacts_to_the_target_and_the_next_pass
     # Steps of about 250 tokens (two blocks of 127) and then one block of 377: that pass grew by
     # more than the 300 between target and trigger, but its steps are typically smaller, so it
     # compacts to the target and the small step after it grows in place.
-    passes = _grow(pager, cli, tmp_path, [100] * 14 + [300] + [100] * 3)
+    passes = _grow(pager, cli, tmp_path, [100] * 14 + [300] + [100] * 3, "--target", "0.7")
     burst, after = passes[14][0], passes[15]
     assert burst["compacted"] and burst["grown"] > 300 and burst["compacted_to"] == 0.7
     assert after[0]["compacted"] is False and after[1][:len(passes[14][1])] == passes[14][1]
@@ -260,7 +261,7 @@ def test_the_summary_line_says_why_a_compaction_fitted_the_whole_budget(cli, tmp
     lines = []
     for n in (1, 2, 3):
         history.write_text(json.dumps({"blocks": blocks[:n]}))
-        result = cli("--history", history, "--contract", contract, "--budget", "1000",
+        result = cli("--history", history, "--contract", contract, "--budget", "1000", "--target", "0.7",
                      "--now", f"2026-05-17T03:0{n}:00Z")
         assert result.code == 0, result.err
         lines.append(result.out)
