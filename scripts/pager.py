@@ -3444,6 +3444,17 @@ class PassPlan:
     settled: bool = False  # every directive is the earlier pass's (see _Scorer._settle)
     ranges: List[RangePage] = dataclasses.field(default_factory=list)  # the range pages, oldest first
 
+    @classmethod
+    def of(cls, decisions: Sequence[Decision], scorer: "_Scorer", current: Optional[int], params: Params,
+           header: Dict[str, object], intent: Any, settled: bool = False) -> "PassPlan":
+        """Return the plan of the pass ``scorer`` decided: ``current`` the current turn given (else the
+        latest the scorer read), ``intent`` what the keywords came from (its source, block and turn)."""
+        return cls(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
+                   params, header, scorer.tokens_before, scorer.tokens_after, intent.source,
+                   compacted=scorer.compacted, compacted_to=scorer.compacted_to, grown=scorer.grown,
+                   ranges=scorer.ranges, texts=scorer.texts, intent_block=intent.block, intent_turn=intent.turn,
+                   settled=settled)
+
     def range_of(self) -> Dict[int, RangePage]:
         """Return decision position -> the range page holding it."""
         return {i: r for r in self.ranges for i in r.positions}
@@ -3734,11 +3745,7 @@ def plan_pass(history: Mapping[str, object], params: Params = Params(),
     scorer.add_all(0, blocks)
     decisions = scorer.finish(current)
     header = {key: value for key, value in history.items() if key != "blocks"}
-    return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
-                    params, header, scorer.tokens_before, scorer.tokens_after, intent.source,
-                    compacted=scorer.compacted, compacted_to=scorer.compacted_to, grown=scorer.grown,
-                    ranges=scorer.ranges, texts=scorer.texts, intent_block=intent.block,
-                    intent_turn=intent.turn)
+    return PassPlan.of(decisions, scorer, current, params, header, intent)
 
 
 # ===== Liminate statements and contract state =====
@@ -4674,11 +4681,7 @@ def _load_and_plan(source, params: Params,
     except PagerError as exc:
         message = str(exc)
         raise PagerError(message if message.startswith(source.name + ":") else f"{source.name}: {message}") from None
-    return PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
-                    params, header, scorer.tokens_before, scorer.tokens_after, chosen.source,  # type: ignore[union-attr]
-                    compacted=scorer.compacted, compacted_to=scorer.compacted_to, grown=scorer.grown,
-                    ranges=scorer.ranges, texts=scorer.texts, intent_block=chosen.block,  # type: ignore[union-attr]
-                    intent_turn=chosen.turn, settled=scorer.settled)  # type: ignore[union-attr]
+    return PassPlan.of(decisions, scorer, current, params, header, chosen, settled=scorer.settled)
 
 
 # ===== Transcripts =====
@@ -11752,12 +11755,7 @@ class Pager:
         self._range_memory.settle()
         self._cache = scorer.fresh  # only blocks of this conversation: a dropped one is forgotten
         self._intent = self._intent if kept else intent
-        plan = PassPlan(decisions, scorer.keywords, current if current is not None else (scorer.max_turn or 0),
-                        params, header, scorer.tokens_before, scorer.tokens_after, intent.source,
-                        compacted=scorer.compacted, compacted_to=scorer.compacted_to, grown=scorer.grown,
-                        ranges=scorer.ranges, texts=scorer.texts, intent_block=intent.block,
-                        intent_turn=intent.turn)
-        return plan, scorer
+        return PassPlan.of(decisions, scorer, current, params, header, intent), scorer
 
     def _page(self, fields: Tuple[str, int, str, Optional[str], int, Tuple[str, ...]], text: str,
               now: str) -> StoredPage:
