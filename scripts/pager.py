@@ -568,27 +568,62 @@ class _Needle(NamedTuple):
     size: int      # len(needle)
     name: bool     # an identifier (holds "_"): matched as a programmer reads it, not by stem
     whole: bool    # the needle is a token (word characters only) and stems to ``stem``
+    forms: Tuple[Tuple[str, str], ...]  # of an identifier: each (form, joint) _identifier_in looks for
+    # of a needle of word characters: the search for a token that starts with it (the needle, then
+    # no letter, digit or "_" before it, then the token's rest), which C runs past every occurrence
+    # inside a token ("py" in "copy"); None for an identifier and any other needle
+    tokens: Optional[Callable[..., Optional["re.Match[str]"]]]
 
 
-def _needles(stems: Iterable[str]) -> List[Tuple[str, str, int, bool, bool]]:
+_NeedleFields = Tuple[str, str, int, bool, bool, Tuple[Tuple[str, str], ...],
+                      Optional[Callable[..., Optional["re.Match[str]"]]]]
+
+
+def _needles(stems: Iterable[str]) -> List[_NeedleFields]:
     """Return each stem's _Needle fields, in order, as a plain tuple (a loop unpacks one faster than a NamedTuple)."""
     out = []
     for s in stems:
         needle = _needle(s)
-        whole = _WORD_RE.fullmatch(needle) is not None and _stem(needle) == s  # a needle of word characters only
-        out.append(tuple(_Needle(s, needle, len(needle), "_" in s, whole)))
+        word = _WORD_RE.fullmatch(needle) is not None  # a needle of word characters only
+        whole = word and _stem(needle) == s
+        forms: Tuple[Tuple[str, str], ...] = ()
+        tokens = None
+        if "_" in s:
+            snakes, joined = _identifier_forms(s)
+            forms = tuple((form, "_") for form in snakes) + (((joined, ""),) if joined else ())
+        elif word:
+            quoted = re.escape(needle)
+            tokens = re.compile(quoted + r"(?<!\w" + quoted + r")\w*").search
+        out.append(tuple(_Needle(s, needle, len(needle), "_" in s, whole, forms, tokens)))
     return out
 
 
-def _hits(lowered: str, needles: List[Tuple[str, str, int, bool, bool]]) -> Tuple[str, ...]:
+def _hits(lowered: str, needles: List[_NeedleFields]) -> Tuple[str, ...]:
     """Return _block_hits for the ``needles`` of its stems (see _needles)."""
     found: Tuple[str, ...] = ()
     find = lowered.find
     end = len(lowered)
-    for s, needle, size, name, whole in needles:
-        if name:
-            if _identifier_in(lowered, s):
-                found += (s,)
+    for s, needle, size, name, whole, forms, tokens in needles:
+        if name:  # _identifier_in, each form looked for first (most blocks hold none)
+            for form, joint in forms:
+                if form in lowered and _found_between(lowered, form, joint):
+                    found += (s,)
+                    break
+            continue
+        if tokens is not None:  # each token that starts with the needle, in turn
+            if needle not in lowered:
+                continue
+            match = tokens(lowered)
+            while match is not None:
+                token = match.group()
+                if len(token) == size:  # the token is the needle itself
+                    if whole:
+                        found += (s,)
+                        break
+                elif (_STEMS.get(token) or _stem(token)) == s:
+                    found += (s,)
+                    break
+                match = tokens(lowered, match.end())
             continue
         i = find(needle) if size else -1  # one search tells whether it occurs and where
         while i >= 0:
@@ -1180,7 +1215,8 @@ def _read_rows(rows: List[Tuple[str, bool, Tuple[str, ...]]]) -> Tuple[Dict[str,
 
 
 def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Container[str] = (),
-                  held: Optional[Mapping[str, int]] = None, limit: Optional[int] = None) -> List[Tuple[str, int, int]]:
+                  held: Optional[Mapping[str, int]] = None, limit: Optional[int] = None,
+                  distinct: bool = False) -> List[Tuple[str, int, int]]:
     """Return (name, tier, age) of the distinctive names of ``rows``, the likeliest needed first: the
     one ranking of names to show (the injected index, a range page's topics).
 
@@ -1195,6 +1231,8 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
     in any other row: what the agent wrote and the files it acted on are what it takes up again), then the newest row first, a path or dotted name before a word, then
     alphabetically. A part of a compound ranked earlier is not ranked again (the whole shows it).
     ``limit``: the first that many only (taken from a heap: a long range holds thousands of names).
+    ``distinct``: each row's names are already its distinctive ones (_distinctive_names), as range
+    planning keeps them per block (_BlockNames.distinctive).
 
     Example:
         >>> _ranked_names([("tool", False, ("docs/rounding.md", "rounding")),
@@ -1203,7 +1241,8 @@ def _ranked_names(rows: Sequence[Tuple[str, bool, Iterable[str]]], known: Contai
     """
     # Built with dict and Counter updates (C loops): a merged range holds thousands of names, the
     # distinctive ones alone read (a row's, remembered by its names: blocks keep their names' tuples).
-    rows = [(role, call, _distinctive_names(found)) for role, call, found in rows]
+    if not distinct:
+        rows = [(role, call, _distinctive_names(found)) for role, call, found in rows]
     last, tiers = _read_rows(rows[::-1])  # each name's newest row (counted from the oldest) and best tier
     top = len(rows) - 1
     counted: List[Counter] = []  # how many rows hold each name, counted when first asked
@@ -1959,18 +1998,19 @@ def _previous_actions(decisions: List[Decision], stub_tokens: List[int],
 
 
 def _range_topics(rows: Sequence[Tuple[str, bool, Iterable[str]]], shown: Container[str],
-                  held: Mapping[str, int], limit: int = RANGE_TOPICS) -> List[str]:
+                  held: Mapping[str, int], limit: int = RANGE_TOPICS, distinct: bool = False) -> List[str]:
     """Return a range page's topics: the names of its blocks the kept context does not show, the
     likeliest needed first (_ranked_names: rare in the history, ``held``; what the agent wrote and
     the paths its tool calls named before its calls' other names, before what it only read);
-    ``limit`` at most. ``rows``: (role, is a tool call, names) of its blocks, newest first.
+    ``limit`` at most. ``rows``: (role, is a tool call, names) of its blocks, newest first (``distinct``:
+    their distinctive names only, as _ranked_names says).
 
     Example:
         >>> _range_topics([("tool", False, ("rounding_mode",)), ("assistant", True, ("src/totals.py", "totals"))],
         ...               shown={"decimal"}, held={"rounding_mode": 1, "totals": 2})
         ['src/totals.py', 'rounding_mode']
     """
-    return [name for name, _, _ in _ranked_names(rows, shown, held, limit)]
+    return [name for name, _, _ in _ranked_names(rows, shown, held, limit, distinct)]
 
 
 def _topic_room(blocks: int, longest: int, names: int) -> int:
@@ -1989,7 +2029,8 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
                  held: Optional[Mapping[str, int]] = None,
                  known: Optional[Mapping[str, str]] = None,
                  units: Optional[Sequence[Optional[str]]] = None,
-                 built: Optional[Dict[Tuple[Tuple[int, ...], Optional[int]], RangePage]] = None) -> List[RangePage]:
+                 built: Optional[Dict[Tuple[Tuple[int, ...], Optional[int]], RangePage]] = None,
+                 distinct_of: Optional[Callable[[int], Tuple[str, ...]]] = None) -> List[RangePage]:
     """Return the range pages of the blocks ``decisions`` paged without a stub (reason RANGED).
 
     Pure. A range page is a run of such blocks: evicted blocks and pages of a compaction
@@ -2001,15 +2042,18 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
     oldest ranges merge into one (the index stays bounded; the newest runs keep the finest lines),
     and a last range that alone does not fit lists fewer topics (its last ones: _range_topics ranks
     them). The room the lines leave lists more topics: every new line the same number per block
-    it holds, the most that fit ``room``. ``names_of`` gives a block's names, compounds included.
+    it holds, the most that fit ``room``. ``names_of`` gives a block's names, each once, compounds included.
     ``known`` maps range ids to the summary an earlier pass gave them: a range with the same
     blocks keeps its line, so the request's prefix stays the same between passes.  A run that is
     one range page read back from an earlier request (kind RANGE) stays that range page.
     ``built`` (members' positions and topics -> RangePage), when given, keeps the ranges built for
     a caller that plans again with the same ``shown``, ``held`` and ``known`` (a pass plans its
-    ranges on each fit).
+    ranges on each fit). ``distinct_of`` gives a block's distinctive names (_distinctive_names of
+    ``names_of``) where the caller keeps them: a plan ranks the oldest blocks again for each merge.
     """
     blocks, turns, actions, reasons = (_column(decisions, n) for n in ("block", "turn", "action", "reason"))
+    if distinct_of is None:
+        distinct_of = lambda i: _distinctive_names(names_of(i))  # noqa: E731
     tokens, kinds, roles = _column(decisions, "tokens"), _column(decisions, "kind"), _column(decisions, "role")
     runs: List[List[int]] = []
     run: List[int] = []
@@ -2046,7 +2090,7 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
     runs = cut[::-1]
     known = known or {}
     counts: Mapping[str, int] = held if held is not None else Counter(
-        chain.from_iterable(set(names_of(i)) for members in runs for i in members))
+        chain.from_iterable(names_of(i) for members in runs for i in members))  # (each block's names are distinct)
 
     def build(members: List[int], topics: Optional[int] = None) -> RangePage:
         if built is not None:
@@ -2064,10 +2108,10 @@ def _plan_ranges(decisions: Sequence[Decision], room: int, line_cost: Callable[[
         summary = known.get(rid)
         if summary is None or topics is not None:
             said = [(roles[i], roles[i] == "assistant" and bool(units) and units[i] is not None,  # type: ignore[index]
-                     names_of(i))
+                     distinct_of(i))  # type: ignore[misc]
                     for i in reversed(members)]  # newest first
             limit = RANGE_TOPICS if topics is None else topics
-            names = _range_topics(said, shown, counts, limit) if limit else []
+            names = _range_topics(said, shown, counts, limit, distinct=True) if limit else []
             summary = range_summary(min(turns[i] for i in members), max(turns[i] for i in members), len(members),
                                     sum(tokens[i] for i in members), names)
         page = RangePage(rid, ids, tuple(members), turns[members[0]], max(turns[i] for i in members),
@@ -2379,6 +2423,7 @@ class _BlockNames(dict):
                  stubs: Container[int], blocks: Sequence[str], read: Sequence[Tuple[str, ...]] = ()) -> None:
         super().__init__()
         self.texts, self.pages, self.stubs, self.blocks, self.read = texts, pages, stubs, blocks, read
+        self.distinct: Dict[int, Tuple[str, ...]] = {}  # position -> its distinctive names (see distinctive)
 
     def __missing__(self, i: int) -> Tuple[str, ...]:
         texts = self.texts
@@ -2390,6 +2435,13 @@ class _BlockNames(dict):
             page = self.pages(self.blocks[i])
             text = page.text if page is not None else None
         found = self[i] = _names_of(text, compounds=True) if text else ()
+        return found
+
+    def distinctive(self, i: int) -> Tuple[str, ...]:
+        """Return the distinctive names of the block at ``i`` (_distinctive_names), read once a pass."""
+        found = self.distinct.get(i)
+        if found is None:
+            found = self.distinct[i] = _distinctive_names(self[i])
         return found
 
 
@@ -3205,7 +3257,7 @@ class _Scorer:
             builds.held, builds.known = held, known
         head = self._range_hint_cost()  # the first line's recall hint: counted once, with the oldest range
         ranges = _plan_ranges(decisions, max(room - head, 0), self._range_line_cost, names_of, shown, held,
-                              known, units, self._built[1])
+                              known, units, self._built[1], self._block_names.distinctive)
         if ranges:  # the first line's cost, its hint rendered: never more than the room planned for it
             page = ranges[0].page()
             line = _first_range_line(self._render_stub(page), len(ranges) > 1)
