@@ -1818,13 +1818,16 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     live = []  # the groups in the context and not protected
     system = []  # the system prompt's groups, in order: kept while they fit
     whole_size = 0
+    size_of = tokens.__getitem__
     for members in groups.values():
-        if all(reasons[i] == "compacted" for i in members):
+        said = set(map(reasons.__getitem__, members))  # its members' reasons
+        if said == {"compacted"}:
             continue  # paged at a compaction boundary: not in the context, costs nothing
-        whole_size += sum(tokens[i] for i in members)
-        if any(reasons[i] in HELD_OVER_BUDGET for i in members):
-            left -= sum(tokens[i] for i in members)
-        elif any(reasons[i] == "system" for i in members):
+        size = sum(map(size_of, members))
+        whole_size += size
+        if not said.isdisjoint(HELD_OVER_BUDGET):
+            left -= size
+        elif "system" in said:
             system.append(members)
         else:
             live.append(members)
@@ -1859,13 +1862,13 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
     # it verbatim costs now; the call piece it needs or None; its group).
     pieces: List[tuple] = []
     for members in live:
-        cost = sum(tokens[i] for i in members)
+        cost = sum(map(size_of, members))
         task = members[0] in floored and any(reasons[i] == "task" for i in members)
-        best = max(members, key=lambda i: (rs[i], turns[i], i))
-        value = rs[best] * max(worth.get(i, 1.0) for i in members) if worth else rs[best]
+        best = members[0] if len(members) == 1 else max(members, key=lambda i: (rs[i], turns[i], i))
+        value = rs[best] * max(map(worth.get, members, repeat(1.0))) if worth else rs[best]
         opened = units is not None and units[members[0]] in open_units
         first = 0 if task else 2  # the task statement comes first of all, then an open round trip's call
-        whole = any(i in unpageable for i in members)  # a picture's unit: kept whole or evicted, never split
+        whole = any(map(unpageable.__contains__, members))  # a picture's unit: kept whole or evicted, never split
         apart = (results_apart or opened) and len(members) > 1 and members[0] not in floored and not whole
         results = [i for i in members if roles[i] == "tool"] if apart else []  # type: ignore[index]
         call = [i for i in members if roles[i] != "tool"] if results else []  # type: ignore[index]
@@ -1902,8 +1905,8 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
         return True
 
     walk = recent_share > 0 and units is not None and any(u is not None for u in units)
-    for n, (bucket, *_, members, cost, needs, _group) in enumerate(pieces):
-        if walk and bucket >= 2:  # the task statement and the open call are placed: recency fills next
+    for n, piece in enumerate(pieces):
+        if walk and piece[0] >= 2:  # the task statement and the open call are placed: recency fills next
             walk = False
             giant = GIANT_SHARE * budget
             share = int(recent_share * left)
@@ -1918,9 +1921,10 @@ def fit_budget(decisions: List[Decision], stub_tokens: List[int], budget: int,
                 walked.add(k)
             left += spare
         if n not in walked:
-            keep(members, cost, needs)
+            keep(*piece[4:7])
     done = set()
-    for *_, members in pieces:  # best first: the best of the rest get the room left for stubs
+    for piece in pieces:  # best first: the best of the rest get the room left for stubs
+        members = piece[7]  # the piece's group
         if members[0] in done:
             continue
         done.add(members[0])
