@@ -139,6 +139,9 @@ MASK = "mask"  # emit only: a tool result paged in place while its call is kept 
 # Range pages (see references/budget.md): under a budget, the paged blocks that get no stub of their
 # own collapse, run by run, into range pages: one line of the page index each, recallable by its id.
 RANGED = "budget-ranged"   # the reason of a block paged into a range page (no stub of its own)
+# The reasons range planning tells apart (_plan_ranges: a RANGED block joins a run, a "compacted" one
+# is in no request and passes over it); any other reason is the same to it.
+_REASONS_RANGES_READ = {RANGED: 1, "compacted": 2}
 RANGE = "range"            # a range page's kind in the page store, and the role its stub line names
 RANGE_PREFIX = "r-"        # a range page's id: this, then RANGE_DIGITS hex digits of its members' ids
 RANGE_DIGITS = 12
@@ -2576,6 +2579,7 @@ class _Scorer:
         self._serials: List[Optional[int]] = []  # each position's serial number in range_memory, when asked
         self._serials_of: Optional[Callable[[Sequence[int]], Tuple[int, ...]]] = None  # see _range_serials
         self._block_names: Optional[_BlockNames] = None  # each block's names, for range pages (_make_ranges)
+        self._ranges_made: Tuple[tuple, List[RangePage]] = ((), [])  # the last _make_ranges: what it read, made
         self._system_texts: Dict[bytes, int] = {}   # under a budget: digest of a system block -> its latest position
         self._system_repeats: Dict[int, str] = {}   # ...and an earlier copy's position -> the later copy's id
         # The text of each block that may end up paged, else None: a block is sure to be
@@ -3229,9 +3233,24 @@ class _Scorer:
         return sum(r.cost for r in self._make_ranges(trial, room))
 
     def _make_ranges(self, decisions: "_DecisionTable", room: int) -> List[RangePage]:
-        """Return the range pages of this pass's blocks paged without a stub (see _plan_ranges)."""
+        """Return the range pages of this pass's blocks paged without a stub (see _plan_ranges).
+
+        The same directives planned again give the same pages (a pass between compactions plans the
+        lines of the last directives to see whether they still fit, then keeps those directives):
+        the last plan is kept under what it read, each block's directive and whether its reason is
+        RANGED or "compacted" (the rest of a pass's table and the names stay put within a pass).
+        """
         if RANGED not in decisions.reason:
             return []
+        read = (room, tuple(decisions.action), tuple(map(_REASONS_RANGES_READ.get, decisions.reason)))
+        if self._ranges_made[0] == read:
+            return list(self._ranges_made[1])
+        ranges = self._plan_range_pages(decisions, room)
+        self._ranges_made = (read, list(ranges))
+        return ranges
+
+    def _plan_range_pages(self, decisions: "_DecisionTable", room: int) -> List[RangePage]:
+        """Return _make_ranges' range pages, planned."""
         if self._block_names is None:  # each block's names, read once a pass (texts and pages stay put)
             self._block_names = _BlockNames(self.texts, self.pages, self._stubs, decisions.block, self._names)
         names_of = self._block_names.__getitem__
