@@ -774,7 +774,7 @@ def _names_of(text: str, compounds: bool = False) -> Tuple[str, ...]:
     found = set(_NAME_RE.findall(lowered))
     found -= STOP_WORDS
     if len(shared) < _STEMS_MAX:  # each distinct name once (a set's order is no part of the answer)
-        found = {shared.setdefault(t, t) for t in found}
+        found = set(map(shared.setdefault, found, found))  # (two walks of one set pair each name with itself)
     if compounds:
         found.update(_compounds_in(lowered))
     return tuple(found)
