@@ -66,6 +66,19 @@ def test_block_hits_equals_tokenizing_and_stemming(parts, keywords):
     assert pager._block_hits(text, stems) == tuple(s for s in stems if s in expected)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["line_total", "test_line_total", "line_total_v2", "linetotal", "lineTotal",
+                                 "line_totals", "line", "total", "a_b_c", "abc", "b_c", "_", " ", ".", "x", "é"]),
+                max_size=12))
+def test_an_identifiers_hit_is_identifier_in(parts):
+    """_hits looks for an identifier's forms in the text before it applies _identifier_in's rule to
+    each (_Needle.forms): whether a block names the identifier is _identifier_in's answer."""
+    import pager
+    text = "".join(parts).lower()
+    for name in ("line_total", "test_line_total", "a_b_c"):
+        assert bool(pager._hits(text, pager._needles([name]))) == pager._identifier_in(text, name)
+
+
 # --- the weighted similarity ---
 
 def _plan(pager, texts, intent, roles=None, **params):

@@ -214,3 +214,48 @@ def test_a_blocks_names_with_compounds_read_from_its_plain_names_are_the_names_r
     # a budget pass reads each block's names once as it comes in; range planning adds only the compounds
     engine._names_of.cache_clear()
     assert set(engine._names_with_compounds(text, engine._names_of(text))) == set(engine._names_of(text, compounds=True))
+
+
+def test_a_call_between_compactions_plans_its_range_pages_once(monkeypatch):
+    """A pass that keeps its last directives plans their range lines to see whether they still fit,
+    then keeps them: _make_ranges serves the second ask from the first plan (the same directives)."""
+    plans = []
+    real = engine._Scorer._plan_range_pages
+    monkeypatch.setattr(engine._Scorer, "_plan_range_pages",
+                        lambda self, decisions, room: plans.append(room) or real(self, decisions, room))
+    msgs = tool_chat(60)
+    agent = engine.Pager(BUDGET)
+    agent.compact(msgs)
+    grown = msgs + [{"role": "assistant", "content": "helper_3 rounds half up."}]
+    sent = agent.compact(grown).messages  # the first call filled the budget: this one compacts
+    plans.clear()
+    more = grown + [{"role": "assistant", "content": "Now helper_4."}]
+    kept = agent.compact(more).messages
+    assert kept[:len(sent)] == sent  # between compactions: what was sent stays
+    assert len(plans) == 1 and _range_lines(kept) == _range_lines(sent)
+    # planned afresh at each ask (no two asks read alike), the same calls send the same request
+    class Never(dict):
+        def get(self, key, default=None):
+            return object()
+    monkeypatch.setattr(engine, "_REASONS_RANGES_READ", Never())
+    fresh = engine.Pager(BUDGET)
+    fresh.compact(msgs)
+    fresh.compact(grown)
+    plans.clear()
+    assert fresh.compact(more).messages == kept and len(plans) == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["tool", "assistant", "user"]), st.booleans(),
+                          st.lists(st.sampled_from(["src/totals.py", "totals", "py", "quantize", "line_total",
+                                                    "the", "rounding_mode", "1042", "a.b", "decimal"]),
+                                   max_size=5, unique=True).map(tuple)), max_size=12),
+       st.sampled_from([None, 3, 8]))
+def test_ranking_names_already_distinct_is_ranking_the_names(rows, limit):
+    """Range planning hands _ranked_names each block's distinctive names, read once a pass
+    (_BlockNames.distinctive): the ranking is the one of the names themselves."""
+    distinct = [(role, call, engine._distinctive_names(names)) for role, call, names in rows]
+    held = {"totals": 1, "quantize": 9, "line_total": 2}
+    assert engine._ranked_names(distinct, (), held, limit, distinct=True) == engine._ranked_names(rows, (), held, limit)
+    names = engine._BlockNames([" ".join(n) for _, _, n in rows], None, (), [f"b{i}" for i in range(len(rows))])
+    assert all(names.distinctive(i) == engine._distinctive_names(names[i]) for i in range(len(rows)))

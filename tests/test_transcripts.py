@@ -1402,3 +1402,17 @@ def test_a_stub_keeps_its_id_when_a_kept_twin_is_written_before_it(pager):
     again = pager.load(json.dumps(out), "anthropic")
     assert first["id"] in {b["id"] for b in again.blocks if b["stub"]}
     assert {b["id"] for b in again.blocks} <= set(ids)  # nothing new: every block has the id it had
+
+
+def test_transcript_benchmark_times_the_generated_session_in_pairs_against_the_target(tmp_path):
+    """The generated session's pass is timed against json.loads in pairs (--repeats), the median of the
+    pairs' ratios printed against issue 28's 7x; without transcripts that is all the benchmark does."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark-transcripts.py"), str(tmp_path / "none"),
+                           "--synthetic", "400", "--repeats", "2"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert "synthetic Claude Code session: 400 messages" in first and "2 pairs" in first
+    assert "(median of the pairs" in first and "target <= 7x: " in first and first.endswith("; ok")
