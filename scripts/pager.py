@@ -1993,11 +1993,17 @@ def _previous_actions(decisions: List[Decision], stub_tokens: List[int],
     emitted history grows only at its end and a cached prompt prefix stays valid.
     Pinned and recent blocks and a provider's compaction stay retained; a system block keeps
     its last directive (fit_budget pages one that does not fit).  A block of a range page
-    (``ranged``) costs nothing here: its range's line is counted apart.
+    (``ranged``) costs nothing here: its range's line is counted apart.  A block before a
+    compaction boundary (reason "compacted") is in no request: it keeps this pass's directive,
+    whatever an earlier pass gave it, and costs nothing.
     """
     blocks, tokens, reasons = _column(decisions, "block"), _column(decisions, "tokens"), _column(decisions, "reason")
+    actions = _column(decisions, "action")
     chosen, kept = [], 0
     for i, block in enumerate(blocks):
+        if reasons[i] == "compacted":
+            chosen.append(actions[i])
+            continue
         action = "retain" if reasons[i] in HELD_OVER_BUDGET else previous.get(block, "retain")
         chosen.append(action)
         kept += tokens[i] if action == "retain" else stub_tokens[i] if action == "page" and block not in ranged else 0
@@ -3229,7 +3235,8 @@ class _Scorer:
             return 0
         trial = _DecisionTable(*decisions.columns())
         trial.action = list(chosen)
-        trial.reason = [RANGED if a == "page" and b in ranged else "sticky" for a, b in zip(chosen, decisions.block)]
+        trial.reason = [RANGED if a == "page" and b in ranged else "compacted" if r == "compacted" else "sticky"
+                        for a, b, r in zip(chosen, decisions.block, decisions.reason)]
         return sum(r.cost for r in self._make_ranges(trial, room))
 
     def _make_ranges(self, decisions: "_DecisionTable", room: int) -> List[RangePage]:

@@ -169,15 +169,15 @@ def test_mask_results_emits_the_call_and_a_stub_for_its_result(cli, tmp_path):
 
 # --- cache-stable compaction: two watermarks ---
 
-def _grow(pager, cli, tmp_path, sizes, *flags):
-    """Replay a growing history pass by pass; return [(summary, emitted blocks)]."""
+def _grow(pager, cli, tmp_path, sizes, *flags, before=()):
+    """Replay a growing history pass by pass (after the blocks ``before``); return [(summary, emitted blocks)]."""
     import json
     blocks, passes = [], []
     for n, size in enumerate(sizes):
         blocks.append({"id": f"b{n}", "turn": n + 1, "role": "assistant" if n % 2 else "user",
                        "text": f"step {n} " + "word " * size})
         history = tmp_path / "h.json"
-        history.write_text(json.dumps({"blocks": blocks}))
+        history.write_text(json.dumps({"blocks": [*before, *blocks]}))
         out = tmp_path / "out.json"
         result = cli("--history", history, "--contract", tmp_path / "c.limn", "--budget", "1000", "--json",
                      "--emit", out, "--now", f"2026-05-17T03:{n:02d}:00Z", *flags)
@@ -209,6 +209,22 @@ def test_watermarks_are_the_default_under_a_budget(pager, cli, tmp_path):
     first = cli("--history", tmp_path / "h.json", "--contract", tmp_path / "fresh.limn", "--budget", "1000",
                 "--json", "--now", "2026-05-17T04:00:00Z")
     assert first.code == 0 and json.loads(first.out.splitlines()[-1])["tokens_after"] > 900
+
+
+def test_watermarks_hold_in_a_history_with_a_compaction_boundary(pager, cli, tmp_path):
+    """Blocks before a harness's compaction boundary (archived) are in no request, so the last
+    directives' size leaves them out too: the passes between compactions keep the emitted prefix
+    as they do without them (the archived blocks' stubs were counted, and every pass compacted)."""
+    archived = [{"id": f"old{k}", "turn": 0, "role": "assistant" if k % 2 else "user", "protected": "archived",
+                 "text": f"old step {k} " + "word " * 150} for k in range(40)]
+    passes = _grow(pager, cli, tmp_path, [150] * 14, before=archived)
+    compacted = [summary["compacted"] for summary, _ in passes[1:]]
+    assert compacted.count(True) >= 2 and compacted.count(False) >= 8
+    for (summary, emitted), (_, before) in zip(passes[1:], passes):
+        assert summary["tokens_after"] <= 1000
+        assert all(b.get("stub") for b in emitted if b["id"].startswith("old"))  # never sent verbatim again
+        if not summary["compacted"]:
+            assert emitted[:len(before)] == before
 
 
 def test_a_pass_that_grew_past_the_room_between_the_watermarks_compacts_to_the_whole_budget(pager, cli, tmp_path):
