@@ -3087,7 +3087,8 @@ class _Scorer:
                             actions[i], reasons[i] = action, RANGED
                         elif action != actions[i]:
                             actions[i], reasons[i] = action, "sticky"
-                    self.ranges = self._make_ranges(decisions, index_room)
+                    kept_ranges = self._ranges_kept(decisions)  # the lines the agent was sent
+                    self.ranges = kept_ranges if kept_ranges is not None else self._make_ranges(decisions, index_room)
                     self.tokens_after = kept + sum(r.cost for r in self.ranges) + reserved
                     return decisions
                 self.compacted_to = self._compaction_share(decisions)
@@ -3237,7 +3238,8 @@ class _Scorer:
         trial.action = list(chosen)
         trial.reason = [RANGED if a == "page" and b in ranged else "compacted" if r == "compacted" else "sticky"
                         for a, b, r in zip(chosen, decisions.block, decisions.reason)]
-        return sum(r.cost for r in self._make_ranges(trial, room))
+        kept = self._ranges_kept(trial)
+        return sum(r.cost for r in (kept if kept is not None else self._make_ranges(trial, room)))
 
     def _make_ranges(self, decisions: "_DecisionTable", room: int) -> List[RangePage]:
         """Return the range pages of this pass's blocks paged without a stub (see _plan_ranges).
@@ -3288,11 +3290,43 @@ class _Scorer:
         head = self._range_hint_cost()  # the first line's recall hint: counted once, with the oldest range
         ranges = _plan_ranges(decisions, max(room - head, 0), self._range_line_cost, names_of, shown, held,
                               known, units, self._built[1], self._block_names.distinctive)
-        if ranges:  # the first line's cost, its hint rendered: never more than the room planned for it
+        return self._first_line_priced(ranges)
+
+    def _first_line_priced(self, ranges: List[RangePage]) -> List[RangePage]:
+        """Return ``ranges`` with the first line's cost as rendered, its recall hint included (never
+        more than the room planned for it)."""
+        if ranges:
             page = ranges[0].page()
             line = _first_range_line(self._render_stub(page), len(ranges) > 1)
             ranges[0] = ranges[0]._replace(cost=estimate_tokens(line) + 1 + self._index_line_cost(page))
         return ranges
+
+    def _ranges_kept(self, decisions: "_DecisionTable") -> Optional[List[RangePage]]:
+        """Return the earlier pass's range pages as its request held them, for a pass that keeps its
+        directives; None unless they hold exactly this pass's ranged blocks, each range's in order.
+
+        Planned anew (_make_ranges), they could come out otherwise: a compaction's ranges were
+        planned in the room its fit left, a pass that keeps them has the whole index room, and the
+        oldest runs merge by the room.  The lines the agent was sent are what it keeps.
+        """
+        if not self.previous_ranges:
+            return None
+        blocks, actions, reasons = decisions.block, decisions.action, decisions.reason
+        turns, tokens = decisions.turn, decisions.tokens
+        ranged = [i for i, (action, reason) in enumerate(zip(actions, reasons)) if reason == RANGED and action == "page"]
+        where = {blocks[i]: i for i in ranged}
+        ranges, held = [], 0
+        for rid, (members, summary) in self.previous_ranges.items():
+            positions = tuple(where.get(block, -1) for block in members)
+            if -1 in positions or list(positions) != sorted(set(positions)):
+                return None
+            held += len(positions)
+            ranges.append(RangePage(rid, tuple(members), positions, turns[positions[0]],
+                                    max(turns[i] for i in positions), sum(tokens[i] for i in positions), summary, 0))
+        if held != len(ranged) or len(set(chain.from_iterable(r.positions for r in ranges))) != held:
+            return None  # a ranged block in no earlier range, or in two
+        ranges.sort(key=lambda r: r.positions[0])
+        return self._first_line_priced([r._replace(cost=self._range_line_cost(r.page())) for r in ranges])
 
     def _range_serials(self, decisions: "_DecisionTable", names_of: Callable[[int], Tuple[str, ...]],
                        units: Optional[List[Optional[str]]]) -> Callable[[Sequence[int]], Tuple[int, ...]]:

@@ -227,6 +227,41 @@ def test_watermarks_hold_in_a_history_with_a_compaction_boundary(pager, cli, tmp
             assert emitted[:len(before)] == before
 
 
+def test_a_pass_that_keeps_the_directives_sends_the_range_lines_it_sent(pager, cli, tmp_path, monkeypatch):
+    """A compaction plans its range pages in the room its fit left; the pass after it keeps its
+    directives and has the whole index room, where the oldest runs merge otherwise. It sends the
+    lines the agent was sent (_ranges_kept), so the request stays the same byte for byte. On a real
+    session that had its own compactions (the development set's; skipped where it is absent)."""
+    from conftest import ROOT
+    source = ROOT.parent / "shared" / "data" / "transcripts-dev" / "claude-code" / "planetfall-d43002f0-2manual.jsonl"
+    if not source.exists():
+        pytest.skip("the development transcripts are not beside the repository")
+    lines = source.read_text(encoding="utf-8").split("\n")
+    first, later = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text("\n".join(lines[:-21]) + "\n")
+    later.write_text("\n".join(lines[:-11]) + "\n")
+
+    def passes(folder):
+        out = []
+        for k, history in enumerate((first, later, later)):
+            emitted = folder / f"o{k}.json"
+            result = cli("--history", history, "--contract", folder / "c.limn", "--budget", "8000", "--json", "--quiet",
+                         "--emit", emitted, "--now", f"2026-05-17T04:0{k}:00Z")
+            assert result.code == 0, result.err
+            out.append((json.loads(result.out.splitlines()[-1]), json.loads(emitted.read_text())["messages"]))
+        return out
+
+    (tmp_path / "kept").mkdir()
+    (_, _), (grew, sent), (again, resent) = passes(tmp_path / "kept")
+    assert grew["compacted"] and again["compacted"] is False  # the blocks before its boundaries cost nothing
+    assert resent == sent and again["tokens_after"] == grew["tokens_after"]
+    # planned anew, the range lines come out otherwise: the request would change with nothing new
+    monkeypatch.setattr(pager._Scorer, "_ranges_kept", lambda self, decisions: None)
+    (tmp_path / "planned").mkdir()
+    (_, _), (_, sent), (_, resent) = passes(tmp_path / "planned")
+    assert resent != sent
+
+
 def test_a_pass_that_grew_past_the_room_between_the_watermarks_compacts_to_the_whole_budget(pager, cli, tmp_path):
     # Each step is about 380 tokens: more than the 300 between the target (0.7) and the trigger
     # (1.0) of a 1,000-token budget, so once the budget is full every pass compacts whatever the

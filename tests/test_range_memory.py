@@ -216,33 +216,38 @@ def test_a_blocks_names_with_compounds_read_from_its_plain_names_are_the_names_r
     assert set(engine._names_with_compounds(text, engine._names_of(text))) == set(engine._names_of(text, compounds=True))
 
 
-def test_a_call_between_compactions_plans_its_range_pages_once(monkeypatch):
-    """A pass that keeps its last directives plans their range lines to see whether they still fit,
-    then keeps them: _make_ranges serves the second ask from the first plan (the same directives)."""
+def test_a_call_between_compactions_sends_the_range_lines_it_sent_without_planning_them(monkeypatch):
+    """A pass that keeps its last directives keeps their range pages as the agent was sent them
+    (_ranges_kept: planned anew in the whole index room, the oldest runs could merge otherwise);
+    where it cannot, _make_ranges plans them once for the trial of their size and the pass alike."""
     plans = []
     real = engine._Scorer._plan_range_pages
     monkeypatch.setattr(engine._Scorer, "_plan_range_pages",
                         lambda self, decisions, room: plans.append(room) or real(self, decisions, room))
     msgs = tool_chat(60)
-    agent = engine.Pager(BUDGET)
-    agent.compact(msgs)
     grown = msgs + [{"role": "assistant", "content": "helper_3 rounds half up."}]
-    sent = agent.compact(grown).messages  # the first call filled the budget: this one compacts
-    plans.clear()
     more = grown + [{"role": "assistant", "content": "Now helper_4."}]
-    kept = agent.compact(more).messages
+
+    def calls():
+        agent = engine.Pager(BUDGET)
+        agent.compact(msgs)
+        sent = agent.compact(grown).messages  # the first call filled the budget: this one compacts
+        plans.clear()
+        return sent, agent.compact(more).messages
+
+    sent, kept = calls()
     assert kept[:len(sent)] == sent  # between compactions: what was sent stays
-    assert len(plans) == 1 and _range_lines(kept) == _range_lines(sent)
-    # planned afresh at each ask (no two asks read alike), the same calls send the same request
+    assert plans == [] and _range_lines(kept) == _range_lines(sent)
+    # the earlier ranges set aside: planned once (the trial's plan serves the pass), the same request
+    monkeypatch.setattr(engine._Scorer, "_ranges_kept", lambda self, decisions: None)
+    assert calls()[1] == kept and len(plans) == 1
+
+    # and planned at each ask (no two asks read alike): twice, the same request
     class Never(dict):
         def get(self, key, default=None):
             return object()
     monkeypatch.setattr(engine, "_REASONS_RANGES_READ", Never())
-    fresh = engine.Pager(BUDGET)
-    fresh.compact(msgs)
-    fresh.compact(grown)
-    plans.clear()
-    assert fresh.compact(more).messages == kept and len(plans) == 2
+    assert calls()[1] == kept and len(plans) == 2
 
 
 @settings(max_examples=60, deadline=None)
