@@ -264,3 +264,30 @@ def test_ranking_names_already_distinct_is_ranking_the_names(rows, limit):
     assert engine._ranked_names(distinct, (), held, limit, distinct=True) == engine._ranked_names(rows, (), held, limit)
     names = engine._BlockNames([" ".join(n) for _, _, n in rows], None, (), [f"b{i}" for i in range(len(rows))])
     assert all(names.distinctive(i) == engine._distinctive_names(names[i]) for i in range(len(rows)))
+
+
+def test_range_pages_no_longer_whole_are_planned_anew_between_compactions(monkeypatch):
+    """_ranges_kept keeps the earlier range pages only while they hold exactly the ranged blocks:
+    a round trip taken out of one of them (a history edited by its agent) gets a new plan, the
+    same request as a pass that never keeps them."""
+    plans = []
+    real = engine._Scorer._plan_range_pages
+    monkeypatch.setattr(engine._Scorer, "_plan_range_pages",
+                        lambda self, decisions, room: plans.append(room) or real(self, decisions, room))
+    msgs = tool_chat(60)
+    grown = msgs + [{"role": "assistant", "content": "helper_3 rounds half up."}]
+    agent = engine.Pager(BUDGET)
+    agent.compact(msgs)
+    agent.compact(grown)
+    oldest = max(agent._ranges.values(), key=lambda range_: len(range_[0]))[0]
+    assert {"call_20", "call_20:result"} <= set(oldest)
+    cut = grown[:42] + grown[44:] + [{"role": "assistant", "content": "Now helper_4."}]  # call_20's round trip out
+    assert cut[41]["tool_call_id"] == "call_19" and cut[42]["tool_calls"][0]["id"] == "call_21"
+    plans.clear()
+    edited = agent.compact(cut).messages
+    assert plans  # planned anew
+    monkeypatch.setattr(engine._Scorer, "_ranges_kept", lambda self, decisions: None)
+    never = engine.Pager(BUDGET)
+    never.compact(msgs)
+    never.compact(grown)
+    assert never.compact(cut).messages == edited
