@@ -27,6 +27,16 @@ def rankings(monkeypatch):
     return calls
 
 
+@pytest.fixture
+def plans(monkeypatch):
+    """Count the range plans (_Scorer._plan_range_pages), each by the room it was given."""
+    calls = []
+    real = engine._Scorer._plan_range_pages
+    monkeypatch.setattr(engine._Scorer, "_plan_range_pages",
+                        lambda self, decisions, room: calls.append(room) or real(self, decisions, room))
+    return calls
+
+
 def _with_memory_of(agent):
     """Return a new Pager (no earlier call: every range is built) holding ``agent``'s kept builds."""
     warm = engine.Pager(BUDGET)
@@ -216,14 +226,10 @@ def test_a_blocks_names_with_compounds_read_from_its_plain_names_are_the_names_r
     assert set(engine._names_with_compounds(text, engine._names_of(text))) == set(engine._names_of(text, compounds=True))
 
 
-def test_a_call_between_compactions_sends_the_range_lines_it_sent_without_planning_them(monkeypatch):
+def test_a_call_between_compactions_sends_the_range_lines_it_sent_without_planning_them(plans, monkeypatch):
     """A pass that keeps its last directives keeps their range pages as the agent was sent them
     (_ranges_kept: planned anew in the whole index room, the oldest runs could merge otherwise);
     where it cannot, _make_ranges plans them once for the trial of their size and the pass alike."""
-    plans = []
-    real = engine._Scorer._plan_range_pages
-    monkeypatch.setattr(engine._Scorer, "_plan_range_pages",
-                        lambda self, decisions, room: plans.append(room) or real(self, decisions, room))
     msgs = tool_chat(60)
     grown = msgs + [{"role": "assistant", "content": "helper_3 rounds half up."}]
     more = grown + [{"role": "assistant", "content": "Now helper_4."}]
@@ -266,14 +272,10 @@ def test_ranking_names_already_distinct_is_ranking_the_names(rows, limit):
     assert all(names.distinctive(i) == engine._distinctive_names(names[i]) for i in range(len(rows)))
 
 
-def test_range_pages_no_longer_whole_are_planned_anew_between_compactions(monkeypatch):
+def test_range_pages_no_longer_whole_are_planned_anew_between_compactions(plans, monkeypatch):
     """_ranges_kept keeps the earlier range pages only while they hold exactly the ranged blocks:
     a round trip taken out of one of them (a history edited by its agent) gets a new plan, the
     same request as a pass that never keeps them."""
-    plans = []
-    real = engine._Scorer._plan_range_pages
-    monkeypatch.setattr(engine._Scorer, "_plan_range_pages",
-                        lambda self, decisions, room: plans.append(room) or real(self, decisions, room))
     msgs = tool_chat(60)
     grown = msgs + [{"role": "assistant", "content": "helper_3 rounds half up."}]
     agent = engine.Pager(BUDGET)
