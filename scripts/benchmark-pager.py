@@ -16,10 +16,11 @@ wall time, peak memory and the ratio of a full pass to json.load of the file,
 and the floor measured in the same run (the file's json.load, one scan of all
 text for the intent words, json.dumps of the emitted history) with the pass as
 a multiple of it.
-Beside the targets' figures it prints two for context, never as the target:
+Beside the targets' figures it prints, for context and never as the target,
 the interpreter's own start-up (python3 -c pass) and what the pass costs
-without it, and the peak memory of the same pass run through runpy, which
-frees the script's syntax tree that CPython otherwise holds while a script runs.
+without it. The pass runs as users run it, python3 scripts/pager.py. A child's
+peak RSS on Linux starts from its parent's peak, so the history is written a
+block at a time and this process stays small.
 
 Examples:
     python3 scripts/benchmark-pager.py --verbose
@@ -138,10 +139,9 @@ _SENTENCES = [
 ]
 
 
-def synthetic_history(n, seed=7):
-    """Return an n-block history in the pager's schema: coding-session prose, fixed seed."""
+def _synthetic_blocks(n, seed=7):
+    """Yield the n blocks of the synthetic history: coding-session prose, fixed seed."""
     rng = random.Random(seed)
-    blocks = []
     for i in range(n):
         parts = []
         for _ in range(3):
@@ -150,10 +150,27 @@ def synthetic_history(n, seed=7):
                                          a=rng.randint(1, 400), b=rng.randint(400, 900),
                                          n=rng.randint(1, 300), m=rng.randint(0, 40),
                                          t=round(rng.uniform(0.1, 90), 1)))
-        blocks.append({"id": f"block-{i:06x}", "turn": i // 3 + 1,
-                       "role": ("user", "assistant", "tool")[i % 3], "text": " ".join(parts)})
-    return {"current_turn": n // 3 + 1, "intent_ir": ["retention", "score", "pager", "contract"],
-            "blocks": blocks}
+        yield {"id": f"block-{i:06x}", "turn": i // 3 + 1,
+               "role": ("user", "assistant", "tool")[i % 3], "text": " ".join(parts)}
+
+
+def _synthetic_header(n):
+    return {"current_turn": n // 3 + 1, "intent_ir": ["retention", "score", "pager", "contract"]}
+
+
+def synthetic_history(n, seed=7):
+    """Return an n-block history in the pager's schema: coding-session prose, fixed seed."""
+    return dict(_synthetic_header(n), blocks=list(_synthetic_blocks(n, seed)))
+
+
+def write_synthetic_history(path, n, seed=7):
+    """Write ``synthetic_history(n, seed)`` to ``path`` as json.dump would, a block at a time: the
+    pass's peak memory is measured in a child, whose peak RSS on Linux starts from this process's."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(_synthetic_header(n))[:-1] + ', "blocks": [')
+        for i, block in enumerate(_synthetic_blocks(n, seed)):
+            fh.write((", " if i else "") + json.dumps(block))
+        fh.write("]}")
 
 
 def _child_run(args, stderr_path=os.devnull):
@@ -175,8 +192,7 @@ def scale(n, repeats):
     """Measure a full pass over an n-block synthetic history; print the figures."""
     with tempfile.TemporaryDirectory(prefix="pager-scale-") as tmp:
         history = Path(tmp) / "history.json"
-        with open(history, "w", encoding="utf-8") as fh:
-            json.dump(synthetic_history(n), fh)
+        write_synthetic_history(history, n)
         size = history.stat().st_size
         # json.load and the pass alternate, and each pass is compared with the load just before
         # it: this machine's speed drifts by tens of percent over seconds, and pairs share a drift.
@@ -207,11 +223,6 @@ def scale(n, repeats):
             walls.append(wall)
             peaks.append(peak)
         starts = [_child_run([sys.executable, "-c", "pass"])[3] for _ in range(repeats)]
-        runpy_code = ("import runpy, sys; sys.argv = sys.argv[1:]; "
-                      "runpy.run_path(sys.argv[0], run_name='__main__')")
-        _, runpy_peak, _, _ = _child_run([sys.executable, "-c", runpy_code, str(PAGER), "--history", str(history),
-                                       "--contract", str(Path(tmp) / "runpy.limn"), "--now", NOW],
-                                      stderr_path=Path(tmp) / "records.jsonl")
         load, full, peak, start = min(loads), min(passes), max(peaks), min(starts)
         lines = sum(1 for _ in open(Path(tmp) / "c0.limn", encoding="utf-8"))
     ratios = sorted(p / q for p, q in zip(passes, loads))
@@ -234,8 +245,6 @@ def scale(n, repeats):
     print(f"    best pass / best load   {full / load:8.2f} x   (each best of {repeats}, not paired)")
     print(f"    interpreter start-up    {start:8.3f} s   CPU (python3 -c pass, best); the best pass without it: "
           f"{(full - start) / load:.2f} x the best json.load")
-    print(f"    peak run through runpy  {runpy_peak / 1e6:8.1f} MB  {runpy_peak / size:.2f} x the file "
-          "(the script's syntax tree freed)")
     return time_ratio <= SCALE_TIME_TARGET and memory_ratio <= SCALE_MEMORY_TARGET
 
 

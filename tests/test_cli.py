@@ -1,12 +1,15 @@
 """The command line: summary, records, flags, and one clear line for every bad input."""
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from conftest import ASSET, NOW, run_script
+from conftest import ASSET, NOW, PAGER, run_script
 
 ASSET_IDS = [b["id"] for b in json.loads(ASSET.read_text())["blocks"]]
 
@@ -264,6 +267,68 @@ def test_bad_input_in_a_subprocess_has_no_traceback(tmp_path):
     assert result.code == 2
     assert result.err == f'pager: error: {history}: blocks[0].turn must be an integer (got "7a")\n'
     assert "Traceback" not in result.err and not (tmp_path / "c.limn").exists()
+
+
+# A sitecustomize (on PYTHONPATH, so it runs before the script is parsed) that notes the memory
+# tracemalloc traces when the script's top level starts and when its main is called, into the
+# JSON file PROBE_OUT names.
+_MEMORY_PROBE = """
+import json, os, sys, tracemalloc
+tracemalloc.start()
+seen = {}
+def probe(frame, event, arg):
+    name = frame.f_code.co_name
+    if event == "call" and frame.f_code.co_filename.endswith("pager.py") and name in ("<module>", "main"):
+        seen.setdefault(name, tracemalloc.get_traced_memory()[0])
+        if name == "main":
+            sys.setprofile(None)
+            with open(os.environ["PROBE_OUT"], "w") as out:
+                json.dump(seen, out)
+sys.setprofile(probe)
+"""
+
+
+def test_the_script_runs_main_after_cpython_frees_its_syntax_tree(tmp_path):
+    """``python3 scripts/pager.py`` (the README's command) calls main from atexit: CPython keeps the
+    syntax tree of the file it runs as a script until the top level returns, tens of megabytes a
+    pass would otherwise carry in its peak memory (references/speed.md). Fails when main is called
+    from the top level (``sys.exit(main())``): the tree is then still held."""
+    (tmp_path / "sitecustomize.py").write_text(_MEMORY_PROBE)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), PROBE_OUT=str(tmp_path / "probe.json"))
+    proc = subprocess.run([sys.executable, str(PAGER), "--help"], capture_output=True, text=True,
+                          env=env)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: pager.py"), proc.stderr
+    seen = json.loads((tmp_path / "probe.json").read_text())
+    # When the top level starts, the tree is held (its C form, which tracemalloc traces); by main, gone.
+    assert seen["<module>"] > 8_000_000, seen
+    assert seen["main"] < seen["<module>"] / 2, seen
+
+
+def _ended_with(body: str) -> subprocess.CompletedProcess:
+    """Run ``_exit_after_main`` in a subprocess with ``main`` replaced by a function of ``body``
+    (one line of Python); return the finished process."""
+    code = (f"import sys; sys.path.insert(0, {str(PAGER.parent)!r}); import pager\n"
+            f"def main():\n    {body}\n"
+            "pager.main = main; pager._exit_after_main()")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("body, code, out, err, traceback", [
+    ("print('done'); return 0", 0, "done\n", "", False),
+    ("return 2", 2, "", "", False),
+    ("return None", 0, "", "", False),
+    ("sys.stdout.write('usage'); sys.exit(2)", 2, "usage", "", False),
+    ("sys.exit('pager: stopped')", 1, "", "pager: stopped\n", False),
+    ("print('half', end=''); raise KeyError('a bug')", 1, "half", "KeyError: 'a bug'\n", True),
+    ("raise KeyboardInterrupt", 130, "", "KeyboardInterrupt\n", True),
+], ids=["ok", "input", "none", "argparse", "message", "bug", "interrupt"])
+def test_the_script_ends_with_pythons_exit_codes(body, code, out, err, traceback):
+    """How the script ends, seen from outside: main's code, a SystemExit's, 1 with the traceback
+    for a bug (what it printed before still flushed), 130 with the traceback for Ctrl-C."""
+    proc = _ended_with(body)
+    assert (proc.returncode, proc.stdout) == (code, out), proc.stderr
+    assert proc.stderr.endswith(err) and (proc.stderr == err) is not traceback
+    assert ("Traceback (most recent call last)" in proc.stderr) is traceback
 
 
 def test_stdin_named_in_errors(tmp_path):
