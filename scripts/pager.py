@@ -13007,7 +13007,10 @@ def _exit_after_main() -> NoReturn:
     ``python3 scripts/pager.py`` runs this from ``atexit``, not from the script's top level:
     CPython keeps the syntax tree of the file it runs as a script (28 MB for this one) until the
     top level returns, and a pass run from there carries it in its peak memory (a 100,000-block
-    pass: 104 MB, 3.8x its history; run after the tree is freed, 75 MB, 2.7x). The exit codes are
+    pass: 104 MB, 3.8x its history; run after the tree is freed, 75 MB, 2.7x). Run by other
+    Python code (``runpy``, ``python3 -m cProfile``, ``coverage run``) or under ``python3 -i``,
+    the script calls ``main`` in place instead, as that code expects (its own atexit work then
+    runs too, and ``-i``'s prompt comes after the pass). The exit codes are
     Python's own: ``main``'s, a ``SystemExit``'s (argparse's 0 and 2), 1 with the traceback for
     a bug, 130 for an interrupt. ``os._exit`` ends it, as the hooks' ``exit_now`` does: every file
     the pass wrote is closed by then, and nothing is left to free one object at a time.
@@ -13034,4 +13037,7 @@ def _exit_after_main() -> NoReturn:
 
 
 if __name__ == "__main__":
-    atexit.register(_exit_after_main)  # see _exit_after_main: after CPython frees the script's syntax tree
+    if sys._getframe().f_back is None and not sys.flags.inspect:
+        atexit.register(_exit_after_main)  # CPython runs this file itself and holds its syntax tree: see there
+    else:  # run by other Python code (runpy, a profiler, coverage), or under -i: main in place
+        sys.exit(main())

@@ -304,6 +304,37 @@ def test_the_script_runs_main_after_cpython_frees_its_syntax_tree(tmp_path):
     assert seen["main"] < seen["<module>"] / 2, seen
 
 
+@pytest.mark.parametrize("runner", ["runpy", "cProfile", "inspect"])
+def test_the_script_run_by_python_code_calls_main_in_place(tmp_path, runner):
+    """Run by other Python code (runpy, ``python3 -m cProfile``, coverage), no syntax tree is held:
+    the script calls main where it stands, so its caller sees the SystemExit (and a profiler sees
+    the pass); under ``python3 -i`` the prompt comes after the pass. Fails when main is always put
+    off to atexit: runpy returns first, cProfile writes its figures before the pass has run, and
+    the prompt's input runs before it."""
+    if runner == "runpy":
+        code = ("import runpy, sys\n"
+                f"sys.argv = [{str(PAGER)!r}, '--help']\n"
+                "try:\n"
+                f"    runpy.run_path({str(PAGER)!r}, run_name='__main__')\n"
+                "except SystemExit as exc:\n"
+                "    print('exit', exc.code)\n")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith("usage: pager.py") and proc.stdout.endswith("exit 0\n")
+    elif runner == "inspect":
+        proc = subprocess.run([sys.executable, "-i", str(PAGER), "--help"], input="print('after the pass')\n",
+                              capture_output=True, text=True)
+        assert proc.stdout.startswith("usage: pager.py") and proc.stdout.endswith("after the pass\n"), proc.stdout
+    else:
+        stats = tmp_path / "pass.prof"
+        proc = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(stats), str(PAGER), "--help"],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0 and proc.stdout.startswith("usage: pager.py"), proc.stderr
+        import pstats
+        profiled = {name for _, _, name in pstats.Stats(str(stats)).stats}
+        assert "main" in profiled and "_build_parser" in profiled
+
+
 def _ended_with(body: str) -> subprocess.CompletedProcess:
     """Run ``_exit_after_main`` in a subprocess with ``main`` replaced by a function of ``body``
     (one line of Python); return the finished process."""
