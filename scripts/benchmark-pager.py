@@ -155,6 +155,7 @@ def _synthetic_blocks(n, seed=7):
 
 
 def _synthetic_header(n):
+    """Return the synthetic history's fields beside its blocks."""
     return {"current_turn": n // 3 + 1, "intent_ir": ["retention", "score", "pager", "contract"]}
 
 

@@ -13007,7 +13007,7 @@ def _exit_after_main() -> NoReturn:
     ``python3 scripts/pager.py`` runs this from ``atexit``, not from the script's top level:
     CPython keeps the syntax tree of the file it runs as a script (28 MB for this one) until the
     top level returns, and a pass run from there carries it in its peak memory (a 100,000-block
-    pass: 104 MB, 3.8x its history; run after the tree is freed, 75 MB, 2.7x). Run by other
+    pass: 102 MB, 3.7x its history; run after the tree is freed, 73 MB, 2.7x). Run by other
     Python code (``runpy``, ``python3 -m cProfile``, ``coverage run``) or under ``python3 -i``,
     the script calls ``main`` in place instead, as that code expects (its own atexit work then
     runs too, and ``-i``'s prompt comes after the pass). The exit codes are
