@@ -4979,6 +4979,77 @@ class _Msg:
     human: bool = False            # a message a human wrote (set by _finish: see human_requests)
 
 
+def _fingerprint(value: Any) -> Optional[bytes]:
+    """Return an exact fingerprint of a value held as JSON-like objects, or None for one that holds another type.
+
+    Its ``marshal`` bytes in format 2 (no shared references): different values (a changed text,
+    a field added, True for 1, a tuple for a list) never give the same bytes.  About a
+    thirtieth of the cost of ``json.dumps``.
+
+    Example:
+        >>> _fingerprint([{"role": "user", "content": "hi"}]) == _fingerprint([{"role": "user", "content": "hi"}])
+        True
+        >>> _fingerprint([{"role": "user", "content": "hi"}]) == _fingerprint([{"role": "user", "content": "hi!"}])
+        False
+    """
+    try:
+        return marshal.dumps(value, 2)
+    except (ValueError, TypeError):  # an object of the caller's own type: read afresh every call
+        return None
+
+
+class _NoResume(Exception):
+    """A read resumed from a _FinishMemo met what only reading the whole list settles: read it whole."""
+
+
+@dataclasses.dataclass(eq=False)
+class _FinishMemo:
+    """What _finish read, kept by a library Pager: its next read of the same messages with more at
+    the end finishes only the new ones (issue 28, item 2).  A blank memo asks _finish to keep one.
+
+    A read resumes only where reading the whole list would give the same Conversation: the same
+    format, head and request fields (``key``), every earlier message the same (``prints``, each
+    one's exact fingerprint), and before them nothing repaired, no call left without its result,
+    and no last message that later ones could join (the format's ``may_join``).  The new messages
+    must then, read on their own, repair nothing, hold no stub line and share no call id with the
+    earlier ones.  The one thing new messages change before them is the assistant's conclusion
+    (``pending``, see _floor_parts): its block is built again.  Anything else raises _NoResume.
+    """
+
+    key: Optional[bytes] = None       # format, held, head and the request's other fields, fingerprinted
+    prints: List[bytes] = dataclasses.field(default_factory=list)  # each message's fingerprint, in order
+    head: List[_Msg] = dataclasses.field(default_factory=list)
+    msgs: List[_Msg] = dataclasses.field(default_factory=list)    # the messages kept, finished
+    blocks: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+    parts: List[_Part] = dataclasses.field(default_factory=list)  # the part of each block, in order
+    floors: Dict[int, str] = dataclasses.field(default_factory=dict)  # _floor_parts' first item
+    pending: Optional[_Part] = None   # _floor_parts' second item
+    turn: int = 0                     # the turn the last message leaves open
+    used: set = dataclasses.field(default_factory=set)            # the block ids taken
+    task_seen: bool = False           # a human's text was read: the task statement is behind
+    keys: set = dataclasses.field(default_factory=set)            # the call ids of every call and result
+    unknown: Dict[str, int] = dataclasses.field(default_factory=dict)
+    clean: bool = False               # what is read may be continued (see above)
+
+    def continued_by(self, key: Optional[bytes], prints: Optional[List[bytes]]) -> bool:
+        """Return True if messages of ``key`` with ``prints`` are this read's messages and more."""
+        done = len(self.prints)
+        return (self.clean and key is not None and key == self.key and prints is not None
+                and len(prints) > done and prints[:done] == self.prints)
+
+
+def _message_prints(msgs: List[_Msg]) -> Optional[List[bytes]]:
+    """Return each message's exact fingerprint (_fingerprint of its JSON), or None if one has none."""
+    prints = [_fingerprint(msg.raw) for msg in msgs]
+    return None if None in prints else prints  # type: ignore[return-value]
+
+
+def _memo_key(fmt: str, held: bool, head: List[_Msg], shell: Any) -> Optional[bytes]:
+    """Return the fingerprint of what a read depends on besides its messages (see _FinishMemo)."""
+    fields = {k: v for k, v in shell.items() if k not in ("messages", "input")} if isinstance(shell, dict) else shell
+    return _fingerprint([fmt, held, [msg.raw for msg in head], fields])
+
+
 @dataclasses.dataclass
 class Conversation:
     """A loaded history: pager blocks plus what emit needs to rebuild the same format."""
@@ -5001,6 +5072,7 @@ class Conversation:
     _msgs: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
     _head: List[_Msg] = dataclasses.field(default_factory=list, repr=False)
     _shell: Any = dataclasses.field(default=None, repr=False)
+    _memo: Optional["_FinishMemo"] = dataclasses.field(default=None, repr=False)  # see _FinishMemo
 
 
 class _Format:
@@ -5030,9 +5102,15 @@ class _Format:
         """Return True if a JSONL record is a line of this format (asked in probe order)."""
         return False
 
-    def read(self, document: Any, held: bool = False) -> Conversation:
-        """Return the Conversation of a document (a JSONL format: the text); ``held``: see pair."""
+    def read(self, document: Any, held: bool = False, memo: Optional["_FinishMemo"] = None) -> Conversation:
+        """Return the Conversation of a document (a JSONL format: the text); ``held``: see pair.
+        ``memo``: given to a format ``compact`` takes (LIBRARY_FORMATS) by a running Pager (see _FinishMemo)."""
         raise NotImplementedError
+
+    def may_join(self, msg: _Msg) -> bool:
+        """Return True if a message after ``msg``, the last one read, may be grouped with it or those
+        before it beyond a call and its results, which pair by call id (see _FinishMemo)."""
+        return False
 
     def pair(self, msgs: List[_Msg], repairs: List[str], held: bool) -> None:
         """Pair calls with results and repair the rest; ``held``: the server holds the earlier turns
@@ -5789,8 +5867,9 @@ def _is_pager_note(msg: _Msg) -> bool:
             and msg.parts[0].text.strip() == OMITTED_NOTE)
 
 
-def _number_turns(msgs: List[_Msg]) -> None:
+def _number_turns(msgs: List[_Msg], turn: int = 0) -> int:
     """Number turns by the human's requests: each opens the next turn; the rest join the current one.
+    Return the turn the last message leaves open (``turn``: the one open before the first).
 
     A request is a text part a human wrote, not a message: the Anthropic body a pass writes merges
     consecutive user messages (a slash command and the request after it), and the turns must not
@@ -5799,7 +5878,6 @@ def _number_turns(msgs: List[_Msg]) -> None:
     was), so a later pass numbers every block as the pass that paged it did.  The human's messages
     are never evicted (they are paged at worst), so the count survives a pass.
     """
-    turn = 0
     for msg in msgs:
         if msg.role == "user":
             for part in msg.parts:
@@ -5828,17 +5906,20 @@ def _number_turns(msgs: List[_Msg]) -> None:
                     turn += 1
                 part.turn = turn
         msg.turn = msg.parts[0].turn if msg.parts else turn  # 0 before the first request
+    return turn
 
 
-def _floor_parts(msgs: List[_Msg]) -> Dict[int, str]:
-    """Return id(part) -> "summary" or "conclusion" for the parts a pass pages at worst.
+def _floor_parts(msgs: List[_Msg], found: Optional[Dict[int, str]] = None,
+                 last: Optional[_Part] = None) -> Tuple[Dict[int, str], Optional[_Part]]:
+    """Return (id(part) -> "summary", "conclusion" or "human" for the parts a pass pages at worst,
+    the assistant's last text no human message has followed yet).
 
-    A compaction summary's text, and each assistant's conclusion: the last text part the
-    assistant wrote before the human's next message (or the end); a spoken reply, which no stub
-    can stand for, is kept whole.
+    A compaction summary's text, what a human attached, and each assistant's conclusion: the
+    last text part the assistant wrote before the human's next message (or the end: the second
+    item, a conclusion too while no message follows it); a spoken reply, which no stub can stand
+    for, is kept whole.  ``found`` and ``last`` are what the messages before ``msgs`` gave.
     """
-    found: Dict[int, str] = {}
-    last: Optional[_Part] = None
+    found = {} if found is None else found
     for msg in msgs:
         # An assistant's words: its text, or its spoken reply (Chat audio output, kept whole).
         texts = [p for p in msg.parts if (p.kind == "text" or _is_reply_audio(p)) and p.stub_id is None]
@@ -5854,9 +5935,7 @@ def _floor_parts(msgs: List[_Msg]) -> Dict[int, str]:
                 found[id(part)] = "summary"
         elif msg.role == "assistant" and texts:
             last = texts[-1]
-    if last is not None:
-        found[id(last)] = "conclusion"
-    return found
+    return found, last
 
 
 def _media_inside(value: Any) -> List[Any]:
@@ -5993,9 +6072,47 @@ def _continues_response(shell: Any) -> bool:
     return isinstance(shell, dict) and any(shell.get(key) not in (None, "", {}) for key in RESPONSES_STATE_KEYS)
 
 
+def _part_block(msg: _Msg, part: _Part, floor: Optional[str], notes: Dict[int, List[_Part]],
+                task_seen: bool) -> Dict[str, Any]:
+    """Return the block of ``part`` of ``msg`` (see _finish); ``floor``: its _floor_parts mark."""
+    # (only a text part is instructions, only an "other" part a compaction; a text's block kind is None)
+    text_part = part.kind == "text"
+    protected = "system" if msg.role in SYSTEM_ROLES else INSTRUCTIONS if text_part and _is_instruction(msg, part) \
+        else COMPACTION if not text_part and _is_compaction_part(part) else None
+    kind = None if text_part else _part_kind_of_block(part)
+    role = "tool" if part.kind == "result" else msg.role
+    unit = part.unit
+    turn = part.turn
+    if part.human:
+        protected = kind = "human" if task_seen else "task"
+    elif floor is not None:
+        protected = floor
+        kind = kind if kind in UNPAGEABLE_KINDS else protected  # an attachment stays media: never paged
+    elif part.harness:
+        kind = HARNESS
+    if part.stub_id is None:
+        part.tokens = _part_tokens(part)
+    else:
+        # A stub keeps the role it was paged under; the lines of one note were one unit.
+        match = STUB_LINE_RE.match(part.text)
+        role = match.group(3) if match and match.group(3) else role
+        turn = int(match.group(2)) if match else msg.turn
+        note = notes.get(id(part.source), [])
+        if part.kind != "result":  # a result paged in place stays in its call's unit
+            unit = f"note:{note[0].bid}" if len(note) > 1 else None
+    # A result whose call the history does not hold answers a stored response's call (see
+    # _Responses.pair), and a Responses item_reference may name such a call: leaving either
+    # out would leave a call unanswered or an output without its call, so both are pinned.
+    stored = part.stub_id is None and ((part.kind == "result" and part.partner is None) or (
+        isinstance(part.raw, dict) and part.raw.get("type") == "item_reference"))
+    return {"id": part.bid, "turn": turn, "role": role, "text": part.text, "tokens": part.tokens,
+            "pinned": stored, "protected": protected, "unit": unit, "stub": part.stub_id is not None, "kind": kind}
+
+
 def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: List[str],
             skipped: int = 0, archive: Optional[List[_Msg]] = None,
-            harness_texts: Container[str] = (), held: bool = False) -> Conversation:
+            harness_texts: Container[str] = (), held: bool = False,
+            memo: Optional[_FinishMemo] = None) -> Conversation:
     """Pair calls with results, repair, name and group the parts (as format ``fmt``'s class says); return the Conversation.
 
     The pager's own note is dropped (the writer puts it back where it is needed); turns are
@@ -6005,79 +6122,87 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
     a compaction boundary: their blocks (``protected="archived"``) come last.  ``harness_texts``
     holds the content ids of user texts a contract recorded as the harness's (see HARNESS);
     ``held`` says the server holds the earlier turns (see _Responses.pair), as a body's own keys may.
+    ``memo`` (a library Pager's): the last read's _FinishMemo, whose messages these may continue
+    (then only the new ones are finished; _NoResume where that cannot be told), or a blank one;
+    the Conversation then carries its own memo for the next read.
     """
     spec = _FORMATS[fmt]
-    msgs = [m for m in msgs if not _is_pager_note(m)]
-    for msg in head + msgs:
+    held = held or _continues_response(shell)
+    prints = key = None
+    if memo is not None and archive is None and not harness_texts:
+        prints = _message_prints(msgs)
+        key = _memo_key(fmt, held, head, shell) if prints is not None else None
+    past = memo if memo is not None and memo.continued_by(key, prints) else None
+    if past is not None:
+        new = msgs[len(past.prints):]
+        if repairs or any(p.key in past.keys for m in new for p in m.parts if p.key):
+            raise _NoResume  # a repair the parse made, or a call id an earlier message holds
+        head, state = past.head, past
+        lead: List[_Msg] = []  # the head's blocks are the memo's
+    else:
+        new, state, lead = msgs, _FinishMemo(), head
+    msgs = [m for m in new if not _is_pager_note(m)]
+    for msg in lead + msgs:
         _expand_stubs(msg)
+    if past is not None and any(p.stub_id is not None for m in msgs for p in m.parts):
+        raise _NoResume  # a stub line names a block id: the ids are reserved over the whole list
     if harness_texts:
         for msg in msgs:
             for part in msg.parts:
                 if msg.role == "user" and part.kind == "text" and part.stub_id is None \
                         and _content_id(msg.role, part.kind, part.text) in harness_texts:
                     part.harness = True
-    _number_turns(msgs)
-    spec.pair(msgs, repairs, held or _continues_response(shell))
+    turn = _number_turns(msgs, state.turn)
+    found: List[str] = []
+    spec.pair(msgs, found if past is not None else repairs, held)
+    if found:
+        raise _NoResume
     kept = []
     for msg in msgs:
         if msg.parts:
             kept.append(msg)
         elif not msg.item:  # an emptied item was already reported with its part
             repairs.append(f"{msg.where} has no content left; dropped")
-    used: set = set()
-    _assign_ids(head + kept, used)
+    _assign_ids(lead + kept, state.used)
     _assign_units(kept, spec.units)
-    floors = _floor_parts(kept)
-    blocks = []
-    task_seen = False
+    floors, pending = _floor_parts(kept, dict(state.floors), state.pending)
+    marks = dict(floors)
+    if pending is not None:
+        marks[id(pending)] = "conclusion"
+    blocks, parts = list(state.blocks), list(state.parts)
+    if state.pending is not None and id(state.pending) not in floors and pending is not state.pending:
+        # The conclusion read last was the assistant's last words; new words of its came after them.
+        at = len(parts) - 1 - parts[::-1].index(state.pending)
+        owner = next(m for m in reversed(state.msgs) if state.pending in m.parts)
+        blocks[at] = _part_block(owner, state.pending, None, {}, state.task_seen)
     notes: Dict[int, List[_Part]] = {}  # the stub lines of each note a pass wrote
-    for msg in head + kept:
+    for msg in lead + kept:
         for part in msg.parts:
             if part.source is not None:
                 notes.setdefault(id(part.source), []).append(part)
-    for msg in head + kept:
-        system = msg.role in SYSTEM_ROLES
+    task_seen = state.task_seen
+    for msg in lead + kept:
         for part in msg.parts:
-            # (only a text part is instructions, only an "other" part a compaction; a text's block kind is None)
-            text_part = part.kind == "text"
-            protected = "system" if system else INSTRUCTIONS if text_part and _is_instruction(msg, part) else \
-                COMPACTION if not text_part and _is_compaction_part(part) else None
-            kind = None if text_part else _part_kind_of_block(part)
-            role = "tool" if part.kind == "result" else msg.role
-            unit = part.unit
-            if part.human:
-                protected = kind = "human" if task_seen else "task"
-                task_seen = True
-            elif id(part) in floors:
-                protected = floors[id(part)]
-                kind = kind if kind in UNPAGEABLE_KINDS else protected  # an attachment stays media: never paged
-            elif part.harness:
-                kind = HARNESS
-            if part.stub_id is None:
-                part.tokens = _part_tokens(part)
-            else:
-                # A stub keeps the role it was paged under; the lines of one note were one unit.
-                match = STUB_LINE_RE.match(part.text)
-                role = match.group(3) if match and match.group(3) else role
-                turn = int(match.group(2)) if match else msg.turn
-                note = notes.get(id(part.source), [])
-                if part.kind != "result":  # a result paged in place stays in its call's unit
-                    unit = f"note:{note[0].bid}" if len(note) > 1 else None
-            # A result whose call the history does not hold answers a stored response's call (see
-            # _Responses.pair), and a Responses item_reference may name such a call: leaving either
-            # out would leave a call unanswered or an output without its call, so both are pinned.
-            stored = part.stub_id is None and ((part.kind == "result" and part.partner is None) or (
-                isinstance(part.raw, dict) and part.raw.get("type") == "item_reference"))
-            blocks.append({"id": part.bid, "turn": turn if part.stub_id is not None else part.turn, "role": role,
-                           "text": part.text, "tokens": part.tokens, "pinned": stored,
-                           "protected": protected, "unit": unit, "stub": part.stub_id is not None,
-                           "kind": kind})
-    archived = _archive_blocks(archive, used) if archive else []
+            blocks.append(_part_block(msg, part, marks.get(id(part)), notes, task_seen))
+            parts.append(part)
+            task_seen = task_seen or part.human
+    archived = _archive_blocks(archive, state.used) if archive else []
+    kept = state.msgs + kept
+    unknown = dict(state.unknown)
+    for kind, count in _unknown_types(kept[len(state.msgs):] + (archive or [])).items():
+        unknown[kind] = unknown.get(kind, 0) + count
     conv = Conversation(fmt=fmt, blocks=archived + blocks, emit_format=spec.emits_as, skipped_lines=skipped,
                         repairs=repairs, _msgs=kept, _head=head, _shell=shell)
     conv.archived = len(archived)
-    conv.unknown_parts = _unknown_types(kept + (archive or []))
+    conv.unknown_parts = unknown
     conv.definitions_tokens = _definitions_tokens(shell)
+    if prints is not None and key is not None:
+        answered = {id(p.partner) for m in msgs for p in m.parts if p.partner is not None}
+        open_call = any(p.kind == "call" and id(p) not in answered for m in msgs for p in m.parts)
+        conv._memo = _FinishMemo(
+            key, prints, head, kept, blocks, parts, floors, pending, turn, state.used, task_seen,
+            state.keys | {p.key for m in msgs for p in m.parts if p.key}, unknown,
+            not repairs and not open_call and bool(kept) and not spec.may_join(kept[-1]))
     return conv
 
 
@@ -6345,7 +6470,7 @@ class _PagerFormat(_Format):
             if problem is not None:
                 yield problem
 
-    def read(self, document: Any, held: bool = False) -> Conversation:
+    def read(self, document: Any, held: bool = False, memo: Optional[_FinishMemo] = None) -> Conversation:
         if not self.claims(document):
             raise PagerError("pager history must be an object with a blocks list")
         problem = next(self._problems(document["blocks"]), None)
@@ -6438,11 +6563,13 @@ def _chat_reasoning(raw: Dict[str, Any], where: str) -> Optional[_Part]:
     return _Part("reasoning", fields, f"{where}.{next(iter(fields))}", text=text)
 
 
-def _load_openai(value: Any, harness: Container[int] = (), harness_texts: Container[str] = ()) -> Conversation:
+def _load_openai(value: Any, harness: Container[int] = (), harness_texts: Container[str] = (),
+                 memo: Optional[_FinishMemo] = None) -> Conversation:
     """Return the Conversation for an OpenAI Chat Completions message list or request body.
 
     ``harness`` holds the positions of user messages the harness wrote (no human's words);
-    ``harness_texts`` the content ids of texts a contract recorded as the harness's (see _finish).
+    ``harness_texts`` the content ids of texts a contract recorded as the harness's, ``memo`` a
+    running Pager's last read (see _finish).
     """
     if isinstance(value, dict) and isinstance(value.get("messages"), list):
         shell, messages = value, value["messages"]
@@ -6514,7 +6641,7 @@ def _load_openai(value: Any, harness: Container[int] = (), harness_texts: Contai
                                key=LEGACY_FUNCTION_KEY))
         msgs.append(_Msg(role, where, raw, _sole(parts, len(parts)), string_content=is_string,
                          repaired=repaired, harness=i in harness))
-    return _finish("openai", msgs, [], shell, repairs, harness_texts=harness_texts)
+    return _finish("openai", msgs, [], shell, repairs, harness_texts=harness_texts, memo=memo)
 
 
 class _Openai(_Chat):
@@ -6523,8 +6650,8 @@ class _Openai(_Chat):
     name = emits_as = tool_api = "openai"
     tool_call_type = "function"
 
-    def read(self, document: Any, held: bool = False) -> Conversation:
-        return _load_openai(document)
+    def read(self, document: Any, held: bool = False, memo: Optional[_FinishMemo] = None) -> Conversation:
+        return _load_openai(document, memo=memo)
 
     def pair(self, msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
         """Pair assistant tool_calls with the tool messages that follow them; repair the rest."""
@@ -6878,7 +7005,7 @@ class _Responses(_Format):
         return _is_item_list(value) and any(isinstance(x.get("type"), str) and x["type"] in RESPONSES_ITEM_TYPES
                                             for x in value)
 
-    def read(self, value: Any, held: bool = False) -> Conversation:
+    def read(self, value: Any, held: bool = False, memo: Optional[_FinishMemo] = None) -> Conversation:
         """Return the Conversation for a Responses input item list or request body.
 
         ``held``: the server holds the earlier turns (the library's ``server_state``), as a body's
@@ -6903,7 +7030,11 @@ class _Responses(_Format):
         msgs = [_responses_msg(item, f"input[{i}]", repairs) for i, item in enumerate(items)]
         # An item_reference names an item the server stored: the call an output answers may be one.
         held = held or any(isinstance(item, dict) and item.get("type") == "item_reference" for item in items)
-        return _finish(self.name, msgs, head, shell, repairs, held=held)
+        return _finish(self.name, msgs, head, shell, repairs, held=held, memo=memo)
+
+    def may_join(self, msg: _Msg) -> bool:
+        """A reasoning item's unit takes the model items after it (see units): any model item may be followed by more."""
+        return _is_model_item(msg)
 
     def pair(self, msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
         """Pair calls with outputs by call_id (output after call); repair the rest.
@@ -7162,10 +7293,11 @@ def _api_fields(raw: Dict[str, Any], kind: Any, foreign: Dict[str, int]) -> Dict
     return {key: value for key, value in raw.items() if key in allowed}
 
 
-def _load_anthropic(value: Any, harness_texts: Container[str] = ()) -> Conversation:
+def _load_anthropic(value: Any, harness_texts: Container[str] = (), memo: Optional[_FinishMemo] = None) -> Conversation:
     """Return the Conversation for an Anthropic Messages request body (or message list).
 
-    ``harness_texts``: the content ids of texts a contract recorded as the harness's (see _finish).
+    ``harness_texts``: the content ids of texts a contract recorded as the harness's; ``memo``: a
+    running Pager's last read (see _finish).
     """
     if isinstance(value, dict) and isinstance(value.get("messages"), list):
         shell, messages = value, value["messages"]
@@ -7208,7 +7340,7 @@ def _load_anthropic(value: Any, harness_texts: Container[str] = ()) -> Conversat
     if foreign:
         repairs.append("fields the Messages API does not take were left out: "
                        + ", ".join(f"{key} ({n})" for key, n in sorted(foreign.items())))
-    return _finish("anthropic", msgs, head, shell, repairs, harness_texts=harness_texts)
+    return _finish("anthropic", msgs, head, shell, repairs, harness_texts=harness_texts, memo=memo)
 
 
 def _as_blocks(content: Any) -> List[Any]:
@@ -7283,8 +7415,12 @@ class _Anthropic(_Chat):
     name = emits_as = tool_api = "anthropic"
     tool_call_type = "tool_use"
 
-    def read(self, document: Any, held: bool = False) -> Conversation:
-        return _load_anthropic(document)
+    def read(self, document: Any, held: bool = False, memo: Optional[_FinishMemo] = None) -> Conversation:
+        return _load_anthropic(document, memo=memo)
+
+    def may_join(self, msg: _Msg) -> bool:
+        """A run of assistant messages is one turn (see pair and units): another may join it."""
+        return msg.role == "assistant"
 
     def pair(self, msgs: List[_Msg], repairs: List[str], held: bool = False) -> None:
         """Pair tool_use with tool_result across adjacent assistant/user runs; repair the rest."""
@@ -8200,13 +8336,13 @@ def _is_gemini_body(value: Any) -> bool:
     return isinstance(contents, list) and all(isinstance(c, dict) and ("parts" in c or "role" in c) for c in contents)
 
 
-def _load_gemini(value: Any, harness_texts: Container[str] = ()) -> Conversation:
-    """Return the Conversation for a Gemini API generateContent request body."""
+def _load_gemini(value: Any, harness_texts: Container[str] = (), memo: Optional[_FinishMemo] = None) -> Conversation:
+    """Return the Conversation for a Gemini API generateContent request body (``memo``: see _finish)."""
     if not _is_gemini_body(value):
         raise PagerError("gemini input must be an object with a contents list (a generateContent request)")
     repairs: List[str] = []
     messages, shell = _gemini_chat(value, repairs)
-    conv = _load_openai(messages, (), harness_texts)
+    conv = _load_openai(messages, (), harness_texts, memo)
     conv.repairs[:0] = repairs
     conv.fmt, conv.emit_format = "gemini", "gemini"
     conv._shell = shell
@@ -8355,12 +8491,17 @@ def _gemini_cli_messages(text: str) -> Tuple[List[Dict[str, Any]], Dict[str, int
         whole = None
     if isinstance(whole, dict) and "messages" in whole:
         messages = whole["messages"]
+        if not isinstance(messages, list):
+            raise PagerError(f"gemini-cli chat file: messages must be an array (got {_type_name(messages)})")
         return [m for m in messages if isinstance(m, dict)], {}, 0
     records, skipped = _jsonl_records(text)
     found: Dict[str, Dict[str, Any]] = {}  # by id, in the place of the first copy
     other: Dict[str, int] = {}
     for _, obj in records:
         if "$rewindTo" in obj:
+            if not isinstance(obj["$rewindTo"], str):  # no message id to rewind to: unreadable
+                skipped += 1
+                continue
             ids = list(found)
             cut = ids.index(obj["$rewindTo"]) if obj["$rewindTo"] in found else 0
             for mid in ids[cut:]:
@@ -8426,7 +8567,8 @@ def _gemini_cli_body(messages: List[Dict[str, Any]], other: Dict[str, int]) -> T
         thoughts = msg.get("thoughts")
         if isinstance(thoughts, list) and thoughts:
             other["thought summary"] = other.get("thought summary", 0) + len(thoughts)
-        calls = [c for c in msg.get("toolCalls") or () if isinstance(c, dict) and isinstance(c.get("name"), str)]
+        calls = msg.get("toolCalls")
+        calls = [c for c in (calls if isinstance(calls, list) else ()) if isinstance(c, dict) and isinstance(c.get("name"), str)]
         model = [p for p in parts if not (isinstance(p, dict) and set(p) == {"text"} and not p["text"])]
         if not any(isinstance(p, dict) and "functionCall" in p for p in model):
             model += [{"functionCall": {"id": c.get("id"), "name": c["name"], "args": c.get("args", {})}}
@@ -8469,8 +8611,8 @@ class _Gemini(_Format):
 
     claims = staticmethod(_is_gemini_body)
 
-    def read(self, document: Any, held: bool = False) -> Conversation:
-        return _load_gemini(document)
+    def read(self, document: Any, held: bool = False, memo: Optional[_FinishMemo] = None) -> Conversation:
+        return _load_gemini(document, memo=memo)
 
     def read_back(self, value: Any, harness_texts: Container[str] = ()) -> Conversation:
         """Return the Conversation of a written-back body, the harness's texts told by the contract's record."""
@@ -8594,7 +8736,8 @@ def _copilot_event_messages(text: str) -> Tuple[List[Dict[str, Any]], set, Dict[
             turns.append((msg, []))
         elif kind == "assistant.message":
             calls = []
-            for request in data.get("toolRequests") or ():
+            requests = data.get("toolRequests")
+            for request in requests if isinstance(requests, list) else ():
                 if not isinstance(request, dict) or not isinstance(request.get("toolCallId"), str):
                     continue
                 args = request.get("arguments", {})
@@ -8628,7 +8771,8 @@ def _copilot_legacy_messages(value: Dict[str, Any]) -> Tuple[List[Dict[str, Any]
     (its timeline's ``user`` entries, in order) and the harness's, and its harness texts.  The
     file keeps a reply's parallel calls as one assistant message each, after the one with its
     text: an assistant message with no content joins the one before it."""
-    typed = [e.get("text") for e in value.get("timeline") or ()
+    timeline = value.get("timeline") if isinstance(value.get("timeline"), list) else []
+    typed = [e.get("text") for e in timeline
              if isinstance(e, dict) and e.get("type") == "user" and isinstance(e.get("text"), str)]
     messages: List[Dict[str, Any]] = []
     harness: set = set()
@@ -8641,7 +8785,8 @@ def _copilot_legacy_messages(value: Dict[str, Any]) -> Tuple[List[Dict[str, Any]
             harness |= marks
         last = messages[-1] if messages else None
         if isinstance(msg, dict) and isinstance(last, dict) and msg.get("role") == last.get("role") == "assistant" \
-                and not msg.get("content") and isinstance(last.get("tool_calls", []), list):
+                and not msg.get("content") and isinstance(last.get("tool_calls", []), list) \
+                and isinstance(msg.get("tool_calls") or [], list):
             # One reply's parallel calls, kept one assistant message each: the model's one message.
             last = messages[-1] = dict(last)
             last["tool_calls"] = [*last.get("tool_calls", []), *(msg.get("tool_calls") or [])]
@@ -8649,7 +8794,7 @@ def _copilot_legacy_messages(value: Dict[str, Any]) -> Tuple[List[Dict[str, Any]
                 del last["tool_calls"]
             continue
         messages.append(msg)
-    other = {"timeline entry": len(value.get("timeline") or ())} if value.get("timeline") else {}
+    other = {"timeline entry": len(timeline)} if timeline else {}
     return messages, harness, other
 
 
@@ -11290,13 +11435,14 @@ _SEARCH_TOOL_DESCRIPTION = ("Find blocks the context pager paged out by words or
 TOOL_APIS = tuple(name for name, spec in _FORMATS.items() if spec.tool_api == name)
 # The formats compact takes as objects: a document written back in its own shape.
 LIBRARY_FORMATS = tuple(name for name, spec in _FORMATS.items() if spec.emits_as == name and not spec.jsonl)
-def _read_value(fmt: str, value: Any, held: bool = False) -> Conversation:
+def _read_value(fmt: str, value: Any, held: bool = False, memo: Optional[_FinishMemo] = None) -> Conversation:
     """Return the Conversation of a history already parsed from JSON, in format ``fmt``.
 
-    ``held``: the server holds the earlier turns (Responses only; see _Responses.pair).
+    ``held``: the server holds the earlier turns (Responses only; see _Responses.pair); ``memo``:
+    a running Pager's last read (see _finish).
     """
     try:
-        return _FORMATS[fmt].read(value, held)
+        return _FORMATS[fmt].read(value, held, memo)
     except PagerError as exc:
         raise PagerError(f"{fmt} messages: {exc}") from None
 
@@ -11314,25 +11460,6 @@ def _detect_value(value: Any) -> Optional[str]:
                 return spec.name
             return spec.emits_as if isinstance(value, list) and spec.emits_as in LIBRARY_FORMATS else None
     return None
-def _fingerprint(value: Any) -> Optional[bytes]:
-    """Return an exact fingerprint of a value held as JSON-like objects, or None for one that holds another type.
-
-    Its ``marshal`` bytes in format 2 (no shared references): different values (a changed text,
-    a field added, True for 1, a tuple for a list) never give the same bytes.  About a
-    thirtieth of the cost of ``json.dumps``.
-
-    Example:
-        >>> _fingerprint([{"role": "user", "content": "hi"}]) == _fingerprint([{"role": "user", "content": "hi"}])
-        True
-        >>> _fingerprint([{"role": "user", "content": "hi"}]) == _fingerprint([{"role": "user", "content": "hi!"}])
-        False
-    """
-    try:
-        return marshal.dumps(value, 2)
-    except (ValueError, TypeError):  # an object of the caller's own type: read afresh every call
-        return None
-
-
 _RECALL_SCHEMA = {"type": "object",
                   "properties": {"ids": {"type": "array", "items": {"type": "string"},
                                          "description": "ids of paged blocks, as their stubs show them"},
@@ -11778,13 +11905,19 @@ class Pager:
 
     def _conversation(self, fmt: str, messages: Any, held: bool) -> Conversation:
         """Return the Conversation of ``messages``: the last call's when every field of every message
-        is the same (an exact fingerprint, so a message changed in place is read afresh), else read."""
+        is the same (an exact fingerprint, so a message changed in place is read afresh), else read:
+        only the messages after the last call's, where they are the same and nothing before them
+        can change (see _FinishMemo), else the whole list."""
         fingerprint = _fingerprint(messages)
         last = self._read
         if fingerprint is not None and last is not None and last[:3] == (fmt, held, fingerprint):
             return last[3]
+        memo = last[3]._memo if last is not None and last[:2] == (fmt, held) else None
         self._read = None  # a failed read leaves nothing behind
-        conv = _read_value(fmt, messages, held)
+        try:
+            conv = _read_value(fmt, messages, held, memo or _FinishMemo())
+        except _NoResume:
+            conv = _read_value(fmt, messages, held, _FinishMemo())
         if fingerprint is not None:
             self._read = (fmt, held, fingerprint, conv)
         return conv

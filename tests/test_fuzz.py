@@ -15,17 +15,34 @@ import os
 import random
 import shutil
 
+import pager as engine
 from conftest import ASSET, ROOT, liminate_module, tree_snapshot
 
 FIXTURES = ROOT / "tests" / "fixtures" / "transcripts"
-SEEDS = {  # one small history per format
-    "pager": ASSET,
-    "openai": FIXTURES / "openai_repairs.json",
-    "responses": FIXTURES / "responses_session.json",
-    "anthropic": FIXTURES / "anthropic_alternation.json",
-    "claude-code": FIXTURES / "claude_code_session.jsonl",
-    "codex": FIXTURES / "codex_legacy_compacted.jsonl",
+SEEDS = {  # one small history per format and layout: (its format, the file)
+    "pager": ("pager", ASSET),
+    "openai": ("openai", FIXTURES / "openai_repairs.json"),
+    "responses": ("responses", FIXTURES / "responses_session.json"),
+    "anthropic": ("anthropic", FIXTURES / "anthropic_alternation.json"),
+    "claude-code": ("claude-code", FIXTURES / "claude_code_session.jsonl"),
+    "codex": ("codex", FIXTURES / "codex_legacy_compacted.jsonl"),
+    "gemini-cli": ("gemini-cli", FIXTURES / "gemini_cli_session.json"),
+    "gemini-cli jsonl": ("gemini-cli", FIXTURES / "gemini_cli_session.jsonl"),
+    "copilot-cli": ("copilot-cli", FIXTURES / "copilot_cli_events.jsonl"),
+    "copilot-cli legacy": ("copilot-cli", FIXTURES / "copilot_cli_legacy.json"),
+    "opencode": ("opencode", FIXTURES / "opencode_export.json"),
 }
+# A Gemini API body: the Gemini CLI session written back (the format has no file of its own here).
+GEMINI_BODY = json.dumps(engine.emit(engine.load((FIXTURES / "gemini_cli_session.json").read_text(encoding="utf-8"),
+                                                 "gemini-cli"), {}), ensure_ascii=False)
+
+
+def _seed_text(name):
+    """Return the text of seed ``name`` (see SEEDS; "gemini" is GEMINI_BODY) and whether it is JSONL."""
+    if name == "gemini":
+        return GEMINI_BODY, False
+    path = SEEDS[name][1]
+    return path.read_text(encoding="utf-8"), path.suffix == ".jsonl"
 CASES = int(os.environ.get("PAGER_FUZZ_CASES", "300"))
 SEED = int(os.environ.get("PAGER_FUZZ_SEED", "11"))
 
@@ -108,10 +125,10 @@ def _mutate_value(rng, value):
     return value
 
 
-def _history_text(rng, fmt):
-    """Return the text of a mutated history of format fmt."""
-    raw = SEEDS[fmt].read_text()
-    if SEEDS[fmt].suffix == ".jsonl":
+def _history_text(rng, name):
+    """Return the text of a mutated history: seed ``name``'s."""
+    raw, jsonl = _seed_text(name)
+    if jsonl:
         lines = raw.splitlines()
         out = []
         for line in lines:
@@ -213,8 +230,9 @@ def _run(pager, argv):
 
 
 def _check_case(pager, liminate, rng, folder, case):
-    fmt = rng.choice(sorted(SEEDS))
-    (folder / "h.json").write_text(_history_text(rng, fmt), encoding="utf-8", errors="surrogatepass")
+    name = rng.choice(sorted([*SEEDS, "gemini"]))
+    fmt = SEEDS[name][0] if name in SEEDS else name
+    (folder / "h.json").write_text(_history_text(rng, name), encoding="utf-8", errors="surrogatepass")
     contract_text = _contract_text(rng)
     if contract_text is not None:
         (folder / "c.limn").write_text(contract_text)
@@ -229,7 +247,7 @@ def _check_case(pager, liminate, rng, folder, case):
     for attempt in range(rng.choice([1, 1, 2])):  # a second pass reads what the first wrote
         before = tree_snapshot(folder)
         code, out, err = _run(pager, argv)
-        where = f"case {case} (format {fmt}, argv {argv!r})"
+        where = f"case {case} (seed {name}, argv {argv!r})"
         assert code in (0, 2), where
         if code == 2:
             lines = err.splitlines()
