@@ -257,3 +257,62 @@ def test_the_library_compacts_a_gemini_body_in_its_own_shape(pager):
     out, report = pager.compact(body, budget=150)
     assert set(out) == {"contents"} and api_rules.problems_gemini(out) == [] and report.format == "gemini"
     assert report.tokens_after <= 150
+
+
+def _copilot_legacy(**changes):
+    value = json.loads((FIXTURES / "copilot_cli_legacy.json").read_text(encoding="utf-8"))
+    value.update(changes)
+    return json.dumps(value)
+
+
+def _gemini_jsonl_with(record):
+    return (FIXTURES / "gemini_cli_session.jsonl").read_text(encoding="utf-8") + json.dumps(record) + "\n"
+
+
+def _copilot_events_with_requests(requests):
+    lines = (FIXTURES / "copilot_cli_events.jsonl").read_text(encoding="utf-8").splitlines()
+    out = []
+    for line in lines:
+        event = json.loads(line)
+        if event.get("type") == "assistant.message":
+            event["data"]["toolRequests"] = requests
+        out.append(json.dumps(event))
+    return "\n".join(out) + "\n"
+
+
+def _gemini_with_tool_calls(calls):
+    value = json.loads((FIXTURES / "gemini_cli_session.json").read_text(encoding="utf-8"))
+    for msg in value["messages"]:
+        if msg.get("type") == "gemini":
+            msg["toolCalls"] = calls
+    return json.dumps(value)
+
+
+MALFORMED = {  # a field of the wrong type that a reader once met with a TypeError (found by tests/test_fuzz.py)
+    "gemini-cli messages a number": ("gemini-cli", json.dumps({"sessionId": "s", "messages": 5}),
+                                     "pager: error: h.json: gemini-cli chat file: messages must be an array (got number)"),
+    "gemini-cli toolCalls true": ("gemini-cli", _gemini_with_tool_calls(True), None),
+    "gemini-cli $rewindTo an object": ("gemini-cli", _gemini_jsonl_with({"$rewindTo": {"id": "x"}}), None),
+    "copilot-cli toolRequests a number": ("copilot-cli", _copilot_events_with_requests(1.5), None),
+    "copilot-cli legacy timeline a number": ("copilot-cli", _copilot_legacy(timeline=5), None),
+    "copilot-cli legacy tool_calls a number": ("copilot-cli", _copilot_legacy(chatMessages=[
+        {"role": "user", "content": "Fix the rounding."},
+        {"role": "assistant", "content": "Reading.", "tool_calls": []},
+        {"role": "assistant", "content": None, "tool_calls": 7}]),
+        "pager: error: h.json: messages[2].tool_calls must be an array"),
+}
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+def test_a_malformed_field_is_refused_in_one_line_or_passed_over(cli, tmp_path, monkeypatch, name):
+    """Exit 2 with one line naming the field, or (a field the reader passes over, as it does others) a pass."""
+    fmt, text, refusal = MALFORMED[name]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "h.json").write_text(text, encoding="utf-8")
+    result = cli("--history", "h.json", "--contract", "c.limn", "--format", fmt, "--now", NOW)
+    if refusal is not None:
+        assert (result.code, result.err) == (2, refusal + "\n")
+        assert not (tmp_path / "c.limn").exists()
+    else:
+        assert result.code == 0, result.err
+        assert (tmp_path / "c.limn").exists()
