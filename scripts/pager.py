@@ -4816,7 +4816,8 @@ def _load_and_plan(source, params: Params,
 # ``emits_as``, ``jsonl``, ``claims`` or ``claims_line``, ``read`` (into _Msg lists for _finish), and
 # ``read_back`` only when its written-back form loses what tells the harness's messages from the
 # human's.  A new API also needs ``write``, ``check`` and the recall tool's shapes (``tool_api``,
-# ``tool_definition``, ``tool_call``, ``tool_result``, ``takes_tool_call``).  Then its name in
+# ``tool_definition``, ``tool_call``, ``tool_result``, ``takes_tool_call``), and ``may_join`` when
+# its ``pair`` or ``units`` group a message with later ones other than by call id (_FinishMemo).  Then its name in
 # _FORMATS and _PROBE_ORDER (before any format that would also claim its documents), its harness's
 # row in HARNESS_MARKUP, a fixture and a row in references/formats.md.
 #
