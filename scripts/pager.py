@@ -4999,6 +4999,18 @@ def _fingerprint(value: Any) -> Optional[bytes]:
         return None
 
 
+def _message_prints(raws: List[Any]) -> Optional[List[bytes]]:
+    """Return each message's exact fingerprint (_fingerprint of its JSON), or None if one has none."""
+    prints = [_fingerprint(raw) for raw in raws]
+    return None if None in prints else prints  # type: ignore[return-value]
+
+
+def _memo_key(fmt: str, held: bool, head: List[_Msg], shell: Any) -> Optional[bytes]:
+    """Return the fingerprint of what a read depends on besides its messages (see _FinishMemo)."""
+    fields = {k: v for k, v in shell.items() if k not in ("messages", "input")} if isinstance(shell, dict) else shell
+    return _fingerprint([fmt, held, [msg.raw for msg in head], fields])
+
+
 class _NoResume(Exception):
     """A read resumed from a _FinishMemo met what only reading the whole list settles: read it whole."""
 
@@ -5015,10 +5027,18 @@ class _FinishMemo:
     must then, read on their own, repair nothing, hold no stub line and share no call id with the
     earlier ones.  The one thing new messages change before them is the assistant's conclusion
     (``pending``, see _floor_parts): its block is built again.  Anything else raises _NoResume.
+
+    The objects read are the caller's (a message kept verbatim is written back as the very object
+    it came as), and a caller may edit one in place after the call: a read is used again, on or
+    whole, only while every object it read still has the fingerprint it had (``intact``).
     """
 
     key: Optional[bytes] = None       # format, held, head and the request's other fields, fingerprinted
     prints: List[bytes] = dataclasses.field(default_factory=list)  # each message's fingerprint, in order
+    raws: List[Any] = dataclasses.field(default_factory=list)     # ...and the message each was taken of
+    fmt: str = ""
+    held: bool = False
+    shell: Any = None                 # the request body read (its fields beside the messages are in ``key``)
     head: List[_Msg] = dataclasses.field(default_factory=list)
     msgs: List[_Msg] = dataclasses.field(default_factory=list)    # the messages kept, finished
     blocks: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -5036,19 +5056,12 @@ class _FinishMemo:
         """Return True if messages of ``key`` with ``prints`` are this read's messages and more."""
         done = len(self.prints)
         return (self.clean and key is not None and key == self.key and prints is not None
-                and len(prints) > done and prints[:done] == self.prints)
+                and len(prints) > done and prints[:done] == self.prints and self.intact())
 
-
-def _message_prints(msgs: List[_Msg]) -> Optional[List[bytes]]:
-    """Return each message's exact fingerprint (_fingerprint of its JSON), or None if one has none."""
-    prints = [_fingerprint(msg.raw) for msg in msgs]
-    return None if None in prints else prints  # type: ignore[return-value]
-
-
-def _memo_key(fmt: str, held: bool, head: List[_Msg], shell: Any) -> Optional[bytes]:
-    """Return the fingerprint of what a read depends on besides its messages (see _FinishMemo)."""
-    fields = {k: v for k, v in shell.items() if k not in ("messages", "input")} if isinstance(shell, dict) else shell
-    return _fingerprint([fmt, held, [msg.raw for msg in head], fields])
+    def intact(self) -> bool:
+        """Return True if every object this read took its fingerprints of has them still."""
+        return (_message_prints(self.raws) == self.prints
+                and _memo_key(self.fmt, self.held, self.head, self.shell) == self.key)
 
 
 @dataclasses.dataclass
@@ -6131,7 +6144,7 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
     held = held or _continues_response(shell)
     prints = key = None
     if memo is not None and archive is None and not harness_texts:
-        prints = _message_prints(msgs)
+        prints = _message_prints([msg.raw for msg in msgs])
         key = _memo_key(fmt, held, head, shell) if prints is not None else None
     past = memo if memo is not None and memo.continued_by(key, prints) else None
     if past is not None:
@@ -6201,9 +6214,9 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
         answered = {id(p.partner) for m in msgs for p in m.parts if p.partner is not None}
         open_call = any(p.kind == "call" and id(p) not in answered for m in msgs for p in m.parts)
         conv._memo = _FinishMemo(
-            key, prints, head, kept, blocks, parts, floors, pending, turn, state.used, task_seen,
-            state.keys | {p.key for m in msgs for p in m.parts if p.key}, unknown,
-            not repairs and not open_call and bool(kept) and not spec.may_join(kept[-1]))
+            key, prints, state.raws + [m.raw for m in new], fmt, held, shell, head, kept, blocks, parts, floors,
+            pending, turn, state.used, task_seen, state.keys | {p.key for m in msgs for p in m.parts if p.key},
+            unknown, not repairs and not open_call and bool(kept) and not spec.may_join(kept[-1]))
     return conv
 
 
@@ -11911,7 +11924,8 @@ class Pager:
         can change (see _FinishMemo), else the whole list."""
         fingerprint = _fingerprint(messages)
         last = self._read
-        if fingerprint is not None and last is not None and last[:3] == (fmt, held, fingerprint):
+        if fingerprint is not None and last is not None and last[:3] == (fmt, held, fingerprint) and (
+                last[3]._memo is None or last[3]._memo.intact()):  # (a pager-format read keeps no objects it emits)
             return last[3]
         memo = last[3]._memo if last is not None and last[:2] == (fmt, held) else None
         self._read = None  # a failed read leaves nothing behind

@@ -177,3 +177,19 @@ def test_a_range_pages_topics_follow_a_text_edited_in_place(monkeypatch):
     assert not any("src/mod28.py" in line for line in ranges)
     monkeypatch.setattr(engine, "_fingerprint", lambda value: None)  # the reference: nothing kept between calls
     assert cached == run()
+
+
+@pytest.mark.parametrize("more", [[], [{"role": "user", "content": "Now run the tests."}]],
+                         ids=["the same messages", "one message more"])
+def test_a_message_edited_after_the_call_is_never_served_stale(more):
+    """A message kept verbatim comes back as the caller's own object; edited in place after the call,
+    it is not served for the equal copies of the original the caller sends next (the read is whole)."""
+    messages = _openai()
+    agent = engine.Pager(None)
+    out = agent.compact(messages).messages
+    assert out[4] is messages[4]  # the object itself: what the caller may edit
+    out[4]["content"] = "EDITED after the call"
+    sent = copy.deepcopy(_openai()) + more
+    result = agent.compact(sent).messages
+    assert "EDITED" not in repr(result)
+    assert result == engine.Pager(None).compact(copy.deepcopy(sent)).messages
