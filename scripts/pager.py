@@ -2581,7 +2581,8 @@ class _Scorer:
         self._stubs: set = set()              # arrived as a page stub, scored on its stored text
         self._range_summaries: Dict[str, str] = {}  # a range page that arrived as a stub -> its summary
         # the ranges _make_ranges built in this pass, and the kept names they were built against
-        self._built: Tuple[set, Dict[Tuple[Tuple[int, ...], Optional[int]], RangePage]] = (set(), {})
+        # (no names yet: the first plan builds, whatever names the kept context shows, none included)
+        self._built: Tuple[Optional[set], Dict[Tuple[Tuple[int, ...], Optional[int]], RangePage]] = (None, {})
         self.range_memory: Optional[_RangeMemory] = None  # a running Pager's builds of earlier plans and calls
         self._serials: List[Optional[int]] = []  # each position's serial number in range_memory, when asked
         self._serials_of: Optional[Callable[[Sequence[int]], Tuple[int, ...]]] = None  # see _range_serials
@@ -2726,16 +2727,6 @@ class _Scorer:
         if unit is not None:
             self._units[position] = shared.setdefault(unit, unit)  # type: ignore[assignment]
         self._protect(position, role, kind, pinned, protected)
-        if self.params.budget is not None and self._guards.get(position) == "system":
-            # the same instructions sent again (a harness repeats them after each compaction): the
-            # earlier copy is paged, naming the later one, so the request holds and counts one
-            digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-            earlier = self._system_texts.get(digest)
-            if earlier is not None:
-                self._system_repeats[earlier] = block_id
-            self._system_texts[digest] = position
-        if not text.isascii() and _LONE_SURROGATE.search(text):
-            self._unpageable[position] = UNSTORABLE
         if self.max_turn is None or turn > self.max_turn:
             self.max_turn = turn
         self._ids.append(block_id)
@@ -2753,6 +2744,23 @@ class _Scorer:
             # under a tight budget the room is spent long before most stubs come up.
             self._stub_tokens.append(_UNPRICED if self.texts[position] is not None else
                                      self._stub_cost(block_id, turn, role, kind, tokens, matched, text))
+        self._note_text(position, block_id, role, unit, text, stub)
+
+    def _note_text(self, position: int, block_id: str, role: str, unit: Optional[str], text: str,
+                   stub: bool = False) -> None:
+        """Note what the text of the block just recorded at ``position`` says beside its score: the
+        system prompt sent again, a text no page store can hold, a tool call or long result repeated.
+        (``stub``: the text is the page a stub stands for, which repeats nothing.)"""
+        if self.params.budget is not None and self._guards.get(position) == "system":
+            # the same instructions sent again (a harness repeats them after each compaction): the
+            # earlier copy is paged, naming the later one, so the request holds and counts one
+            digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            earlier = self._system_texts.get(digest)
+            if earlier is not None:
+                self._system_repeats[earlier] = block_id
+            self._system_texts[digest] = position
+        if not text.isascii() and _LONE_SURROGATE.search(text):
+            self._unpageable[position] = UNSTORABLE
         if not stub and ((role == "tool" and len(text) >= REPEAT_MIN_CHARS)
                          or (unit is not None and role == "assistant" and unit.startswith("tool:"))):
             self._note_repeat(position, block_id, role, text)
@@ -11679,6 +11687,9 @@ class _CachedScorer(_Scorer):
         if self.with_names:  # an entry from a pass that read no names has none
             self._names.extend([entry[3] if entry[3] is not None else _names_of(text)
                                 for (_, _, entry), text in zip(hits, texts)])
+        note = self._note_text
+        for offset, (_, raw, _) in enumerate(hits):  # in order: a later copy supersedes an earlier one
+            note(position + offset, ids[offset], roles[offset], raw.get("unit"), texts[offset])
 
 
 @dataclasses.dataclass

@@ -1,10 +1,12 @@
 """The library's Pager keeps the messages it has read: the same messages are not read again, changed ones are."""
 
 import copy
+import importlib.util
 
 import pytest
 
 import pager as engine
+from conftest import ROOT
 
 
 def _openai():
@@ -193,3 +195,57 @@ def test_a_message_edited_after_the_call_is_never_served_stale(more):
     result = agent.compact(sent).messages
     assert "EDITED" not in repr(result)
     assert result == engine.Pager(None).compact(copy.deepcopy(sent)).messages
+
+
+def _scored(report):
+    decisions = report.to_dict()
+    decisions.pop("cached")  # blocks whose scoring features came from the cache: the only difference allowed
+    return decisions
+
+
+@pytest.mark.parametrize("size", [120, 200])
+def test_a_running_pager_scores_each_call_as_a_fresh_pass_does(size):
+    """Blocks scored from the cache note what a fresh pass notes of their texts: a file read again
+    pages the earlier read (at R 0, "repeated by"), whichever call first saw it."""
+    spec = importlib.util.spec_from_file_location("benchmark_library", ROOT / "scripts" / "benchmark-library.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    messages = module.make_coding_list(size)
+    agent = engine.Pager(None)
+    repeated = 0
+    for count in range(10, len(messages) + 1, 7):
+        running = _scored(agent.compact(copy.deepcopy(messages[:count])).report)
+        assert running == _scored(engine.Pager(None).compact(copy.deepcopy(messages[:count])).report), count
+        repeated = max(repeated, sum(d["reason"].startswith("repeated by") or d["R"] == 0 for d in running["decisions"]))
+    assert repeated  # the list reads some file again: the rule is exercised
+
+
+def test_a_system_prompt_sent_again_pages_its_earlier_copy_in_a_running_pager():
+    system = {"role": "system", "content": "You are a coding agent. Follow the repository's rules."}
+    messages = [system, {"role": "user", "content": "Fix the invoice rounding in billing/totals.py."},
+                {"role": "assistant", "content": "Reading billing/totals.py now."}]
+    # every call fits afresh (no directive stands from the last), and one intent keeps the cache
+    agent = engine.Pager(400, target=None, intent="invoice rounding")
+    agent.compact(copy.deepcopy(messages))
+    grown = messages + [copy.deepcopy(system), {"role": "user", "content": "Go on with the rounding fix."}]
+    running = agent.compact(copy.deepcopy(grown)).report.to_dict()["decisions"]
+    fresh = engine.Pager(400, target=None, intent="invoice rounding").compact(
+        copy.deepcopy(grown)).report.to_dict()["decisions"]
+    assert running[0]["reason"] == fresh[0]["reason"] and running[0]["reason"].startswith("repeated by")
+    assert agent.compact(copy.deepcopy(grown)).report.cached  # (the cache was in use)
+
+
+def test_a_text_no_store_can_hold_is_never_paged_on_a_later_call(tmp_path):
+    """A lone surrogate (no UTF-8 store holds it) makes its block unpageable, also when a later call
+    scores it from the cache: that call once tried to store it and failed with UnicodeEncodeError."""
+    messages = [{"role": "user", "content": "Fix the invoice rounding please."},
+                {"role": "assistant", "content": "A lone surrogate \ud800 in a long reply. " + "word " * 300},
+                {"role": "user", "content": "Go on with the invoice rounding."}]
+    agent = engine.Pager(120, contract=str(tmp_path / "c.limn"), target=None, intent="invoice rounding",
+                         now="2026-01-01T00:00:00Z")
+    first = agent.compact(copy.deepcopy(messages)).report.to_dict()["decisions"][1]
+    grown = messages + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "More invoice rounding."}]
+    later = agent.compact(copy.deepcopy(grown)).report
+    assert later.cached
+    assert (first["action"], first["reason"]) == (later.to_dict()["decisions"][1]["action"],
+                                                  later.to_dict()["decisions"][1]["reason"]) == ("evict", "unstorable")

@@ -293,3 +293,14 @@ def test_range_pages_no_longer_whole_are_planned_anew_between_compactions(plans,
     never.compact(msgs)
     never.compact(grown)
     assert never.compact(cut).messages == edited
+
+
+def test_a_first_call_whose_kept_blocks_show_no_names_plans_its_ranges():
+    """The first plan of a Pager's call builds its ranges even when the kept context shows no name at
+    all (its builds were once looked up as if made before, and the call failed with AttributeError)."""
+    messages = [{"role": "system", "content": "be"}]
+    for i in range(30):
+        messages += [{"role": "user", "content": f"a {i}"}, {"role": "assistant", "content": "ok " * 40}]
+    messages.append({"role": "user", "content": "go"})
+    report = engine.Pager(40).compact(messages).report
+    assert report.tokens_after <= 40 and sum(report.counts.values()) == len(messages)

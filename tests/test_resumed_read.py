@@ -10,6 +10,8 @@ back under three sets of directives.
 import copy
 import importlib.util
 import json
+import os
+import random
 
 import pytest
 
@@ -208,3 +210,40 @@ def test_a_model_turn_that_goes_on_across_two_calls_reads_as_one_turn(fmt, start
     whole = engine._read_value(fmt, copy.deepcopy(grown))
     assert len({b["unit"] for b in whole.blocks if b["unit"]}) == 1  # one turn: thinking, text, call and result
     _assert_same_read(conv, whole, fmt)
+
+
+LIBRARY_FUZZ_CASES = int(os.environ.get("PAGER_FUZZ_CASES", "300")) // 5  # the CLI fuzz's knob, a fifth of it
+
+
+def test_fuzz_a_running_pager_on_mutated_requests():
+    """Requests with one message mutated (test_fuzz's hostile values), each grown over four calls of one
+    Pager: every call refuses with a PagerError, or reads what a whole read gives and, with no budget
+    (no directive stands from a call to the next), answers as a fresh Pager does."""
+    import test_fuzz  # its mutations; imported here, as it imports the engine at load
+
+    rng = random.Random(int(os.environ.get("PAGER_FUZZ_SEED", "11")))
+    outcomes = {"ok": 0, "refused": 0}
+    for _ in range(LIBRARY_FUZZ_CASES):
+        name, fmt, value = rng.choice(REQUESTS)
+        key = LIST_KEYS[fmt]
+        value = copy.deepcopy(value)
+        items = value if isinstance(value, list) else value[key]
+        at = rng.randrange(len(items))
+        items[at] = test_fuzz._mutate_value(rng, items[at]) if isinstance(items[at], (dict, list)) \
+            else test_fuzz._hostile_value(rng)
+        budget = rng.choice([None, None, 60, 4000])
+        agent = engine.Pager(budget)
+        for count in sorted({rng.randrange(1, len(items) + 1) for _ in range(3)} | {len(items)}):
+            where = f"{name}, message {at} mutated, {count} messages, budget {budget}"
+            try:
+                result = agent.compact(_grown(value, key, count), format=fmt)
+            except (engine.PagerError, RecursionError):
+                outcomes["refused"] += 1
+                continue
+            outcomes["ok"] += 1
+            _assert_same_read(agent._read[3], engine._read_value(fmt, _grown(value, key, count)), where)
+            if budget is None:
+                fresh = engine.Pager(None).compact(_grown(value, key, count), format=fmt)
+                assert result.messages == fresh.messages, where
+                assert {**result.report.to_dict(), "cached": 0} == {**fresh.report.to_dict(), "cached": 0}, where
+    assert outcomes["ok"] > LIBRARY_FUZZ_CASES and outcomes["refused"], outcomes
