@@ -32,15 +32,20 @@ SEEDS = {  # one small history per format and layout: (its format, the file)
     "copilot-cli legacy": ("copilot-cli", FIXTURES / "copilot_cli_legacy.json"),
     "opencode": ("opencode", FIXTURES / "opencode_export.json"),
 }
-# A Gemini API body: the Gemini CLI session written back (the format has no file of its own here).
-GEMINI_BODY = json.dumps(engine.emit(engine.load((FIXTURES / "gemini_cli_session.json").read_text(encoding="utf-8"),
-                                                 "gemini-cli"), {}), ensure_ascii=False)
+# Two formats with no file of their own here, made from fixtures: a Gemini API body (the Gemini CLI
+# session written back) and a SWE-agent trajectory (the Chat fixture's messages as its history).
+MADE = {
+    "gemini": json.dumps(engine.emit(engine.load((FIXTURES / "gemini_cli_session.json").read_text(encoding="utf-8"),
+                                                 "gemini-cli"), {}), ensure_ascii=False),
+    "swe-agent": json.dumps({"trajectory": [], "info": {"exit_status": "submitted"}, "history": json.loads(
+        (FIXTURES / "openai_parallel.json").read_text(encoding="utf-8"))["messages"]}, ensure_ascii=False),
+}
 
 
 def _seed_text(name):
-    """Return the text of seed ``name`` (see SEEDS; "gemini" is GEMINI_BODY) and whether it is JSONL."""
-    if name == "gemini":
-        return GEMINI_BODY, False
+    """Return the text of seed ``name`` (see SEEDS and MADE) and whether it is JSONL."""
+    if name in MADE:
+        return MADE[name], False
     path = SEEDS[name][1]
     return path.read_text(encoding="utf-8"), path.suffix == ".jsonl"
 CASES = int(os.environ.get("PAGER_FUZZ_CASES", "300"))
@@ -230,7 +235,7 @@ def _run(pager, argv):
 
 
 def _check_case(pager, liminate, rng, folder, case):
-    name = rng.choice(sorted([*SEEDS, "gemini"]))
+    name = rng.choice(sorted([*SEEDS, *MADE]))
     fmt = SEEDS[name][0] if name in SEEDS else name
     (folder / "h.json").write_text(_history_text(rng, name), encoding="utf-8", errors="surrogatepass")
     contract_text = _contract_text(rng)
