@@ -5050,7 +5050,6 @@ class _FinishMemo:
     head: List[_Msg] = dataclasses.field(default_factory=list)
     msgs: List[_Msg] = dataclasses.field(default_factory=list)    # the messages kept, finished
     blocks: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
-    parts: List[_Part] = dataclasses.field(default_factory=list)  # the part of each block, in order
     floors: Dict[int, str] = dataclasses.field(default_factory=dict)  # _floor_parts' first item
     pending: Optional[_Part] = None   # _floor_parts' second item
     turn: int = 0                     # the turn the last message leaves open
@@ -6191,10 +6190,10 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
     marks = dict(floors)
     if pending is not None:
         marks[id(pending)] = "conclusion"
-    blocks, parts = list(state.blocks), list(state.parts)
+    blocks = list(state.blocks)
     if state.pending is not None and id(state.pending) not in floors and pending is not state.pending:
         # The conclusion read last was the assistant's last words; new words of its came after them.
-        at = len(parts) - 1 - parts[::-1].index(state.pending)
+        at = next(i for i in range(len(blocks) - 1, -1, -1) if blocks[i]["id"] == state.pending.bid)  # ids are unique
         owner = next(m for m in reversed(state.msgs) if state.pending in m.parts)
         blocks[at] = _part_block(owner, state.pending, None, {}, state.task_seen)
     notes: Dict[int, List[_Part]] = {}  # the stub lines of each note a pass wrote
@@ -6206,13 +6205,12 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
     for msg in lead + kept:
         for part in msg.parts:
             blocks.append(_part_block(msg, part, marks.get(id(part)), notes, task_seen))
-            parts.append(part)
             task_seen = task_seen or part.human
     archived = _archive_blocks(archive, state.used) if archive else []
-    kept = state.msgs + kept
     unknown = dict(state.unknown)
-    for kind, count in _unknown_types(kept[len(state.msgs):] + (archive or [])).items():
+    for kind, count in _unknown_types(kept + (archive or [])).items():
         unknown[kind] = unknown.get(kind, 0) + count
+    kept = state.msgs + kept
     conv = Conversation(fmt=fmt, blocks=archived + blocks, emit_format=spec.emits_as, skipped_lines=skipped,
                         repairs=repairs, _msgs=kept, _head=head, _shell=shell)
     conv.archived = len(archived)
@@ -6222,7 +6220,7 @@ def _finish(fmt: str, msgs: List[_Msg], head: List[_Msg], shell: Any, repairs: L
         answered = {id(p.partner) for m in msgs for p in m.parts if p.partner is not None}
         open_call = any(p.kind == "call" and id(p) not in answered for m in msgs for p in m.parts)
         conv._memo = _FinishMemo(
-            key, prints, state.raws + [m.raw for m in new], fmt, held, shell, head, kept, blocks, parts, floors,
+            key, prints, state.raws + [m.raw for m in new], fmt, held, shell, head, kept, blocks, floors,
             pending, turn, state.used, task_seen, state.keys | {p.key for m in msgs for p in m.parts if p.key},
             unknown, not repairs and not open_call and bool(kept) and not spec.may_join(kept[-1]))
     return conv
