@@ -52,6 +52,15 @@ def cli(capsys):
     return run
 
 
+def load_script(name):
+    """Return the script ``scripts/<name>.py`` (a benchmark: its name has hyphens) loaded as a module."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_"), SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def run_script(*args, stdin=None, script=PAGER):
     """Run a script in a subprocess, as a user would."""
     proc = subprocess.run([sys.executable, str(script), *map(str, args)], input=stdin,

@@ -9,7 +9,7 @@ import sys
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from conftest import ASSET, NOW, ROOT, replay
+from conftest import ASSET, NOW, ROOT, load_script, replay
 
 
 # --- tokens ---
@@ -328,10 +328,7 @@ def test_quality_benchmark_measures_recall(tmp_path):
 
 def test_quality_benchmark_window_and_floor(tmp_path):
     sys.path.insert(0, str(ROOT / "scripts"))
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("bq", ROOT / "scripts" / "benchmark-quality.py")
-    bq = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bq)
+    bq = load_script("benchmark-quality")
     turns, questions = bq.load_conversation(_locomo(tmp_path) / "tiny.json")
     assert [t["tokens"] for t in turns] == [math.ceil(len(t["text"]) / 4) for t in turns]
     assert turns[0]["text"] == "Ann: I adopted a puppy named Biscuit last week!" and turns[1]["role"] == "assistant"

@@ -1,12 +1,11 @@
 """The library's Pager keeps the messages it has read: the same messages are not read again, changed ones are."""
 
 import copy
-import importlib.util
 
 import pytest
 
 import pager as engine
-from conftest import ROOT
+from conftest import load_script
 
 
 def _openai():
@@ -207,10 +206,7 @@ def _scored(report):
 def test_a_running_pager_scores_each_call_as_a_fresh_pass_does(size):
     """Blocks scored from the cache note what a fresh pass notes of their texts: a file read again
     pages the earlier read (at R 0, "repeated by"), whichever call first saw it."""
-    spec = importlib.util.spec_from_file_location("benchmark_library", ROOT / "scripts" / "benchmark-library.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    messages = module.make_coding_list(size)
+    messages = load_script("benchmark-library").make_coding_list(size)
     agent = engine.Pager(None)
     repeated = 0
     for count in range(10, len(messages) + 1, 7):

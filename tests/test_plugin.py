@@ -1,6 +1,5 @@
 """The Claude Code plugin: manifest, hooks run exactly as Claude Code runs them, and the real CLI's validator."""
 
-import importlib.util
 import json
 import os
 import re
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, load_script
 
 import claude_hooks  # noqa: E402  (conftest puts scripts/ on sys.path)
 import pager  # noqa: E402
@@ -30,10 +29,7 @@ except ImportError:  # Python < 3.11
 
 
 def _benchmark():
-    spec = importlib.util.spec_from_file_location("benchmark_hooks", ROOT / "scripts" / "benchmark-hooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmark-hooks")
 
 
 def hook_command(event):

@@ -1,19 +1,15 @@
 """The coding-session measure of scripts/benchmark-quality.py, on small sessions built here."""
 
-import importlib.util
 import json
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, load_script
 
 
 @pytest.fixture(scope="module")
 def bq():
-    spec = importlib.util.spec_from_file_location("benchmark_quality", ROOT / "scripts" / "benchmark-quality.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmark-quality")
 
 
 def session(*pairs):

@@ -8,7 +8,6 @@ back under three sets of directives.
 """
 
 import copy
-import importlib.util
 import json
 import os
 import random
@@ -16,7 +15,7 @@ import random
 import pytest
 
 import pager as engine
-from conftest import ROOT
+from conftest import ROOT, load_script
 
 FIXTURES = ROOT / "tests" / "fixtures" / "transcripts"
 DEV = ROOT.parent / "shared" / "data" / "transcripts-dev"
@@ -26,9 +25,7 @@ SESSIONS = {"gemini_cli_session.json": "gemini-cli", "copilot_cli_events.jsonl":
 
 
 def _benchmark_lists():
-    spec = importlib.util.spec_from_file_location("benchmark_library", ROOT / "scripts" / "benchmark-library.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("benchmark-library")
     return {"conversation": module.make_conversation(120), "coding list": module.make_coding_list(120)}
 
 
